@@ -1,0 +1,116 @@
+"""The channel contract: what every transport adapter is, and what it is handed.
+
+A channel runs its transport, decodes platform events into
+:class:`~gateway.messages.InboundMessage`, encodes and sends rendered parts,
+edits, and closes -- nothing else.  It does not retry, split, pace or decide
+policy: the one outbound path does that for all channels, reading the
+channel's :class:`~gateway.capabilities.ChannelCapabilities`.
+
+Delivery guarantees start here: a channel acknowledges the platform (answers
+the webhook, advances the poll offset, acks the stream frame) only after
+``await sink.accept(...)`` returned, because that is when the event is durable.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Protocol
+
+from gateway.capabilities import ChannelCapabilities, capabilities_of
+from gateway.config import AccountConfig
+from gateway.errors import Unsupported
+from gateway.messages import AccountId, Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starlette at module level
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
+
+class InboundSink(Protocol):
+    async def accept(self, messages: Sequence[InboundMessage]) -> None:
+        """Persist the messages (dedup + inbox) and return once they are durable."""
+        ...
+
+    def invalid(self, reason: str) -> None:
+        """Record an event that could not be decoded (logged, counted, dropped with a reason)."""
+        ...
+
+
+class CursorStore(Protocol):
+    """Durable per-account positions: poll offsets, sync tokens, UIDVALIDITY/UID."""
+
+    async def get(self, name: str) -> str | None: ...
+
+    async def put(self, name: str, value: str) -> None: ...
+
+
+class Heartbeat(Protocol):
+    """How a running transport tells the supervisor it is alive (see gateway.supervisor)."""
+
+    def beat(self) -> None: ...
+
+    def event(self) -> None: ...
+
+    def set_state(self, state: object, reason: str = "") -> None: ...
+
+
+@dataclass(frozen=True)
+class ChannelContext:
+    """Everything a channel is handed by the composition root; it builds nothing of its own."""
+
+    account: AccountId
+    config: AccountConfig
+    sink: InboundSink
+    cursors: CursorStore
+    data_dir: Path
+
+
+class Channel(ABC):
+    """Base of every channel adapter.  Subclasses set the three class attributes."""
+
+    name: ClassVar[str]
+    config_model: ClassVar[type[AccountConfig]] = AccountConfig
+
+    def __init__(self, context: ChannelContext) -> None:
+        self.context = context
+
+    @classmethod
+    def capabilities(cls) -> ChannelCapabilities:
+        return capabilities_of(cls.name)
+
+    @property
+    def account(self) -> AccountId:
+        return self.context.account
+
+    @abstractmethod
+    async def run(self, heartbeat: Heartbeat) -> None:
+        """Run the inbound transport until cancelled.  Raise on failure; the supervisor restarts."""
+
+    @abstractmethod
+    async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
+        """Send one rendered part.  ``idempotency_key`` is stable across retries and restarts;
+        pass it to the platform where the platform deduplicates sends (Matrix txnId, QQ msg_seq)."""
+
+    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+        """Replace the text of a sent message (edit mode) or extend a native stream."""
+        raise Unsupported(self.name, "editing messages is not supported")
+
+    async def typing(self, target: Address) -> None:
+        """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``."""
+
+    async def handle_webhook(self, request: "Request") -> "Response":
+        """Webhook-mode channels verify, decode, ``await sink.accept`` and only then answer 2xx."""
+        raise Unsupported(self.name, "this channel has no webhook")
+
+    def http_routes(self) -> list["BaseRoute"]:
+        """Routes this channel serves itself (webchat's page and API), mounted by the HTTP app
+        under ``/channels/{name}/{account}``.  Most channels serve none."""
+        return []
+
+    async def close(self) -> None:
+        """Release sockets and clients.  Called once, after ``run`` ended."""
+

@@ -1,0 +1,94 @@
+"""Which channels exist, which can run here, and why the others cannot.
+
+Listing never imports a platform SDK: built-in channels are described by
+``channels/platforms.toml`` and checked with ``importlib.util.find_spec``;
+third-party channels come from the ``partners.channels`` entry-point group
+and are imported only when configured.  An unavailable channel is reported
+with the reason and the fix, never hidden.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+
+from channels.base import Channel
+from gateway.capabilities import PlatformEntry, platform_catalog
+from gateway.errors import ChannelUnavailable
+
+ENTRY_POINT_GROUP = "partners.channels"
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class ChannelListing:
+    name: str
+    title: str
+    available: bool
+    reason: str = ""
+    source: str = "built-in"
+
+
+def _missing_requirement(entry: PlatformEntry) -> str | None:
+    for module in entry.requires:
+        if importlib.util.find_spec(module) is None:
+            return module
+    return None
+
+
+def _plugin_points() -> dict[str, object]:
+    return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def list_channels() -> list[ChannelListing]:
+    listings: list[ChannelListing] = []
+    for entry in platform_catalog().values():
+        if not entry.implemented:
+            listings.append(ChannelListing(entry.name, entry.title, False, "not implemented in this release yet"))
+            continue
+        missing = _missing_requirement(entry)
+        if missing:
+            reason = f"needs the `{entry.extra}` extra: pip install 'partners-gateway[{entry.extra}]'"
+            listings.append(ChannelListing(entry.name, entry.title, False, reason))
+        else:
+            listings.append(ChannelListing(entry.name, entry.title, True))
+    for name, point in _plugin_points().items():
+        if name in platform_catalog():
+            continue
+        listings.append(ChannelListing(name, name, True, source=f"plugin {getattr(point, 'value', '')}"))
+    return listings
+
+
+def load_channel(name: str) -> type[Channel]:
+    """Import and return a channel class, or raise ChannelUnavailable saying why."""
+    catalog = platform_catalog()
+    if name in catalog:
+        entry = catalog[name]
+        if not entry.implemented:
+            raise ChannelUnavailable(f"channel {name!r} is not implemented in this release yet")
+        missing = _missing_requirement(entry)
+        if missing:
+            raise ChannelUnavailable(
+                f"channel {name!r} needs the Python package providing `{missing}`: "
+                f"pip install 'partners-gateway[{entry.extra}]'"
+            )
+        module_name, _, attr = entry.module.partition(":")
+        try:
+            cls = getattr(importlib.import_module(module_name), attr)
+        except ImportError as error:
+            raise ChannelUnavailable(f"channel {name!r} failed to import: {error}") from error
+        return cls
+    points = _plugin_points()
+    if name in points:
+        try:
+            cls = points[name].load()  # type: ignore[attr-defined]
+        except Exception as error:  # a broken plugin must be reported, not crash the gateway
+            raise ChannelUnavailable(f"plugin channel {name!r} failed to load: {error}") from error
+        if not (isinstance(cls, type) and issubclass(cls, Channel)):
+            raise ChannelUnavailable(f"plugin channel {name!r} does not name a Channel subclass")
+        return cls
+    known = ", ".join(sorted([*catalog, *points]))
+    raise ChannelUnavailable(f"no channel named {name!r} (known: {known})")

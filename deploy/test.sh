@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Install everything the test suite needs on a fresh machine, then run the whole suite.
+# Usage: bash deploy/test.sh [pytest args]
+# Services a test needs are installed and started here (or by the test's own fixtures);
+# a missing service is a failure, never a skip.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+venv="${PARTNERS_VENV:-.venv}"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Chromium (Debian's package) for the webchat browser test; Playwright never downloads a browser here.
+if [ ! -x /usr/bin/chromium ]; then
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq chromium >/dev/null
+fi
+
+exec "$venv/bin/python" -m pytest "$@"

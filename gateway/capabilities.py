@@ -1,0 +1,125 @@
+"""What a channel can do, declared as data.
+
+Each platform's numbers (text limits and the unit they are counted in, send
+rates, reply windows, edit intervals) live in one place:
+``channels/platforms.toml``.  A channel class points at its entry; the
+outbound path reads the declaration to split, pace, stream and degrade --
+channels never retry, split or decide policy themselves.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from enum import Enum
+from functools import cache
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+PLATFORMS_FILE = Path(__file__).resolve().parent.parent / "channels" / "platforms.toml"
+
+
+class TextUnit(str, Enum):
+    """How a platform counts the length of a message."""
+
+    CHARS = "chars"  # Unicode code points
+    UTF16 = "utf16"  # UTF-16 code units (Telegram, Discord)
+    BYTES = "bytes"  # UTF-8 bytes (WeCom, Zulip, Matrix, Feishu)
+    RUNES = "runes"  # Go runes == code points (Mattermost); kept distinct to mirror the docs
+
+
+class Dialect(str, Enum):
+    """The markup a platform renders; the renderer for each lives in ``gateway.render``."""
+
+    PLAIN = "plain"
+    MARKDOWN = "markdown"  # CommonMark-ish (Discord, Mattermost, Zulip, Teams, Mochat, DingTalk, Feishu md)
+    TELEGRAM_HTML = "telegram_html"
+    HTML = "html"  # Matrix formatted_body, email text/html, webchat
+    SLACK_MRKDWN = "slack_mrkdwn"
+    WHATSAPP = "whatsapp"
+
+
+class EditMode(str, Enum):
+    NONE = "none"
+    EDIT = "edit"  # edit a sent message in place
+    NATIVE_STREAM = "native_stream"  # a platform streaming primitive
+
+
+class InboundMode(str, Enum):
+    POLL = "poll"
+    WEBHOOK = "webhook"
+    SOCKET = "socket"
+    LOCAL = "local"  # served by the gateway itself (webchat, console)
+
+
+class SendRate(BaseModel):
+    """A token bucket: ``rate`` sends per ``per`` seconds with room for ``burst``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    rate: float
+    per: float = 1.0
+    burst: int = 1
+
+
+class ChannelCapabilities(BaseModel):
+    """One frozen declaration per platform; the single home of its facts."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    platform: str
+    text_limit: int
+    text_unit: TextUnit
+    dialect: Dialect
+    elements: frozenset[str] = Field(description="element kinds the platform shows natively")
+    edit_mode: EditMode = EditMode.NONE
+    min_edit_interval: float = 1.0
+    typing: bool = False
+    typing_interval: float = 5.0
+    threads: bool = False
+    reactions: bool = False
+    media_kinds: frozenset[str] = frozenset()
+    media_max_bytes: int = 0
+    reply_window_s: float | None = None
+    """How long after the inbound message a reply may be sent (None: no window)."""
+    group_reply_window_s: float | None = None
+    replies_per_inbound: int | None = None
+    proactive_quota: str | None = None
+    """Free-form statement of proactive-send limits, e.g. "5 per 48 h after a user message"."""
+    send_rate_chat: SendRate | None = None
+    send_rate_group: SendRate | None = None
+    send_rate_global: SendRate | None = None
+    inbound_modes: tuple[InboundMode, ...] = (InboundMode.POLL,)
+    ack_deadline_s: float | None = None
+    redelivery_horizon_s: float = 7 * 24 * 3600.0
+    """How long the platform may redeliver an event; dedup keys are kept at least this long."""
+    group_addressing: str = "mention"
+
+
+class PlatformEntry(BaseModel):
+    """A catalog row: where a channel lives and what it needs, without importing it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    name: str
+    title: str
+    module: str
+    extra: str | None = None
+    requires: tuple[str, ...] = ()
+    """Import names that must be importable (checked with importlib.util.find_spec, not imported)."""
+    implemented: bool = True
+    capabilities: ChannelCapabilities
+
+
+@cache
+def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
+    with path.open("rb") as fh:
+        raw = tomllib.load(fh)
+    catalog: dict[str, PlatformEntry] = {}
+    for name, entry in raw.items():
+        caps = dict(entry.pop("capabilities"))
+        caps["platform"] = name
+        catalog[name] = PlatformEntry(name=name, capabilities=ChannelCapabilities(**caps), **entry)
+    return catalog
+
+
+def capabilities_of(platform: str) -> ChannelCapabilities:
+    return platform_catalog()[platform].capabilities

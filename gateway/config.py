@@ -1,0 +1,233 @@
+"""The one configuration file, validated by pydantic.
+
+Unknown fields are rejected, secrets are read from the environment
+(``env:NAME``) and never printed, and every error names the file, the field
+and the fix.  Code receives these typed objects, never dicts.
+
+Channel-specific settings of an account are validated by that channel's own
+model (``Channel.config_model``) when the channel is loaded, so reading the
+config never imports a platform SDK.
+"""
+
+from __future__ import annotations
+
+import os
+from enum import Enum
+from pathlib import Path
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
+
+from gateway.errors import ConfigError
+
+DEFAULT_CONFIG_NAME = "partners.yaml"
+
+
+def _secret_from_env(value: Any) -> Any:
+    if isinstance(value, SecretStr) or value is None:
+        return value
+    if isinstance(value, str) and value.startswith("env:"):
+        name = value[4:]
+        if name not in os.environ:
+            raise ValueError(f"environment variable {name} is not set (export {name}=... before starting)")
+        return SecretStr(os.environ[name])
+    raise ValueError("secrets are read from the environment: write env:VARIABLE_NAME here, not the secret itself")
+
+
+EnvSecret = Annotated[SecretStr, BeforeValidator(_secret_from_env)]
+"""A secret given as ``env:NAME`` in the file and resolved from the environment."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# --------------------------------------------------------------------------- access policy
+
+
+class DmPolicy(str, Enum):
+    OPEN = "open"
+    ALLOWLIST = "allowlist"
+    PAIRING = "pairing"
+    DISABLED = "disabled"
+
+
+class GroupPolicy(str, Enum):
+    MENTION = "mention"  # only when the bot is mentioned (or replied to, or given a command)
+    REPLY = "reply"  # only replies to the bot's own messages
+    KEYWORD = "keyword"  # when the text starts with or contains one of ``keywords``
+    ALWAYS = "always"
+    OFF = "off"
+
+
+class RefusalNotice(_Model):
+    """What a refused sender sees: a short notice at most every ``min_interval_s``, or nothing."""
+
+    notify: bool = True
+    text: str = "Sorry, I can't answer here. Ask the teacher who runs me for access."
+    min_interval_s: float = 3600.0
+
+
+class GroupSettings(_Model):
+    policy: GroupPolicy | None = None
+    keywords: tuple[str, ...] | None = None
+    enabled: bool = True
+
+
+class AccessPolicy(_Model):
+    dm: DmPolicy = DmPolicy.PAIRING
+    allow_from: tuple[str, ...] = ()
+    """Sender ids allowed in direct messages (``allowlist`` policy); ``*`` allows everyone."""
+    group: GroupPolicy = GroupPolicy.MENTION
+    keywords: tuple[str, ...] = ()
+    groups: dict[str, GroupSettings] = Field(default_factory=dict)
+    """Per-group overrides, keyed by the platform's chat id."""
+    refusal: RefusalNotice = RefusalNotice()
+    pairing_ttl_s: float = 3600.0
+    pairing_max_pending: int = 3
+
+
+class AccountConfig(BaseModel):
+    """Settings every channel account has; a channel's own model extends this."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    enabled: bool = True
+    access: AccessPolicy = AccessPolicy()
+
+
+# --------------------------------------------------------------------------- partners and routing
+
+
+class MidTurn(str, Enum):
+    """What happens to a message that arrives while the partner is answering."""
+
+    QUEUE = "queue"  # answered by the next turn
+    MERGE = "merge"  # joins the running turn at its next round boundary
+
+
+class OwnerRef(_Model):
+    """A teacher's identity on one channel (the partner's owner)."""
+
+    channel: str
+    user: str
+
+
+class PartnerConfig(_Model):
+    id: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    name: str
+    persona: str = "study-buddy"
+    greeting: str = ""
+    owners: tuple[OwnerRef, ...] = ()
+    mid_turn: MidTurn = MidTurn.QUEUE
+
+
+class Binding(_Model):
+    """Routes a channel account -- or one group or conversation of it -- to a partner.
+
+    The most specific binding wins: conversation (chat + thread) > chat > account.
+    """
+
+    partner: str
+    channel: str
+    account: str = "default"
+    chat: str | None = None
+    thread: str | None = None
+
+
+class HttpConfig(_Model):
+    host: str = "127.0.0.1"
+    port: int = Field(default=8780, ge=0, le=65535)
+    public_url: str | None = None
+
+
+class PipelineConfig(_Model):
+    coalesce_window_s: float = Field(default=0.6, ge=0)
+    """Wait this long after a message for more from the same sender before answering."""
+    coalesce_max_s: float = Field(default=3.0, ge=0)
+    """Never delay a turn more than this, however fast messages keep coming."""
+    delivery_max_attempts: int = Field(default=8, ge=1)
+    shutdown_drain_s: float = Field(default=10.0, ge=0)
+
+
+class Config(_Model):
+    data_dir: Path = Path("partners-data")
+    http: HttpConfig = HttpConfig()
+    pipeline: PipelineConfig = PipelineConfig()
+    partners: tuple[PartnerConfig, ...] = ()
+    bindings: tuple[Binding, ...] = ()
+    channels: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
+    """channel name -> account id -> that account's settings (validated by the channel's model)."""
+    source: Path | None = Field(default=None, exclude=True)
+
+    @model_validator(mode="after")
+    def _check_references(self) -> "Config":
+        ids = [p.id for p in self.partners]
+        dupes = {i for i in ids if ids.count(i) > 1}
+        if dupes:
+            raise ValueError(f"partner ids must be unique; repeated: {', '.join(sorted(dupes))}")
+        for i, binding in enumerate(self.bindings):
+            if binding.partner not in ids:
+                raise ValueError(f"bindings.{i}.partner: no partner with id {binding.partner!r} (known: {', '.join(ids) or 'none'})")
+        return self
+
+    @property
+    def database_path(self) -> Path:
+        return self.data_dir / "gateway.db"
+
+    def partner(self, partner_id: str) -> PartnerConfig:
+        for partner in self.partners:
+            if partner.id == partner_id:
+                return partner
+        raise KeyError(partner_id)
+
+    def account_settings(self, channel: str, account: str) -> AccountConfig:
+        """The common part of an account's settings (channel-specific fields are ignored here)."""
+        raw = self.channels.get(channel, {}).get(account, {})
+        common = {k: v for k, v in raw.items() if k in AccountConfig.model_fields}
+        return AccountConfig.model_validate(common)
+
+
+def _describe(error: ValidationError) -> tuple[str, str]:
+    first = error.errors()[0]
+    field = ".".join(str(p) for p in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    return field, message
+
+
+_FIXES = {
+    "extra_forbidden": "remove this field or check its spelling",
+    "missing": "add this field",
+    "enum": "use one of the values listed",
+}
+
+
+def parse_config(raw: Any, *, source: str = "<config>") -> Config:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("the file must hold a mapping of settings", file=source, fix="start from `partners init`")
+    try:
+        config = Config.model_validate(raw)
+    except ValidationError as error:
+        field, message = _describe(error)
+        kind = error.errors()[0]["type"]
+        raise ConfigError(message, file=source, field=field, fix=_FIXES.get(kind)) from None
+    return config
+
+
+def load_config(path: Path) -> Config:
+    """Read and validate a config file; relative ``data_dir`` resolves against the file's folder."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError("file not found", file=str(path), fix="run `partners init` to write one") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"line {mark.line + 1}" if mark else None
+        raise ConfigError(f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path), field=where) from None
+    config = parse_config(raw, source=str(path))
+    data_dir = config.data_dir if config.data_dir.is_absolute() else (path.parent / config.data_dir)
+    return config.model_copy(update={"data_dir": data_dir.resolve(), "source": path})

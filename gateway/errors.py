@@ -1,0 +1,101 @@
+"""The one error tree of the gateway.
+
+Foreign errors (SDK exceptions, HTTP status codes, platform error codes) are
+translated once, at a channel's boundary, into these classes -- most specific
+first -- and nothing above the channel ever sees a platform exception::
+
+    GatewayError
+    ├── ConfigError                  bad or missing configuration; names file, field, fix
+    ├── ChannelUnavailable           a channel cannot be loaded (missing extra, bad config)
+    ├── TransientError               try again later
+    │   ├── RateLimited              the platform said slow down (carries retry_after)
+    │   └── PeerUnavailable          5xx, timeouts, dropped sockets
+    └── PermanentError               retrying will not help
+        ├── AuthFailed               401/403, revoked token
+        ├── Unsupported              the platform cannot do this (edit, media kind)
+        ├── ReplyWindowClosed        the reply token or window expired
+        ├── NotFound                 chat or message is gone
+        └── BadRequest               the platform rejected our payload
+    InvalidEvent                     an inbound event we cannot decode (logged, dropped with reason)
+    ForgedRequest                    an inbound webhook whose signature does not verify
+
+A message names who spoke and the platform's code, e.g.
+``telegram says 429: retry after 3 s``.  A policy drop is not an error; it is
+a reason string recorded with the message.
+"""
+
+from __future__ import annotations
+
+
+class GatewayError(Exception):
+    """Root of every error the gateway raises on purpose."""
+
+
+class ConfigError(GatewayError):
+    def __init__(self, message: str, *, file: str | None = None, field: str | None = None, fix: str | None = None):
+        self.file, self.field, self.fix = file, field, fix
+        where = ":".join(p for p in (file, field) if p)
+        text = f"{where}: {message}" if where else message
+        if fix:
+            text += f" (fix: {fix})"
+        super().__init__(text)
+
+
+class ChannelUnavailable(GatewayError):
+    """A channel that cannot run here, with the reason an operator can act on."""
+
+
+class PlatformError(GatewayError):
+    """An error a platform reported; ``platform`` and ``code`` say who and what."""
+
+    def __init__(self, platform: str, message: str, *, code: str | int | None = None):
+        self.platform, self.code, self.detail = platform, code, message
+        said = f"{platform} says {code}: {message}" if code is not None else f"{platform}: {message}"
+        super().__init__(said)
+
+
+class TransientError(PlatformError):
+    """Worth retrying after a pause."""
+
+
+class RateLimited(TransientError):
+    def __init__(self, platform: str, retry_after: float, *, code: str | int | None = 429, scope: str = "chat"):
+        self.retry_after = max(0.0, float(retry_after))
+        self.scope = scope
+        super().__init__(platform, f"retry after {self.retry_after:g} s", code=code)
+
+
+class PeerUnavailable(TransientError):
+    """The platform is down, slow or dropped the connection."""
+
+
+class PermanentError(PlatformError):
+    """Retrying the same request will fail the same way."""
+
+
+class AuthFailed(PermanentError):
+    pass
+
+
+class Unsupported(PermanentError):
+    pass
+
+
+class ReplyWindowClosed(PermanentError):
+    pass
+
+
+class NotFound(PermanentError):
+    pass
+
+
+class BadRequest(PermanentError):
+    pass
+
+
+class InvalidEvent(GatewayError):
+    """An inbound event that cannot be decoded; it is logged and dropped with this reason."""
+
+
+class ForgedRequest(GatewayError):
+    """An inbound request whose signature or secret does not verify."""

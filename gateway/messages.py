@@ -1,0 +1,254 @@
+"""The message vocabulary every channel and the brain speak.
+
+This is a leaf module: it imports nothing from the rest of the project, so a
+channel can depend on it without knowing the brain, and the brain without
+knowing any platform.
+
+Content is a sequence of *elements* from a small closed vocabulary.  Each
+element kind has a written degradation rule (see ``gateway.render.degrade``)
+for platforms that cannot show it, so a channel never has to invent one.
+
+A platform hands us an *event*; the pair (channel, account, event id) is the
+dedup key.  Every inbound message carries an opaque :class:`Referrer` --
+whatever that platform needs to answer (message id, reply token, session
+webhook) and when that stops working -- which rides untouched to the reply.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import datetime
+from enum import Enum
+from typing import Annotated, Literal, NewType, Union
+
+from pydantic import BaseModel, ConfigDict, Field
+
+ChannelName = NewType("ChannelName", str)
+"""A platform id and config key: ``telegram``, ``email``, ``webchat``."""
+AccountId = NewType("AccountId", str)
+"""Which bot, app or inbox of that channel (a gateway runs many)."""
+ChatId = NewType("ChatId", str)
+UserId = NewType("UserId", str)
+MessageId = NewType("MessageId", str)
+EventId = NewType("EventId", str)
+PartnerId = NewType("PartnerId", str)
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+# --------------------------------------------------------------------------- who and where
+
+
+class ConversationKind(str, Enum):
+    DIRECT = "direct"
+    GROUP = "group"
+
+
+class Conversation(_Frozen):
+    """Where a message was said: a chat, optionally narrowed to a thread or topic."""
+
+    chat: ChatId
+    kind: ConversationKind
+    thread: str | None = None
+    title: str | None = None
+
+    @property
+    def key(self) -> str:
+        """Stable key within one channel account; a thread is its own conversation."""
+        return self.chat if self.thread is None else f"{self.chat}/{self.thread}"
+
+
+class Sender(_Frozen):
+    user: UserId
+    display_name: str = ""
+    is_bot: bool = False
+
+
+class Address(_Frozen):
+    """A channel account plus a conversation: everything needed to say where."""
+
+    channel: ChannelName
+    account: AccountId
+    conversation: Conversation
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.channel}:{self.account}:{self.conversation.key}"
+
+
+# --------------------------------------------------------------------------- elements
+
+
+class Style(str, Enum):
+    BOLD = "bold"
+    ITALIC = "italic"
+    STRIKE = "strike"
+    CODE = "code"
+
+
+class Text(_Frozen):
+    """Plain text with optional inline styles that apply to the whole run."""
+
+    kind: Literal["text"] = "text"
+    text: str
+    styles: frozenset[Style] = frozenset()
+
+
+class Mention(_Frozen):
+    kind: Literal["mention"] = "mention"
+    user: UserId
+    display_name: str = ""
+    is_self: bool = False
+    """True when this mentions the bot's own account (the addressing signal)."""
+
+
+class Link(_Frozen):
+    kind: Literal["link"] = "link"
+    url: str
+    text: str = ""
+
+
+class Media(_Frozen):
+    """An image, audio clip, video or file, by URL or by platform file reference."""
+
+    kind: Literal["image", "audio", "video", "file"]
+    url: str | None = None
+    platform_ref: str | None = None
+    name: str = ""
+    mime_type: str = ""
+    size: int | None = None
+    caption: str = ""
+
+
+class Quote(_Frozen):
+    """A reply to (or quote of) an earlier message."""
+
+    kind: Literal["quote"] = "quote"
+    message: MessageId
+    text: str = ""
+    author: UserId | None = None
+    is_self: bool = False
+    """True when the quoted message is the bot's own (a reply to the bot)."""
+
+
+class Emoji(_Frozen):
+    """A platform emoji or sticker; ``fallback`` is what to show where it cannot be."""
+
+    kind: Literal["emoji"] = "emoji"
+    name: str
+    fallback: str = ""
+    platform_ref: str | None = None
+
+
+Element = Annotated[Union[Text, Mention, Link, Media, Quote, Emoji], Field(discriminator="kind")]
+ELEMENT_KINDS: tuple[str, ...] = ("text", "mention", "link", "image", "audio", "video", "file", "quote", "emoji")
+
+
+def plain_text(elements: tuple[Element, ...] | list[Element]) -> str:
+    """What a reader would see if every element were flattened to text."""
+    parts: list[str] = []
+    for element in elements:
+        if isinstance(element, Text):
+            parts.append(element.text)
+        elif isinstance(element, Mention):
+            parts.append(f"@{element.display_name or element.user}")
+        elif isinstance(element, Link):
+            parts.append(element.text or element.url)
+        elif isinstance(element, Media):
+            parts.append(element.caption or f"[{element.kind}{': ' + element.name if element.name else ''}]")
+        elif isinstance(element, Emoji):
+            parts.append(element.fallback or f":{element.name}:")
+    return "".join(parts)
+
+
+# --------------------------------------------------------------------------- inbound
+
+
+class Referrer(_Frozen):
+    """Whatever the platform needs to answer this message, opaque to the core.
+
+    ``token`` is a JSON-safe string the channel alone interprets (a reply token,
+    a session webhook URL, a context token).  ``expires_at`` is when answering
+    through it stops working; the outbound path reads it to refuse a late send
+    with a clear reason instead of a platform error.
+    """
+
+    message: MessageId | None = None
+    token: str | None = None
+    expires_at: datetime | None = None
+
+
+class InboundMessage(_Frozen):
+    """One normalized message a platform handed us."""
+
+    event_id: EventId
+    address: Address
+    sender: Sender
+    elements: tuple[Element, ...] = ()
+    referrer: Referrer = Referrer()
+    received_at: datetime
+    addressed: bool = False
+    """The channel's verdict that the bot was addressed (mention, reply to it, command)."""
+    from_self: bool = False
+    """The bot's own message echoed back by the platform; never answered."""
+
+    @property
+    def text(self) -> str:
+        return plain_text(self.elements)
+
+    @property
+    def dedup_key(self) -> tuple[str, str, str]:
+        return (self.address.channel, self.address.account, self.event_id)
+
+
+# --------------------------------------------------------------------------- outbound
+
+
+class Attachment(_Frozen):
+    kind: Literal["image", "audio", "video", "file"]
+    url: str | None = None
+    path: str | None = None
+    name: str = ""
+    mime_type: str = ""
+
+
+class StreamState(str, Enum):
+    """Where a reply is in its life: a growing preview, or the final text."""
+
+    STREAMING = "streaming"
+    FINAL = "final"
+
+
+class OutboundReply(_Frozen):
+    """A reply as the brain wrote it: Markdown plus attachments, not yet rendered."""
+
+    idempotency_key: str
+    target: Address
+    referrer: Referrer = Referrer()
+    markdown: str
+    attachments: tuple[Attachment, ...] = ()
+    state: StreamState = StreamState.FINAL
+    in_reply_to: tuple[EventId, ...] = ()
+    """The inbound events this reply answers (one reply may answer a coalesced burst)."""
+
+
+def reply_key(address: Address, first_event: str, purpose: str = "reply") -> str:
+    """Deterministic idempotency key, so a resumed turn reuses the key it had before a crash."""
+    raw = f"{address.conversation_key}\x00{first_event}\x00{purpose}"
+    return hashlib.blake2b(raw.encode(), digest_size=12).hexdigest()
+
+
+class RenderedPart(_Frozen):
+    """One platform-ready piece of a reply: text in the channel's dialect, within its limit."""
+
+    index: int
+    text: str
+    attachments: tuple[Attachment, ...] = ()
+
+
+class SentMessage(_Frozen):
+    """What a platform said about a message we sent: its id, for later edits."""
+
+    message: MessageId

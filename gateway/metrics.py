@@ -1,0 +1,33 @@
+"""Prometheus metrics, one registry per gateway instance.
+
+A per-instance registry (not the process-global default) keeps several
+gateways in one process -- as the tests run them -- from colliding.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        labels = ("channel", "account")
+        self.messages_in = Counter("partners_messages_in", "Inbound messages accepted (new)", labels, registry=self.registry)
+        self.dedup_hits = Counter("partners_dedup_hits", "Inbound events dropped as redeliveries", labels, registry=self.registry)
+        self.dropped = Counter("partners_dropped", "Inbound messages not answered, by reason", (*labels, "reason"), registry=self.registry)
+        self.messages_out = Counter("partners_messages_out", "Reply parts sent", labels, registry=self.registry)
+        self.edits = Counter("partners_edits", "Preview edits sent", labels, registry=self.registry)
+        self.errors = Counter("partners_errors", "Errors by kind", (*labels, "kind"), registry=self.registry)
+        self.dead_letters = Counter("partners_dead_letters", "Replies given up on", labels, registry=self.registry)
+        self.send_latency = Histogram(
+            "partners_send_latency_seconds",
+            "From inbound accepted to final reply sent",
+            labels,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+            registry=self.registry,
+        )
+        self.queue_depth = Gauge("partners_queue_depth", "Items waiting", (*labels, "queue"), registry=self.registry)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,131 @@
+"""Durable state behind one interface.
+
+Everything that makes "nothing lost, nothing twice" hold across a crash lives
+here: the inbound dedup keys and inbox, the outbox of replies with their
+progress, channel cursors, pairing codes and approved senders.  SQLite (WAL)
+is the embedded default (``gateway.store.sqlite``); the SQL is kept portable
+(``ON CONFLICT``, no SQLite-only functions) so PostgreSQL can back a
+multi-node deployment later behind the same :class:`Store` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from gateway.messages import InboundMessage, MessageId, OutboundReply
+
+
+class InboundState(str, Enum):
+    PENDING = "pending"  # durable, waiting for a turn
+    HELD = "held"  # waiting for the owner to approve the sender (pairing)
+    ANSWERED = "answered"  # a reply in the outbox covers it
+    DROPPED = "dropped"  # policy or decoding refused it; ``reason`` says why
+
+
+class ReplyState(str, Enum):
+    STREAMING = "streaming"  # the turn is running; a preview may be on screen
+    READY = "ready"  # final text known; parts still to send
+    DELIVERED = "delivered"
+    FAILED = "failed"  # dead letter: permanent error or attempts exhausted
+
+
+@dataclass(frozen=True)
+class InboxItem:
+    seq: int
+    message: InboundMessage
+    state: InboundState
+
+
+@dataclass(frozen=True)
+class OutboxItem:
+    reply: OutboundReply
+    state: ReplyState
+    preview: MessageId | None
+    parts_sent: int
+    sent: tuple[MessageId, ...]
+    attempts: int
+    last_error: str | None
+
+
+@dataclass(frozen=True)
+class PairingRequest:
+    channel: str
+    account: str
+    code: str
+    user: str
+    display_name: str
+    created_at: float
+    expires_at: float
+
+
+@dataclass(frozen=True)
+class QueueDepths:
+    inbound_pending: dict[str, int]
+    """'channel:account' -> messages waiting for a turn."""
+    inbound_held: dict[str, int]
+    outbox_open: dict[str, int]
+    """'channel:account' -> replies not yet delivered."""
+
+
+class Store(Protocol):
+    async def open(self) -> None: ...
+    async def close(self) -> None: ...
+
+    # inbound: dedup and inbox are one write
+    async def accept(self, messages: Sequence[InboundMessage], retention_s: float) -> list[bool]:
+        """Persist new messages; return, per message, True if new and False if a duplicate."""
+        ...
+
+    async def open_inbound(self) -> list[InboxItem]:
+        """Pending messages in arrival order (restart recovery)."""
+        ...
+
+    async def mark_inbound(self, keys: Sequence[tuple[str, str, str]], state: InboundState, reason: str = "") -> None: ...
+
+    async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
+        """Move a sender's held messages back to pending and return them."""
+        ...
+
+    # outbox
+    async def put_reply(self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()) -> None:
+        """Create or update a reply; in the same transaction mark ``answered`` inbound messages answered."""
+        ...
+
+    async def get_reply(self, key: str) -> OutboxItem | None: ...
+    async def record_preview(self, key: str, message: MessageId) -> None: ...
+    async def record_part(self, key: str, parts_sent: int, message: MessageId | None, *, delivered: bool = False) -> None:
+        """Remember that parts up to ``parts_sent`` are out (and, with ``delivered``, that the reply is done)."""
+        ...
+    async def record_attempt(self, key: str, error: str) -> int: ...
+    async def finish_reply(self, key: str, state: ReplyState, error: str | None = None) -> None: ...
+    async def open_replies(self) -> list[OutboxItem]: ...
+
+    # cursors
+    async def get_cursor(self, channel: str, account: str, name: str) -> str | None: ...
+    async def put_cursor(self, channel: str, account: str, name: str, value: str) -> None: ...
+
+    # access
+    async def is_approved(self, channel: str, account: str, user: str) -> bool: ...
+    async def pairing_request(self, channel: str, account: str, user: str, display_name: str, ttl_s: float, max_pending: int) -> PairingRequest | None:
+        """The sender's live code (existing or new), or None when too many are pending."""
+        ...
+
+    async def release_approved(self) -> list[InboxItem]:
+        """Move held messages of senders approved since (possibly by another process) back to pending."""
+        ...
+
+    async def drop_expired_holds(self, older_than_s: float) -> int: ...
+
+    async def pairing_list(self) -> list[PairingRequest]: ...
+    async def pairing_resolve(self, code: str, approve: bool) -> PairingRequest | None: ...
+    async def notice_due(self, channel: str, account: str, user: str, min_interval_s: float) -> bool:
+        """True (and remember now) if a refusal notice may be sent to this sender."""
+        ...
+
+    async def queue_depths(self) -> QueueDepths: ...
+    async def prune(self) -> int:
+        """Forget dedup keys past their retention and finished replies; return rows removed."""
+        ...

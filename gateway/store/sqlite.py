@@ -1,0 +1,498 @@
+"""The embedded store: SQLite in WAL mode, driven by one writer thread with group commit.
+
+Why a thread of our own rather than one call per statement through a pool:
+every write here is small, and what costs is the commit (an fsync with
+``synchronous=FULL``).  The thread drains all operations queued while the
+previous commit ran and commits them together, so a burst of a thousand
+inbound messages costs a handful of fsyncs, and each caller still resumes only
+after *its* write is durable.  Each operation runs inside its own SAVEPOINT,
+so one failing operation never takes the rest of its batch down with it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import queue
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+from gateway.messages import InboundMessage, MessageId, OutboundReply
+from gateway.store import (
+    InboundState,
+    InboxItem,
+    OutboxItem,
+    PairingRequest,
+    QueueDepths,
+    ReplyState,
+)
+from gateway.store.migrations import migrate
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+Op = Callable[[sqlite3.Connection], Any]
+_STOP = object()
+PAIRING_ALPHABET = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no 0/O or 1/I: codes are read aloud and typed
+
+
+def _pairing_code() -> str:
+    return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
+
+
+class SqliteStore:
+    def __init__(self, path: Path, *, synchronous: str = "FULL", max_batch: int = 512) -> None:
+        self.path = Path(path)
+        self.synchronous = synchronous
+        self.max_batch = max_batch
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._ready = threading.Event()
+        self._open_error: BaseException | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def open(self) -> None:
+        if self._thread is not None:
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._thread = threading.Thread(target=self._writer, name=f"store:{self.path.name}", daemon=True)
+        self._thread.start()
+        await asyncio.to_thread(self._ready.wait)
+        if self._open_error is not None:
+            self._thread = None
+            raise self._open_error
+
+    async def close(self) -> None:
+        if self._thread is None:
+            return
+        self._queue.put(_STOP)
+        await asyncio.to_thread(self._thread.join)
+        self._thread = None
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute("PRAGMA busy_timeout=5000")
+        conn.execute("PRAGMA foreign_keys=ON")
+        migrate(conn)
+        return conn
+
+    def _writer(self) -> None:
+        try:
+            conn = self._connect()
+        except BaseException as error:  # reported to open()'s caller
+            self._open_error = error
+            self._ready.set()
+            return
+        self._ready.set()
+        try:
+            while True:
+                first = self._queue.get()
+                if first is _STOP:
+                    return
+                batch = [first]
+                stop = False
+                while len(batch) < self.max_batch:
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if item is _STOP:
+                        stop = True
+                        break
+                    batch.append(item)
+                self._run_batch(conn, batch)
+                if stop:
+                    return
+        finally:
+            conn.close()
+
+    def _run_batch(self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.AbstractEventLoop, asyncio.Future]]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for op, _loop, _future in batch:
+                conn.execute("SAVEPOINT op")
+                try:
+                    outcomes.append((True, op(conn)))
+                    conn.execute("RELEASE op")
+                except Exception as error:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    outcomes.append((False, error))
+            conn.execute("COMMIT")
+        except Exception as error:  # the commit itself failed: nothing in the batch is durable
+            log.exception("store batch failed batch=%d", len(batch))
+            try:
+                conn.execute("ROLLBACK")
+            except sqlite3.Error:
+                pass
+            outcomes = [(False, error)] * len(batch)
+        for (ok, value), (_op, loop, future) in zip(outcomes, batch):
+            loop.call_soon_threadsafe(_settle, future, ok, value)
+
+    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
+        if self._thread is None:
+            raise RuntimeError("store is not open")
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[T] = loop.create_future()
+        self._queue.put((op, loop, future))
+        return await future
+
+    # ------------------------------------------------------------------ inbound
+
+    async def accept(self, messages: Sequence[InboundMessage], retention_s: float) -> list[bool]:
+        now = time.time()
+        rows = [
+            (
+                m.address.channel,
+                m.address.account,
+                m.event_id,
+                m.address.conversation_key,
+                m.sender.user,
+                m.model_dump_json(),
+                InboundState.PENDING.value,
+                now,
+                now + retention_s,
+            )
+            for m in messages
+        ]
+
+        def op(conn: sqlite3.Connection) -> list[bool]:
+            fresh: list[bool] = []
+            for row in rows:
+                cursor = conn.execute(
+                    "INSERT INTO inbound (channel, account, event_id, conversation, sender, payload, state, received_at, keep_until)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (channel, account, event_id) DO NOTHING",
+                    row,
+                )
+                fresh.append(cursor.rowcount == 1)
+            return fresh
+
+        return await self._run(op)
+
+    async def open_inbound(self) -> list[InboxItem]:
+        def op(conn: sqlite3.Connection) -> list[InboxItem]:
+            rows = conn.execute(
+                "SELECT seq, payload, state FROM inbound WHERE state = ? ORDER BY seq", (InboundState.PENDING.value,)
+            ).fetchall()
+            return [InboxItem(seq, InboundMessage.model_validate_json(payload), InboundState(state)) for seq, payload, state in rows]
+
+        return await self._run(op)
+
+    async def mark_inbound(self, keys: Sequence[tuple[str, str, str]], state: InboundState, reason: str = "") -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.executemany(
+                "UPDATE inbound SET state = ?, reason = ? WHERE channel = ? AND account = ? AND event_id = ?",
+                [(state.value, reason, *key) for key in keys],
+            )
+
+        await self._run(op)
+
+    async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
+        def op(conn: sqlite3.Connection) -> list[InboxItem]:
+            rows = conn.execute(
+                "SELECT seq, payload FROM inbound WHERE channel = ? AND account = ? AND sender = ? AND state = ? ORDER BY seq",
+                (channel, account, user, InboundState.HELD.value),
+            ).fetchall()
+            conn.execute(
+                "UPDATE inbound SET state = ?, reason = '' WHERE channel = ? AND account = ? AND sender = ? AND state = ?",
+                (InboundState.PENDING.value, channel, account, user, InboundState.HELD.value),
+            )
+            return [InboxItem(seq, InboundMessage.model_validate_json(p), InboundState.PENDING) for seq, p in rows]
+
+        return await self._run(op)
+
+    async def release_approved(self) -> list[InboxItem]:
+        """Release held messages of every sender approved since (by the CLI, possibly another process)."""
+
+        def op(conn: sqlite3.Connection) -> list[InboxItem]:
+            rows = conn.execute(
+                "SELECT i.seq, i.payload FROM inbound i JOIN approved_senders a"
+                " ON a.channel = i.channel AND a.account = i.account AND a.sender = i.sender"
+                " WHERE i.state = ? ORDER BY i.seq",
+                (InboundState.HELD.value,),
+            ).fetchall()
+            conn.executemany(
+                "UPDATE inbound SET state = ?, reason = '' WHERE seq = ?",
+                [(InboundState.PENDING.value, seq) for seq, _ in rows],
+            )
+            return [InboxItem(seq, InboundMessage.model_validate_json(p), InboundState.PENDING) for seq, p in rows]
+
+        return await self._run(op)
+
+    async def drop_expired_holds(self, older_than_s: float) -> int:
+        cutoff = time.time() - older_than_s
+
+        def op(conn: sqlite3.Connection) -> int:
+            return conn.execute(
+                "UPDATE inbound SET state = ?, reason = 'pairing expired' WHERE state = ? AND received_at < ?",
+                (InboundState.DROPPED.value, InboundState.HELD.value, cutoff),
+            ).rowcount
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ outbox
+
+    async def put_reply(self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()) -> None:
+        now = time.time()
+        payload = reply.model_dump_json()
+        target = reply.target
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO outbox (key, channel, account, payload, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, state = excluded.state, updated_at = excluded.updated_at",
+                (reply.idempotency_key, target.channel, target.account, payload, state.value, now, now),
+            )
+            if answered:
+                conn.executemany(
+                    "UPDATE inbound SET state = ? WHERE channel = ? AND account = ? AND event_id = ?",
+                    [(InboundState.ANSWERED.value, *key) for key in answered],
+                )
+
+        await self._run(op)
+
+    @staticmethod
+    def _outbox_item(row: tuple) -> OutboxItem:
+        payload, state, preview, parts_sent, sent, attempts, last_error = row
+        return OutboxItem(
+            reply=OutboundReply.model_validate_json(payload),
+            state=ReplyState(state),
+            preview=MessageId(preview) if preview else None,
+            parts_sent=parts_sent,
+            sent=tuple(MessageId(m) for m in json.loads(sent)),
+            attempts=attempts,
+            last_error=last_error,
+        )
+
+    _OUTBOX_COLUMNS = "payload, state, preview, parts_sent, sent, attempts, last_error"
+
+    async def get_reply(self, key: str) -> OutboxItem | None:
+        def op(conn: sqlite3.Connection) -> OutboxItem | None:
+            row = conn.execute(f"SELECT {self._OUTBOX_COLUMNS} FROM outbox WHERE key = ?", (key,)).fetchone()
+            return self._outbox_item(row) if row else None
+
+        return await self._run(op)
+
+    async def record_preview(self, key: str, message: MessageId) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE outbox SET preview = ?, updated_at = ? WHERE key = ?", (message, time.time(), key))
+
+        await self._run(op)
+
+    async def record_part(self, key: str, parts_sent: int, message: MessageId | None, *, delivered: bool = False) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            (sent, state) = conn.execute("SELECT sent, state FROM outbox WHERE key = ?", (key,)).fetchone()
+            ids = json.loads(sent)
+            if message is not None:
+                ids.append(message)
+            conn.execute(
+                "UPDATE outbox SET parts_sent = ?, sent = ?, state = ?, updated_at = ? WHERE key = ?",
+                (parts_sent, json.dumps(ids), ReplyState.DELIVERED.value if delivered else state, time.time(), key),
+            )
+
+        await self._run(op)
+
+    async def record_attempt(self, key: str, error: str) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, updated_at = ? WHERE key = ?",
+                (error[:500], time.time(), key),
+            )
+            row = conn.execute("SELECT attempts FROM outbox WHERE key = ?", (key,)).fetchone()
+            return row[0] if row else 0
+
+        return await self._run(op)
+
+    async def finish_reply(self, key: str, state: ReplyState, error: str | None = None) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "UPDATE outbox SET state = ?, last_error = COALESCE(?, last_error), updated_at = ? WHERE key = ?",
+                (state.value, error[:500] if error else None, time.time(), key),
+            )
+
+        await self._run(op)
+
+    async def open_replies(self) -> list[OutboxItem]:
+        def op(conn: sqlite3.Connection) -> list[OutboxItem]:
+            rows = conn.execute(
+                f"SELECT {self._OUTBOX_COLUMNS} FROM outbox WHERE state IN (?, ?) ORDER BY created_at",
+                (ReplyState.READY.value, ReplyState.STREAMING.value),
+            ).fetchall()
+            return [self._outbox_item(row) for row in rows]
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ cursors
+
+    async def get_cursor(self, channel: str, account: str, name: str) -> str | None:
+        def op(conn: sqlite3.Connection) -> str | None:
+            row = conn.execute(
+                "SELECT value FROM cursors WHERE channel = ? AND account = ? AND name = ?", (channel, account, name)
+            ).fetchone()
+            return row[0] if row else None
+
+        return await self._run(op)
+
+    async def put_cursor(self, channel: str, account: str, name: str, value: str) -> None:
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO cursors (channel, account, name, value) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value",
+                (channel, account, name, value),
+            )
+
+        await self._run(op)
+
+    # ------------------------------------------------------------------ access
+
+    async def is_approved(self, channel: str, account: str, user: str) -> bool:
+        def op(conn: sqlite3.Connection) -> bool:
+            return (
+                conn.execute(
+                    "SELECT 1 FROM approved_senders WHERE channel = ? AND account = ? AND sender = ?", (channel, account, user)
+                ).fetchone()
+                is not None
+            )
+
+        return await self._run(op)
+
+    async def pairing_request(
+        self, channel: str, account: str, user: str, display_name: str, ttl_s: float, max_pending: int
+    ) -> PairingRequest | None:
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> PairingRequest | None:
+            conn.execute("DELETE FROM pairing WHERE expires_at < ?", (now,))
+            row = conn.execute(
+                "SELECT code, created_at, expires_at FROM pairing WHERE channel = ? AND account = ? AND sender = ?",
+                (channel, account, user),
+            ).fetchone()
+            if row:
+                return PairingRequest(channel, account, row[0], user, display_name, row[1], row[2])
+            (pending,) = conn.execute(
+                "SELECT COUNT(*) FROM pairing WHERE channel = ? AND account = ?", (channel, account)
+            ).fetchone()
+            if pending >= max_pending:
+                return None
+            code = _pairing_code()
+            conn.execute(
+                "INSERT INTO pairing (code, channel, account, sender, display_name, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (code, channel, account, user, display_name, now, now + ttl_s),
+            )
+            return PairingRequest(channel, account, code, user, display_name, now, now + ttl_s)
+
+        return await self._run(op)
+
+    async def pairing_list(self) -> list[PairingRequest]:
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> list[PairingRequest]:
+            rows = conn.execute(
+                "SELECT channel, account, code, sender, display_name, created_at, expires_at FROM pairing"
+                " WHERE expires_at >= ? ORDER BY created_at",
+                (now,),
+            ).fetchall()
+            return [PairingRequest(*row) for row in rows]
+
+        return await self._run(op)
+
+    async def pairing_resolve(self, code: str, approve: bool) -> PairingRequest | None:
+        now = time.time()
+        code = code.strip().upper()
+
+        def op(conn: sqlite3.Connection) -> PairingRequest | None:
+            row = conn.execute(
+                "SELECT channel, account, code, sender, display_name, created_at, expires_at FROM pairing"
+                " WHERE code = ? AND expires_at >= ?",
+                (code, now),
+            ).fetchone()
+            if row is None:
+                return None
+            request = PairingRequest(*row)
+            conn.execute("DELETE FROM pairing WHERE code = ?", (code,))
+            if approve:
+                conn.execute(
+                    "INSERT INTO approved_senders (channel, account, sender, approved_at) VALUES (?, ?, ?, ?)"
+                    " ON CONFLICT (channel, account, sender) DO NOTHING",
+                    (request.channel, request.account, request.user, now),
+                )
+            else:
+                conn.execute(
+                    "UPDATE inbound SET state = ?, reason = 'pairing denied' WHERE channel = ? AND account = ? AND sender = ? AND state = ?",
+                    (InboundState.DROPPED.value, request.channel, request.account, request.user, InboundState.HELD.value),
+                )
+            return request
+
+        return await self._run(op)
+
+    async def notice_due(self, channel: str, account: str, user: str, min_interval_s: float) -> bool:
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> bool:
+            row = conn.execute(
+                "SELECT last_at FROM notices WHERE channel = ? AND account = ? AND sender = ?", (channel, account, user)
+            ).fetchone()
+            if row and now - row[0] < min_interval_s:
+                return False
+            conn.execute(
+                "INSERT INTO notices (channel, account, sender, last_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (channel, account, sender) DO UPDATE SET last_at = excluded.last_at",
+                (channel, account, user, now),
+            )
+            return True
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ housekeeping
+
+    async def queue_depths(self) -> QueueDepths:
+        def op(conn: sqlite3.Connection) -> QueueDepths:
+            def grouped(sql: str, *args: Any) -> dict[str, int]:
+                return {f"{c}:{a}": n for c, a, n in conn.execute(sql, args).fetchall()}
+
+            inbound = "SELECT channel, account, COUNT(*) FROM inbound WHERE state = ? GROUP BY channel, account"
+            return QueueDepths(
+                inbound_pending=grouped(inbound, InboundState.PENDING.value),
+                inbound_held=grouped(inbound, InboundState.HELD.value),
+                outbox_open=grouped(
+                    "SELECT channel, account, COUNT(*) FROM outbox WHERE state IN (?, ?) GROUP BY channel, account",
+                    ReplyState.READY.value,
+                    ReplyState.STREAMING.value,
+                ),
+            )
+
+        return await self._run(op)
+
+    async def prune(self, finished_replies_after_s: float = 7 * 24 * 3600.0) -> int:
+        now = time.time()
+
+        def op(conn: sqlite3.Connection) -> int:
+            removed = conn.execute(
+                "DELETE FROM inbound WHERE keep_until < ? AND state IN (?, ?)",
+                (now, InboundState.ANSWERED.value, InboundState.DROPPED.value),
+            ).rowcount
+            removed += conn.execute(
+                "DELETE FROM outbox WHERE state IN (?, ?) AND updated_at < ?",
+                (ReplyState.DELIVERED.value, ReplyState.FAILED.value, now - finished_replies_after_s),
+            ).rowcount
+            return removed
+
+        return await self._run(op)
+
+
+def _settle(future: asyncio.Future, ok: bool, value: Any) -> None:
+    if future.cancelled():
+        return
+    if ok:
+        future.set_result(value)
+    else:
+        future.set_exception(value)
