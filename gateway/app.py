@@ -1,0 +1,296 @@
+"""The composition root: the one place that builds and wires everything.
+
+Channels know the message vocabulary, never the brain; the brain knows the
+vocabulary, never a platform.  Only this module knows both, builds the store,
+the channels (each handed its sink, cursors and typed config), the pipeline
+and the supervisor, and tears them down in the right order: stop listening,
+finish in-flight work within the drain budget, then close.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import os
+import signal
+from collections.abc import Callable, Mapping
+from contextlib import suppress
+from datetime import datetime, timezone
+
+from pydantic import ValidationError
+
+from channels.base import Channel, ChannelContext
+from channels.registry import load_channel
+from gateway import __version__
+from gateway.config import AccessPolicy, Config
+from gateway.errors import ChannelUnavailable, ConfigError
+from gateway.messages import AccountId
+from gateway.metrics import Metrics
+from gateway.pacing import Pacer, RetryPolicy
+from gateway.pipeline.delivery import Delivery, Outlet
+from gateway.pipeline.dispatch import Dispatcher
+from gateway.pipeline.ingest import Ingest
+from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.routing import Router
+from gateway.standin import StandInResponder
+from gateway.status import AccountStatus, StatusReport, UnavailableChannel
+from gateway.store import ReplyState, Store
+from gateway.store.sqlite import SqliteStore
+from gateway.supervisor import Supervisor
+from gateway.turns import Responder
+
+log = logging.getLogger(__name__)
+
+RESPONDER_ENV = "PARTNERS_RESPONDER"
+"""``module:callable`` returning a Responder; lets tests and operators plug one in without code changes."""
+SWEEP_INTERVAL_S = 2.0
+PRUNE_INTERVAL_S = 3600.0
+
+
+def responder_from_env() -> Responder | None:
+    spec = os.environ.get(RESPONDER_ENV)
+    if not spec:
+        return None
+    module, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module), attr)
+    except (ImportError, AttributeError) as error:
+        raise ConfigError(f"cannot load responder {spec!r}: {error}", field=RESPONDER_ENV, fix="use module:callable") from None
+    return factory()
+
+
+class AccountCursors:
+    """The CursorStore a channel account is handed: its own namespace in the store."""
+
+    def __init__(self, store: Store, channel: str, account: str) -> None:
+        self.store, self.channel, self.account = store, channel, account
+
+    async def get(self, name: str) -> str | None:
+        return await self.store.get_cursor(self.channel, self.account, name)
+
+    async def put(self, name: str, value: str) -> None:
+        await self.store.put_cursor(self.channel, self.account, name, value)
+
+
+class Gateway:
+    def __init__(
+        self,
+        config: Config,
+        *,
+        responder: Responder | None = None,
+        store: Store | None = None,
+        channel_classes: Mapping[str, type[Channel]] | None = None,
+    ) -> None:
+        self.config = config
+        self.channel_classes = dict(channel_classes or {})
+        """Channels supplied by an embedding program (or a test) instead of the registry."""
+        self.metrics = Metrics()
+        self.store: Store = store or SqliteStore(config.database_path)
+        self.responder: Responder = responder or responder_from_env() or StandInResponder()
+        self.router = Router(config.partners, config.bindings)
+        self.supervisor = Supervisor()
+        self.delivery = Delivery(self.store, self.metrics)
+        self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
+        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy)
+        self._channels: dict[tuple[str, str], Channel] = {}
+        self._outlets: dict[tuple[str, str], Outlet] = {}
+        self._policies: dict[tuple[str, str], AccessPolicy] = {}
+        self.unavailable: list[UnavailableChannel] = []
+        self._tasks: list[asyncio.Task[None]] = []
+        self.started_at = datetime.now(timezone.utc)
+        self.ready = False
+
+    # ------------------------------------------------------------------ wiring
+
+    def _outlet(self, channel: str, account: str) -> Outlet | None:
+        return self._outlets.get((channel, account))
+
+    def _policy(self, channel: str, account: str) -> AccessPolicy:
+        return self._policies.get((channel, account)) or AccessPolicy()
+
+    def channel(self, name: str, account: str) -> Channel | None:
+        return self._channels.get((name, account))
+
+    def running_channels(self) -> dict[tuple[str, str], Channel]:
+        return dict(self._channels)
+
+    def _build_channel(self, name: str, account: str, raw: dict) -> Channel | None:
+        where = f"channels.{name}.{account}"
+        try:
+            cls = self.channel_classes.get(name) or load_channel(name)
+            settings = cls.config_model.model_validate(raw)
+        except ChannelUnavailable as error:
+            self.unavailable.append(UnavailableChannel(channel=name, account=account, reason=str(error)))
+            log.error("channel unavailable platform=%s account=%s reason=%s", name, account, error)
+            return None
+        except ValidationError as error:
+            first = error.errors()[0]
+            field = ".".join(str(p) for p in (where, *first["loc"]))
+            reason = f"{field}: {first['msg'].removeprefix('Value error, ')}"
+            self.unavailable.append(UnavailableChannel(channel=name, account=account, reason=reason))
+            log.error("channel config invalid platform=%s account=%s reason=%s", name, account, reason)
+            return None
+        if not settings.enabled:
+            return None
+        caps = cls.capabilities()
+        health_key = f"{name}:{account}"
+        ingest = Ingest(
+            name, account, caps, self.store, self.metrics, self.dispatcher.submit,
+            on_event=lambda: self.supervisor.note_event(health_key),
+        )
+        context = ChannelContext(
+            account=AccountId(account),
+            config=settings,
+            sink=ingest,
+            cursors=AccountCursors(self.store, name, account),
+            data_dir=self.config.data_dir / "channels" / name / account,
+        )
+        channel = cls(context)
+        retry = RetryPolicy(max_attempts=self.config.pipeline.delivery_max_attempts)
+        self._outlets[(name, account)] = Outlet(channel, caps, Pacer(caps), retry)
+        self._policies[(name, account)] = settings.access
+        self._channels[(name, account)] = channel
+        return channel
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        await self.store.open()
+        for name, accounts in self.config.channels.items():
+            for account, raw in accounts.items():
+                self._build_channel(name, account, raw or {})
+        await self._recover()
+        self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
+        self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))
+        for (name, account), channel in self._channels.items():
+            caps = channel.capabilities()
+            stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
+            self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after)
+        self.ready = True
+        log.info("gateway started accounts=%d unavailable=%d responder=%s",
+                 len(self._channels), len(self.unavailable), getattr(self.responder, "name", type(self.responder).__name__))
+
+    async def _recover(self) -> None:
+        """Resume what a previous run left: unsent replies first, then unanswered messages."""
+        replies = await self.store.open_replies()
+        for item in replies:
+            # A STREAMING row belongs to a turn that was cut short; that turn re-runs from its
+            # still-pending messages and picks the row (and its on-screen preview) up again.
+            if item.state is ReplyState.READY:
+                self.lanes.resume_delivery(item.reply.idempotency_key, item.reply.target)
+        pending = await self.store.open_inbound()
+        for entry in pending:
+            if (entry.message.address.channel, entry.message.address.account) in self._channels:
+                self.dispatcher.submit(entry.message)
+        if replies or pending:
+            log.info("recovered replies=%d pending_messages=%d", len(replies), len(pending))
+
+    async def _sweep(self) -> None:
+        since_prune = 0.0
+        while True:
+            await asyncio.sleep(SWEEP_INTERVAL_S)
+            since_prune += SWEEP_INTERVAL_S
+            try:
+                await self.dispatcher.release_approved()
+                ttl = max((p.pairing_ttl_s for p in self._policies.values()), default=3600.0)
+                await self.store.drop_expired_holds(ttl)
+                if since_prune >= PRUNE_INTERVAL_S:
+                    since_prune = 0.0
+                    removed = await self.store.prune()
+                    log.info("store pruned rows=%d", removed)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("housekeeping failed; will try again")
+
+    async def stop(self) -> None:
+        self.ready = False
+
+        async def drain() -> None:
+            await self.lanes.drain()
+
+        await self.supervisor.stop(drain=drain, timeout=self.config.pipeline.shutdown_drain_s)
+        await self.lanes.cancel_all()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with suppress(asyncio.CancelledError):
+                await task
+        self._tasks.clear()
+        for channel in self._channels.values():
+            try:
+                await channel.close()
+            except Exception:
+                log.exception("channel close failed platform=%s account=%s", channel.name, channel.account)
+        await self.store.close()
+        log.info("gateway stopped")
+
+    async def __aenter__(self) -> "Gateway":
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ reporting
+
+    async def status(self) -> StatusReport:
+        depths = await self.store.queue_depths()
+        health = self.supervisor.health()
+        accounts = []
+        for name, account in self._channels:
+            key = f"{name}:{account}"
+            unit = health.get(key)
+            accounts.append(
+                AccountStatus(
+                    channel=name,
+                    account=account,
+                    state=unit.state.value if unit else "stopped",
+                    reason=(unit.reason or "") if unit else "",
+                    since=unit.since if unit else None,
+                    restarts=unit.restarts if unit else 0,
+                    last_event_at=unit.last_event_at if unit else None,
+                    inbound_pending=depths.inbound_pending.get(key, 0),
+                    inbound_held=depths.inbound_held.get(key, 0),
+                    outbox_open=depths.outbox_open.get(key, 0),
+                )
+            )
+            for queue, depth in (("inbound", depths.inbound_pending.get(key, 0)), ("outbox", depths.outbox_open.get(key, 0))):
+                self.metrics.queue_depth.labels(name, account, queue).set(depth)
+        return StatusReport(
+            version=__version__,
+            started_at=self.started_at,
+            partners=[p.id for p in self.config.partners],
+            accounts=accounts,
+            unavailable=self.unavailable,
+            responder=getattr(self.responder, "name", type(self.responder).__name__),
+        )
+
+
+async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None, responder: Responder | None = None) -> None:
+    """The main job: run the gateway and its HTTP app until SIGINT or SIGTERM, then stop gracefully."""
+    from gateway.http.app import build_app
+    from gateway.http.server import serve_http
+
+    gateway = Gateway(config, responder=responder)
+    await gateway.start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, stop.set)
+    http = asyncio.create_task(serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=on_ready))
+    stopper = asyncio.create_task(stop.wait())
+    try:
+        done, _ = await asyncio.wait({http, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        if http in done:
+            http.result()  # surface a bind error
+    finally:
+        stopper.cancel()
+        http.cancel()
+        with suppress(asyncio.CancelledError):
+            await http
+        await gateway.stop()
+

@@ -1,0 +1,145 @@
+"""Delivery: from a durable outbox row to messages on the platform, exactly once.
+
+One path for every channel.  It renders the reply's Markdown once into the
+channel's dialect, splits it in the channel's unit, paces each part through
+the channel's token buckets, sends (or, for part 0 of a streamed reply, edits
+the preview already on screen), and records progress after each part, so a
+resumed delivery continues with the next part instead of starting over.
+
+Every send carries ``{reply key}:{part}`` as its idempotency key -- the same
+on every retry and after every restart -- for platforms that deduplicate.
+Transient errors retry with backoff (``retry_after`` for 429s); permanent
+ones and exhausted attempts end in a dead letter with the reason recorded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+from channels.base import Channel
+from gateway.capabilities import ChannelCapabilities, EditMode
+from gateway.errors import RateLimited, ReplyWindowClosed
+from gateway.messages import Address, ConversationKind, OutboundReply, RenderedPart
+from gateway.metrics import Metrics
+from gateway.pacing import Pacer, RetryPolicy
+from gateway.render import render_reply
+from gateway.store import OutboxItem, ReplyState, Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Outlet:
+    """A running channel account as the outbound path sees it."""
+
+    channel: Channel
+    capabilities: ChannelCapabilities
+    pacer: Pacer
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+
+    @property
+    def labels(self) -> tuple[str, str]:
+        return (self.capabilities.platform, self.channel.account)
+
+
+def chat_key(target: Address) -> str:
+    return target.conversation.key
+
+
+def is_group(target: Address) -> bool:
+    return target.conversation.kind is ConversationKind.GROUP
+
+
+def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> list[RenderedPart]:
+    texts = render_reply(reply.markdown, capabilities)
+    if not texts:
+        texts = [""] if reply.attachments else []
+    parts = [RenderedPart(index=i, text=t) for i, t in enumerate(texts)]
+    if parts and reply.attachments:
+        last = parts[-1]
+        parts[-1] = last.model_copy(update={"attachments": reply.attachments})
+    return parts
+
+
+def window_closed(reply: OutboundReply, capabilities: ChannelCapabilities, first_received: datetime | None) -> str | None:
+    """Why a reply can no longer be sent, or None.  Checked before each send, not after a platform error."""
+    now = datetime.now(timezone.utc)
+    if reply.referrer.expires_at is not None and now > reply.referrer.expires_at:
+        return "the platform's reply token expired"
+    window = capabilities.group_reply_window_s if is_group(reply.target) else None
+    window = window or capabilities.reply_window_s
+    if window is not None and first_received is not None and (now - first_received).total_seconds() > window:
+        return f"the platform's reply window of {window:g} s has closed"
+    return None
+
+
+class Delivery:
+    def __init__(self, store: Store, metrics: Metrics) -> None:
+        self.store = store
+        self.metrics = metrics
+
+    async def deliver(self, key: str, outlet: Outlet, *, first_received: datetime | None = None) -> ReplyState:
+        """Send what is left of one reply.  Returns its final state; cancellation leaves it open."""
+        item = await self.store.get_reply(key)
+        if item is None or item.state in (ReplyState.DELIVERED, ReplyState.FAILED):
+            return item.state if item else ReplyState.FAILED
+        parts = render_parts(item.reply, outlet.capabilities)
+        if not parts:
+            await self.store.finish_reply(key, ReplyState.DELIVERED)
+            return ReplyState.DELIVERED
+        return await self._send_parts(item, parts, outlet, first_received)
+
+    async def _send_parts(
+        self, item: OutboxItem, parts: list[RenderedPart], outlet: Outlet, first_received: datetime | None
+    ) -> ReplyState:
+        reply, key = item.reply, item.reply.idempotency_key
+        channel, caps = outlet.channel, outlet.capabilities
+        target, chat, group = reply.target, chat_key(reply.target), is_group(reply.target)
+        attempts = item.attempts
+        index = item.parts_sent
+        while index < len(parts):
+            closed = window_closed(reply, caps, first_received)
+            if closed:
+                return await self._dead_letter(key, outlet, ReplyWindowClosed(caps.platform, closed))
+            part = parts[index]
+            last = index == len(parts) - 1
+            try:
+                async with outlet.pacer.slot(chat, group):
+                    if index == 0 and item.preview is not None and caps.edit_mode is not EditMode.NONE:
+                        await channel.edit(target, item.preview, part, final=True)
+                        sent_id = None
+                    else:
+                        sent = await channel.send(target, part, referrer=reply.referrer, idempotency_key=f"{key}:{index}")
+                        sent_id = sent.message
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                attempts = await self.store.record_attempt(key, str(error))
+                self.metrics.errors.labels(*outlet.labels, type(error).__name__).inc()
+                if isinstance(error, RateLimited):
+                    outlet.pacer.rate_limited(chat, error, is_group=group)
+                delay = outlet.retry.delay_for(attempts, error)
+                if delay is None:
+                    return await self._dead_letter(key, outlet, error)
+                log.warning("send failed platform=%s account=%s reply=%s attempt=%d retry_in=%.2fs error=%s",
+                            *outlet.labels, key, attempts, delay, error)
+                await asyncio.sleep(delay)
+                continue
+            index += 1
+            await self.store.record_part(key, index, sent_id, delivered=last)
+            self.metrics.messages_out.labels(*outlet.labels).inc()
+        if first_received is not None:
+            elapsed = time.time() - first_received.timestamp()
+            self.metrics.send_latency.labels(*outlet.labels).observe(max(0.0, elapsed))
+        log.info("reply delivered platform=%s account=%s chat=%s reply=%s parts=%d", *outlet.labels, chat, key, len(parts))
+        return ReplyState.DELIVERED
+
+    async def _dead_letter(self, key: str, outlet: Outlet, error: Exception) -> ReplyState:
+        await self.store.finish_reply(key, ReplyState.FAILED, str(error))
+        self.metrics.dead_letters.labels(*outlet.labels).inc()
+        log.error("reply given up platform=%s account=%s reply=%s reason=%s", *outlet.labels, key, error)
+        return ReplyState.FAILED

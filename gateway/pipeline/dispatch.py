@@ -1,0 +1,141 @@
+"""Dispatch: decide what happens to each durable inbound message.
+
+Runs after ingest, off the acknowledgement path: drop the bot's own echoes,
+route to the partner bound to the account / group / conversation, apply the
+access policy, then hand admitted messages to their conversation lane.  A
+message that is not answered is marked with the reason (logged and counted);
+refused senders may get a short, rate-limited notice; a stranger waiting for
+pairing has their messages *held* and answered once the owner approves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from gateway.config import AccessPolicy, PartnerConfig
+from gateway.messages import InboundMessage, OutboundReply, reply_key
+from gateway.metrics import Metrics
+from gateway.pipeline.access import Decision, Verdict, decide
+from gateway.pipeline.lanes import Admitted, Lanes
+from gateway.pipeline.routing import Router
+from gateway.store import InboundState, ReplyState, Store
+
+log = logging.getLogger(__name__)
+
+PAIRING_NOTICE = (
+    "Hi! Before {partner} can answer you here, its teacher needs to approve you. "
+    "Your code is {code}. Your message is saved and will be answered after approval."
+)
+
+
+class Dispatcher:
+    def __init__(
+        self,
+        store: Store,
+        metrics: Metrics,
+        router: Router,
+        lanes: Lanes,
+        policy_for: Callable[[str, str], AccessPolicy],
+    ) -> None:
+        self.store = store
+        self.metrics = metrics
+        self.router = router
+        self.lanes = lanes
+        self.policy_for = policy_for
+        self._queue: asyncio.Queue[InboundMessage] = asyncio.Queue()
+        self._approved: set[tuple[str, str, str]] = set()
+
+    def submit(self, message: InboundMessage) -> None:
+        self._queue.put_nowait(message)
+
+    @property
+    def backlog(self) -> int:
+        return self._queue.qsize()
+
+    async def run(self) -> None:
+        while True:
+            message = await self._queue.get()
+            try:
+                await self._dispatch(message)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                # The message stays pending in the store and is dispatched again at the next start.
+                log.exception("dispatch failed platform=%s event=%s", message.address.channel, message.event_id)
+
+    async def _dispatch(self, message: InboundMessage) -> None:
+        address = message.address
+        if message.from_self:
+            await self._drop(message, "own message")
+            return
+        partner = self.router.route(address)
+        if partner is None:
+            await self._drop(message, "no partner bound to this account or chat")
+            return
+        policy = self.policy_for(address.channel, address.account)
+        approved = await self._is_approved(message)
+        decision = decide(message, policy, partner, approved=approved)
+        match decision.verdict:
+            case Verdict.ADMIT:
+                self.lanes.submit(Admitted(message, partner, decision.role))
+            case Verdict.HOLD:
+                await self._hold(message, partner, policy)
+            case Verdict.DROP:
+                await self._drop(message, decision.reason)
+                if decision.notify:
+                    await self._refusal_notice(message, policy, decision)
+
+    async def _is_approved(self, message: InboundMessage) -> bool:
+        key = (message.address.channel, message.address.account, message.sender.user)
+        if key in self._approved:
+            return True
+        if await self.store.is_approved(*key):
+            self._approved.add(key)
+            return True
+        return False
+
+    async def _drop(self, message: InboundMessage, reason: str) -> None:
+        await self.store.mark_inbound([message.dedup_key], InboundState.DROPPED, reason)
+        self.metrics.dropped.labels(message.address.channel, message.address.account, reason).inc()
+        log.info("message dropped platform=%s account=%s event=%s reason=%s",
+                 message.address.channel, message.address.account, message.event_id, reason)
+
+    async def _hold(self, message: InboundMessage, partner: PartnerConfig, policy: AccessPolicy) -> None:
+        address = message.address
+        await self.store.mark_inbound([message.dedup_key], InboundState.HELD, "waiting for pairing approval")
+        request = await self.store.pairing_request(
+            address.channel, address.account, message.sender.user, message.sender.display_name,
+            policy.pairing_ttl_s, policy.pairing_max_pending,
+        )
+        log.info("message held for pairing platform=%s account=%s sender=%s code_issued=%s",
+                 address.channel, address.account, message.sender.user, request is not None)
+        if request is None:
+            # Too many codes pending: say nothing new (a flood of strangers must not flood the owner).
+            return
+        if await self.store.notice_due(address.channel, address.account, message.sender.user, policy.refusal.min_interval_s):
+            text = PAIRING_NOTICE.format(partner=partner.name, code=request.code)
+            await self._notice(message, text, purpose=f"pairing:{request.code}")
+
+    async def _refusal_notice(self, message: InboundMessage, policy: AccessPolicy, decision: Decision) -> None:
+        if not policy.refusal.notify:
+            return
+        address = message.address
+        if await self.store.notice_due(address.channel, address.account, message.sender.user, policy.refusal.min_interval_s):
+            await self._notice(message, policy.refusal.text, purpose="refusal")
+
+    async def _notice(self, message: InboundMessage, text: str, *, purpose: str) -> None:
+        key = reply_key(message.address, message.event_id, purpose)
+        notice = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text)
+        await self.store.put_reply(notice, ReplyState.READY)
+        self.lanes.resume_delivery(key, message.address)
+
+    async def release_approved(self) -> int:
+        """Answer held messages of senders the owner approved (the CLI may run in another process)."""
+        released = await self.store.release_approved()
+        for item in released:
+            address = item.message.address
+            self._approved.add((address.channel, address.account, item.message.sender.user))
+            self.submit(item.message)
+        return len(released)

@@ -1,0 +1,63 @@
+"""Ingest: the channel-facing sink that makes an inbound event durable, once.
+
+``accept`` returns only after the messages are committed -- dedup key and
+inbox row in one write -- which is when a channel may acknowledge the
+platform.  Redelivered events are counted and dropped here; new ones are
+handed to the dispatcher without waiting for it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+
+from gateway.capabilities import ChannelCapabilities
+from gateway.messages import InboundMessage
+from gateway.metrics import Metrics
+from gateway.store import Store
+
+log = logging.getLogger(__name__)
+
+
+class Ingest:
+    def __init__(
+        self,
+        channel: str,
+        account: str,
+        capabilities: ChannelCapabilities,
+        store: Store,
+        metrics: Metrics,
+        dispatch: Callable[[InboundMessage], None],
+        on_event: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.channel, self.account = channel, account
+        self.retention_s = capabilities.redelivery_horizon_s
+        self.store = store
+        self.metrics = metrics
+        self.dispatch = dispatch
+        self.on_event = on_event
+
+    async def accept(self, messages: Sequence[InboundMessage]) -> None:
+        if not messages:
+            return
+        for message in messages:
+            if (message.address.channel, message.address.account) != (self.channel, self.account):
+                raise ValueError(
+                    f"{self.channel}:{self.account} tried to accept a message addressed to "
+                    f"{message.address.channel}:{message.address.account}"
+                )
+        fresh = await self.store.accept(messages, self.retention_s)
+        self.on_event()
+        for message, new in zip(messages, fresh):
+            if new:
+                self.metrics.messages_in.labels(self.channel, self.account).inc()
+                log.info("message in platform=%s account=%s chat=%s event=%s sender=%s",
+                         self.channel, self.account, message.address.conversation.key, message.event_id, message.sender.user)
+                self.dispatch(message)
+            else:
+                self.metrics.dedup_hits.labels(self.channel, self.account).inc()
+                log.info("redelivery ignored platform=%s account=%s event=%s", self.channel, self.account, message.event_id)
+
+    def invalid(self, reason: str) -> None:
+        self.metrics.dropped.labels(self.channel, self.account, "invalid event").inc()
+        log.warning("invalid event dropped platform=%s account=%s reason=%s", self.channel, self.account, reason)

@@ -1,0 +1,233 @@
+"""Conversation lanes: one turn at a time per conversation, in order.
+
+Each conversation with work to do has a lane: a task that runs its jobs one
+after another and disappears when idle (a gateway serves many thousands of
+conversations; idle ones cost nothing).  A lane's jobs are, in order:
+
+1. replies already in the outbox (recovered after a restart) -- delivered first,
+   so a conversation's answers never overtake each other;
+2. pending messages -- *coalesced*: the lane waits ``coalesce_window_s`` after
+   the latest message from the same sender (at most ``coalesce_max_s`` after
+   the first) and answers the burst with one turn.
+
+A message arriving while a turn runs is never lost and never answered twice:
+for ``mid_turn: merge`` partners the responder takes it at its next round
+boundary (``Turn.take_arrivals``) and the reply covers it; otherwise it waits
+for the next turn.  The reply and the "answered" marks of every message it
+covers are written in one transaction (the transactional outbox).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway.config import MidTurn, PartnerConfig, PipelineConfig
+from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
+from gateway.messages import Address, InboundMessage, OutboundReply, reply_key
+from gateway.pipeline.delivery import Delivery, Outlet
+from gateway.pipeline.streaming import PreviewStream
+from gateway.store import InboundState, ReplyState, Store
+from gateway.turns import Responder, Role, Turn
+
+log = logging.getLogger(__name__)
+
+APOLOGY = "Sorry, something went wrong on my side while answering. Please send your message again."
+
+
+@dataclass
+class Admitted:
+    """A message that passed routing and access, with what they decided."""
+
+    message: InboundMessage
+    partner: PartnerConfig
+    role: Role
+
+
+@dataclass
+class Lane:
+    key: str
+    outlet: Outlet
+    deliveries: deque[str] = field(default_factory=deque)
+    pending: list[Admitted] = field(default_factory=list)
+    arrivals: list[Admitted] = field(default_factory=list)
+    merging: bool = False
+    wake: asyncio.Event = field(default_factory=asyncio.Event)
+    task: asyncio.Task[None] | None = None
+
+
+class Lanes:
+    def __init__(
+        self,
+        store: Store,
+        delivery: Delivery,
+        responder: Responder,
+        settings: PipelineConfig,
+        outlet_for: Callable[[str, str], Outlet | None],
+    ) -> None:
+        self.store = store
+        self.delivery = delivery
+        self.responder = responder
+        self.settings = settings
+        self.outlet_for = outlet_for
+        self._lanes: dict[str, Lane] = {}
+        self._closing = False
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    # ------------------------------------------------------------------ intake
+
+    def submit(self, admitted: Admitted) -> None:
+        lane = self._lane(admitted.message.address)
+        if lane is None:
+            return
+        if lane.merging and admitted.partner.mid_turn is MidTurn.MERGE:
+            lane.arrivals.append(admitted)
+        else:
+            lane.pending.append(admitted)
+        lane.wake.set()
+        self._ensure_running(lane)
+
+    def resume_delivery(self, key: str, target: Address) -> None:
+        lane = self._lane(target)
+        if lane is None:
+            return
+        lane.deliveries.append(key)
+        self._ensure_running(lane)
+
+    def _lane(self, address: Address) -> Lane | None:
+        key = address.conversation_key
+        lane = self._lanes.get(key)
+        if lane is None:
+            outlet = self.outlet_for(address.channel, address.account)
+            if outlet is None:
+                log.warning("no running channel for conversation=%s; left in the store for later", key)
+                return None
+            lane = self._lanes[key] = Lane(key, outlet)
+        return lane
+
+    def _ensure_running(self, lane: Lane) -> None:
+        if lane.task is None and not self._closing:
+            self._idle.clear()
+            lane.task = asyncio.create_task(self._run(lane), name=f"lane:{lane.key}")
+
+    @property
+    def active(self) -> int:
+        return len(self._lanes)
+
+    async def drain(self) -> None:
+        """Wait until every lane has finished its work (used by graceful shutdown)."""
+        await self._idle.wait()
+
+    async def cancel_all(self) -> None:
+        self._closing = True
+        tasks = [lane.task for lane in self._lanes.values() if lane.task]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ the lane loop
+
+    async def _run(self, lane: Lane) -> None:
+        try:
+            while True:
+                if lane.deliveries:
+                    await self.delivery.deliver(lane.deliveries.popleft(), lane.outlet)
+                    continue
+                if not lane.pending:
+                    break
+                batch = await self._coalesce(lane)
+                await self._turn(lane, batch)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("lane failed conversation=%s; its messages stay pending for the next start", lane.key)
+        finally:
+            lane.task = None
+            if (lane.pending or lane.deliveries) and not self._closing:
+                self._ensure_running(lane)
+            else:
+                self._lanes.pop(lane.key, None)
+                if not self._lanes:
+                    self._idle.set()
+
+    async def _coalesce(self, lane: Lane) -> list[Admitted]:
+        window, cap = self.settings.coalesce_window_s, self.settings.coalesce_max_s
+        if window > 0:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + cap
+            while True:
+                lane.wake.clear()
+                timeout = min(window, deadline - loop.time())
+                if timeout <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(lane.wake.wait(), timeout)
+                except TimeoutError:
+                    break
+        lane.wake.clear()
+        first = lane.pending[0]
+        batch = [a for a in lane.pending if a.message.sender.user == first.message.sender.user]
+        lane.pending = [a for a in lane.pending if a.message.sender.user != first.message.sender.user]
+        return batch
+
+    async def _turn(self, lane: Lane, batch: list[Admitted]) -> None:
+        first = batch[0]
+        message = first.message
+        key = reply_key(message.address, message.event_id)
+        existing = await self.store.get_reply(key)
+        template = OutboundReply(idempotency_key=key, target=message.address, referrer=batch[-1].message.referrer, markdown="")
+        preview = PreviewStream(lane.outlet, self.store, template, existing.preview if existing else None)
+        lane.merging = first.partner.mid_turn is MidTurn.MERGE
+        taken: list[Admitted] = []
+
+        def take_arrivals() -> list[InboundMessage]:
+            fresh, lane.arrivals = lane.arrivals, []
+            taken.extend(fresh)
+            return [a.message for a in fresh]
+
+        turn = Turn(first.partner, message.address, message.sender, first.role, [a.message for a in batch], take_arrivals)
+        markdown, attachments = await self._respond(turn, preview)
+        await preview.close()
+        lane.merging = False
+        lane.pending[:0] = lane.arrivals  # arrivals the responder never took wait for the next turn
+        lane.arrivals = []
+        covered = [a.message for a in (*batch, *taken)]
+        keys = [m.dedup_key for m in covered]
+        if markdown is None:
+            await self.store.mark_inbound(keys, InboundState.DROPPED, "the partner chose not to answer")
+            return
+        reply = template.model_copy(
+            update={"markdown": markdown, "attachments": attachments, "in_reply_to": tuple(m.event_id for m in covered)}
+        )
+        await self.store.put_reply(reply, ReplyState.READY, answered=keys)
+        await self.delivery.deliver(key, lane.outlet, first_received=message.received_at)
+
+    async def _respond(self, turn: Turn, preview: PreviewStream) -> tuple[str | None, tuple]:
+        """Run the responder; return the final Markdown (None: stay silent) and attachments."""
+        preview.start()
+        text, final, attachments = "", None, ()
+        try:
+            async for event in self.responder.respond(turn):
+                if isinstance(event, StreamDelta):
+                    text += event.text
+                    preview.update(text)
+                elif isinstance(event, StreamEnd):
+                    final, attachments = event.markdown, event.attachments
+                elif isinstance(event, Progress):
+                    log.debug("turn progress conversation=%s label=%s", turn.address.conversation_key, event.label)
+                elif isinstance(event, TurnEnd):
+                    if not event.answered:
+                        return None, ()
+                    break
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("responder failed conversation=%s partner=%s", turn.address.conversation_key, turn.partner.id)
+            return APOLOGY, ()
+        if final is None:
+            final = text
+        return (final if final.strip() or attachments else APOLOGY), attachments

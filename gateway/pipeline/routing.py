@@ -1,0 +1,30 @@
+"""Which partner answers a message: deterministic, from bindings, never from the model."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from gateway.config import Binding, PartnerConfig
+from gateway.messages import Address
+
+
+class Router:
+    """Most specific binding wins: conversation (chat + thread) > chat > whole account."""
+
+    def __init__(self, partners: Iterable[PartnerConfig], bindings: Iterable[Binding]) -> None:
+        self._partners = {p.id: p for p in partners}
+        self._by_key: dict[tuple[str, str, str | None, str | None], PartnerConfig] = {}
+        for binding in bindings:
+            key = (binding.channel, binding.account, binding.chat, binding.thread)
+            self._by_key[key] = self._partners[binding.partner]
+
+    def route(self, address: Address) -> PartnerConfig | None:
+        conversation = address.conversation
+        for chat, thread in ((conversation.chat, conversation.thread), (conversation.chat, None), (None, None)):
+            partner = self._by_key.get((address.channel, address.account, chat, thread))
+            if partner is not None:
+                return partner
+        return None
+
+    def accounts(self) -> set[tuple[str, str]]:
+        return {(channel, account) for channel, account, _chat, _thread in self._by_key}

@@ -1,0 +1,112 @@
+"""An in-memory channel for pipeline tests: the platform is a list.
+
+Pipeline tests exercise the shared path (dedup, lanes, outbox, pacing), not a
+transport, so the peer here is the channel's own record of what it was asked
+to send.  Channels themselves are tested against real or emulated peers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from channels.base import Channel, Heartbeat
+from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, SendRate, TextUnit
+from gateway.messages import (
+    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage,
+    MessageId, RenderedPart, Sender, SentMessage, Text, UserId,
+)
+
+DEFAULT_CAPS = ChannelCapabilities(
+    platform="memory", text_limit=200, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN,
+    elements=frozenset({"text", "link"}), edit_mode=EditMode.EDIT, min_edit_interval=0.05,
+    send_rate_chat=SendRate(rate=1000, per=1, burst=1000),
+)
+
+
+def make_message(text, *, event, account="acct", chat="c1", user="u1", kind=ConversationKind.DIRECT,
+                 addressed=True, from_self=False) -> InboundMessage:
+    return InboundMessage(
+        event_id=EventId(event),
+        address=Address(channel=ChannelName("memory"), account=AccountId(account),
+                        conversation=Conversation(chat=ChatId(chat), kind=kind)),
+        sender=Sender(user=UserId(user), display_name=user),
+        elements=(Text(text=text),),
+        received_at=datetime.now(timezone.utc),
+        addressed=addressed,
+        from_self=from_self,
+    )
+
+
+@dataclass
+class Sent:
+    kind: str  # "send" or "edit"
+    chat: str
+    message: str
+    text: str
+    key: str = ""
+    final: bool = True
+
+
+class MemoryChannel(Channel):
+    name = "memory"
+    caps = DEFAULT_CAPS
+    instances: list["MemoryChannel"] = []
+
+    def __init__(self, context):
+        super().__init__(context)
+        self.sent: list[Sent] = []
+        self.failures: list[Exception] = []
+        self.ids = itertools.count(1)
+        self.changed = asyncio.Condition()
+        MemoryChannel.instances.append(self)
+
+    @classmethod
+    def capabilities(cls) -> ChannelCapabilities:
+        return cls.caps
+
+    async def run(self, heartbeat: Heartbeat) -> None:
+        while True:
+            heartbeat.beat()
+            await asyncio.sleep(1)
+
+    def message(self, text, *, event=None, **kw) -> InboundMessage:
+        return make_message(text, event=event or f"e{next(self.ids)}", account=self.account, **kw)
+
+    async def inject(self, text, **kw) -> InboundMessage:
+        message = self.message(text, **kw)
+        await self.context.sink.accept([message])
+        return message
+
+    async def _record(self, sent: Sent) -> None:
+        async with self.changed:
+            self.sent.append(sent)
+            self.changed.notify_all()
+
+    async def send(self, target: Address, part: RenderedPart, *, referrer, idempotency_key: str) -> SentMessage:
+        if self.failures:
+            raise self.failures.pop(0)
+        message_id = f"m{next(self.ids)}"
+        await self._record(Sent("send", target.conversation.chat, message_id, part.text, idempotency_key))
+        return SentMessage(message=MessageId(message_id))
+
+    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
+        await self._record(Sent("edit", target.conversation.chat, message, part.text, final=final))
+
+    async def wait_for(self, predicate, timeout: float = 10.0) -> None:
+        async def check():
+            async with self.changed:
+                await self.changed.wait_for(lambda: predicate(self.sent))
+
+        await asyncio.wait_for(check(), timeout)
+
+    def visible(self) -> dict[str, str]:
+        """What a user would see now: message id -> latest text."""
+        shown: dict[str, str] = {}
+        for s in self.sent:
+            shown[s.message] = s.text
+        return shown
