@@ -29,6 +29,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starl
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
+    from gateway.supervisor import ChannelState
+
 
 class InboundSink(Protocol):
     async def accept(self, messages: Sequence[InboundMessage]) -> None:
@@ -55,7 +57,7 @@ class Heartbeat(Protocol):
 
     def event(self) -> None: ...
 
-    def set_state(self, state: object, reason: str = "") -> None: ...
+    def set_state(self, state: "ChannelState", reason: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)

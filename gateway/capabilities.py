@@ -56,9 +56,9 @@ class SendRate(BaseModel):
     """A token bucket: ``rate`` sends per ``per`` seconds with room for ``burst``."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    rate: float
-    per: float = 1.0
-    burst: int = 1
+    rate: float = Field(gt=0)
+    per: float = Field(default=1.0, gt=0)
+    burst: int = Field(default=1, ge=1)
 
 
 class ChannelCapabilities(BaseModel):

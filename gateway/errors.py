@@ -26,6 +26,8 @@ a reason string recorded with the message.
 
 from __future__ import annotations
 
+from typing import Literal
+
 
 class GatewayError(Exception):
     """Root of every error the gateway raises on purpose."""
@@ -59,7 +61,9 @@ class TransientError(PlatformError):
 
 
 class RateLimited(TransientError):
-    def __init__(self, platform: str, retry_after: float, *, code: str | int | None = 429, scope: str = "chat"):
+    def __init__(
+        self, platform: str, retry_after: float, *, code: str | int | None = 429, scope: Literal["chat", "global"] = "chat"
+    ):
         self.retry_after = max(0.0, float(retry_after))
         self.scope = scope
         super().__init__(platform, f"retry after {self.retry_after:g} s", code=code)

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 
 from channels.base import Channel
 from gateway.capabilities import ChannelCapabilities, EditMode
-from gateway.errors import RateLimited, ReplyWindowClosed
+from gateway.errors import ReplyWindowClosed
 from gateway.messages import Address, ConversationKind, OutboundReply, RenderedPart
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
@@ -120,8 +120,6 @@ class Delivery:
             except Exception as error:
                 attempts = await self.store.record_attempt(key, str(error))
                 self.metrics.errors.labels(*outlet.labels, type(error).__name__).inc()
-                if isinstance(error, RateLimited):
-                    outlet.pacer.rate_limited(chat, error, is_group=group)
                 delay = outlet.retry.delay_for(attempts, error)
                 if delay is None:
                     return await self._dead_letter(key, outlet, error)

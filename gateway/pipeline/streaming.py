@@ -17,7 +17,6 @@ import time
 from contextlib import suppress
 
 from gateway.capabilities import EditMode
-from gateway.errors import RateLimited
 from gateway.messages import MessageId, OutboundReply, RenderedPart, StreamState
 from gateway.pipeline.delivery import Outlet, chat_key, is_group
 from gateway.render import render_reply
@@ -104,7 +103,5 @@ class PreviewStream:
             self._shown = markdown
         except asyncio.CancelledError:
             raise
-        except RateLimited as error:
-            self.outlet.pacer.rate_limited(chat_key(target), error, is_group=is_group(target))
-        except Exception as error:
+        except Exception as error:  # a 429 inside slot() has already slowed the chat's bucket
             log.info("preview skipped platform=%s reply=%s error=%s", self.outlet.capabilities.platform, key, error)
