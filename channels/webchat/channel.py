@@ -1,0 +1,110 @@
+"""The built-in web chat: a learner chat page served by the gateway itself.
+
+There is no platform here: the transport is the gateway's own HTTP app.  The
+page POSTs what the learner writes (``api.py`` turns it into an inbound
+message and answers only once the sink made it durable) and follows an SSE
+stream of what the gateway sends to its session (``feed.py``).
+
+A session is one browser (its id lives in the page's localStorage); it is
+both the chat and the sender.  Sent message ids are the idempotency keys the
+outbound path hands us, so a retried send replaces its own bubble on the page
+instead of adding a second one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from pydantic import Field
+
+from channels.base import Channel, ChannelContext, Heartbeat
+from channels.webchat.feed import FeedsFull, SessionFeeds
+from gateway.config import AccountConfig
+from gateway.errors import PeerUnavailable
+from gateway.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.supervisor import ChannelState
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the routes
+    from starlette.routing import BaseRoute
+
+log = logging.getLogger(__name__)
+
+HEARTBEAT_S = 5.0
+
+
+class WebchatConfig(AccountConfig):
+    title: str = Field(default="Study partner", min_length=1, max_length=120)
+    """Shown as the page's title and heading."""
+    max_text_chars: int = Field(default=8000, ge=1, le=100_000)
+    """Longest message a learner may send, in characters (code points)."""
+    backlog_events: int = Field(default=200, ge=10, le=10_000)
+    """Events kept per session for a page that reconnects."""
+    idle_session_s: float = Field(default=1800.0, gt=0)
+    """A session nobody follows is forgotten after this long."""
+
+
+class WebchatChannel(Channel):
+    name = "webchat"
+    config_model = WebchatConfig
+
+    def __init__(self, context: ChannelContext) -> None:
+        super().__init__(context)
+        config = context.config
+        self.settings = config if isinstance(config, WebchatConfig) else WebchatConfig.model_validate(config.model_dump())
+        self.feeds = SessionFeeds(backlog=self.settings.backlog_events, idle_ttl_s=self.settings.idle_session_s)
+
+    async def run(self, heartbeat: Heartbeat) -> None:
+        heartbeat.set_state(ChannelState.RUNNING)
+        while True:
+            heartbeat.beat()
+            self.feeds.sweep()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
+        message = MessageId(idempotency_key)
+        self._publish_message(target, message, part, final=True)
+        log.info("webchat message out account=%s session=%s message=%s", self.account, target.conversation.chat, message)
+        return SentMessage(message=message)
+
+    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+        self._publish_message(target, message, part, final=final)
+        log.debug("webchat message edited account=%s session=%s message=%s final=%s",
+                  self.account, target.conversation.chat, message, final)
+
+    async def typing(self, target: Address) -> None:
+        self._publish(target, "typing", {})
+
+    def http_routes(self) -> list[BaseRoute]:
+        from channels.webchat.api import webchat_routes  # starlette loads only when the page is served
+
+        return webchat_routes(self)
+
+    async def close(self) -> None:
+        self.feeds.close()
+
+    def _publish_message(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+        # part.text is HTML made by the gateway's renderer, which escapes everything the model wrote.
+        data: dict[str, Any] = {"id": message, "html": part.text, "final": final}
+        links = [_attachment(a.kind, a.url, a.name) for a in part.attachments if _is_web_url(a.url)]
+        if links:
+            data["attachments"] = links
+        if len(links) < len(part.attachments):
+            log.info("webchat attachment dropped account=%s message=%s reason=no http url", self.account, message)
+        self._publish(target, "message", data)
+
+    def _publish(self, target: Address, name: str, data: dict[str, Any]) -> None:
+        try:
+            self.feeds.publish(target.conversation.chat, name, data)
+        except FeedsFull as error:
+            raise PeerUnavailable(self.name, str(error)) from error
+
+
+def _attachment(kind: str, url: str | None, name: str) -> dict[str, str]:
+    return {"kind": kind, "url": url or "", "name": name}
+
+
+def _is_web_url(url: str | None) -> bool:
+    return url is not None and urlsplit(url).scheme in ("http", "https")

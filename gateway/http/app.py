@@ -1,0 +1,239 @@
+"""The gateway's single ASGI app: one port for operators, platforms and learners.
+
+=============================  ===============================================
+``GET /healthz``               200 ``{"ok": true}`` once started, 503 otherwise
+``GET /status``                the gateway's :class:`~gateway.status.StatusReport`
+``GET /metrics``               Prometheus text
+``POST /webhooks/{ch}/{acct}`` handed to that channel account's ``handle_webhook``
+``/channels/{ch}/{acct}/...``  that channel account's own ``http_routes()``
+``GET /``                      redirect to the first web chat page, if one runs
+=============================  ===============================================
+
+Channel routes are looked up per request, not mounted once: accounts start
+after the app is built and a supervisor may replace a crashed channel with a
+new instance, whose routes must take over.
+
+Errors are translated here, once, into short JSON bodies: a forged webhook is
+401, an undecodable event 400, something a channel does not do 404.  Anything
+else is logged with its traceback and answered with a generic 500 -- internal
+text never reaches the caller.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Protocol
+from urllib.parse import quote
+
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.applications import Starlette
+from starlette.datastructures import Headers
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import Mount, Route, Router
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from gateway.status import StatusReport
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from channels.base import Channel
+
+log = logging.getLogger(__name__)
+
+WEBCHAT = "webchat"
+MAX_BODY_BYTES = 4 * 1024 * 1024
+"""No platform's webhook payload comes near this; a larger body is refused with 413."""
+_REASON_CHARS = 200
+
+
+class MetricsSource(Protocol):
+    def render(self) -> bytes: ...
+
+
+class ServedGateway(Protocol):
+    """What the HTTP app needs from the gateway (``gateway.app.Gateway`` provides it)."""
+
+    @property
+    def metrics(self) -> MetricsSource: ...
+
+    @property
+    def ready(self) -> bool:
+        """True between a completed ``start()`` and the beginning of ``stop()``."""
+        ...
+
+    async def status(self) -> StatusReport: ...
+
+    def channel(self, name: str, account: str) -> Channel | None: ...
+
+    def running_channels(self) -> Mapping[tuple[str, str], Channel]: ...
+
+
+def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
+    """The one shape of every error body this app sends: ``{"error": "..."}``."""
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def build_app(gateway: ServedGateway) -> Starlette:
+    async def healthz(request: Request) -> Response:
+        if gateway.ready:
+            return JSONResponse({"ok": True})
+        return JSONResponse({"ok": False}, status_code=503, headers={"Retry-After": "1"})
+
+    async def status(request: Request) -> Response:
+        report = await gateway.status()
+        return JSONResponse(report.model_dump(mode="json"))
+
+    async def metrics(request: Request) -> Response:
+        return Response(gateway.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    async def webhook(request: Request) -> Response:
+        name, account = request.path_params["channel"], request.path_params["account"]
+        channel = gateway.channel(name, account)
+        if channel is None:
+            return error_response(404, f"no running channel account {name}/{account}")
+        return await channel.handle_webhook(request)
+
+    async def home(request: Request) -> Response:
+        for name, account in gateway.running_channels():
+            if name == WEBCHAT:
+                return RedirectResponse(f"/channels/{WEBCHAT}/{quote(account, safe='')}/", status_code=307)
+        return error_response(404, "no web chat account is running; see /status")
+
+    routes = [
+        Route("/", home),
+        Route("/healthz", healthz),
+        Route("/status", status),
+        Route("/metrics", metrics),
+        Route("/webhooks/{channel}/{account}", webhook, methods=["POST"]),
+        Mount("/channels/{channel}/{account}", app=ChannelRoutes(gateway)),
+    ]
+    return Starlette(
+        routes=routes,
+        middleware=[Middleware(InternalErrorGuard), Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
+        exception_handlers={
+            HTTPException: _http_error,
+            ForgedRequest: _forged,
+            InvalidEvent: _invalid,
+            Unsupported: _unsupported,
+        },
+    )
+
+
+class ChannelRoutes:
+    """Dispatches ``/channels/{channel}/{account}/...`` to that running channel's own routes."""
+
+    def __init__(self, gateway: ServedGateway) -> None:
+        self._gateway = gateway
+        self._routers: dict[tuple[str, str], tuple[Channel, Router]] = {}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        params = scope["path_params"]
+        key = (params["channel"], params["account"])
+        channel = self._gateway.channel(*key)
+        if channel is None:
+            self._routers.pop(key, None)
+            raise HTTPException(404, f"no running channel account {key[0]}/{key[1]}")
+        cached = self._routers.get(key)
+        if cached is None or cached[0] is not channel:
+            cached = (channel, Router(routes=channel.http_routes()))
+            self._routers[key] = cached
+        await cached[1](scope, receive, send)
+
+
+class InternalErrorGuard:
+    """Turns an unexpected exception into a logged traceback and a generic 500.
+
+    Starlette's own last-resort handler re-raises after answering, which prints
+    a second traceback without our context; this one answers and stops.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def tracking_send(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, tracking_send)
+        except Exception:
+            log.exception("http request failed method=%s path=%s", scope.get("method"), scope.get("path"))
+            if not started:  # once a response began there is nothing left to say; the server closes it
+                await error_response(500, "internal error")(scope, receive, send)
+
+
+class BodyLimit:
+    """Refuses request bodies over ``max_bytes`` with a JSON 413, declared or streamed.
+
+    (Starlette's own limit answers in plain text and signals through the stack
+    with private exceptions; this keeps every error body the same shape.)
+    """
+
+    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.message = f"the request body is larger than {max_bytes} bytes"
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_bytes:
+            await error_response(413, self.message)(scope, receive, send)
+            return
+        size = 0
+
+        async def limited_receive() -> Message:
+            nonlocal size
+            message = await receive()
+            size += len(message.get("body", b""))
+            if size > self.max_bytes:  # raised inside the endpoint's read, answered by _http_error
+                raise HTTPException(413, self.message)
+            return message
+
+        await self.app(scope, limited_receive, send)
+
+
+def _where(request: Request) -> str:
+    params = request.path_params
+    return f"channel={params.get('channel', '-')} account={params.get('account', '-')} path={request.url.path}"
+
+
+def _short(error: Exception) -> str:
+    text = str(error) or type(error).__name__
+    return text if len(text) <= _REASON_CHARS else text[: _REASON_CHARS - 1] + "…"
+
+
+async def _http_error(request: Request, error: Exception) -> Response:
+    assert isinstance(error, HTTPException)
+    if error.status_code in (204, 304):
+        return Response(status_code=error.status_code, headers=error.headers)
+    return error_response(error.status_code, error.detail, error.headers)
+
+
+async def _forged(request: Request, error: Exception) -> Response:
+    log.warning("webhook refused reason=forged %s", _where(request))
+    return error_response(401, "request signature does not verify")
+
+
+async def _invalid(request: Request, error: Exception) -> Response:
+    log.info("webhook event dropped reason=invalid %s detail=%s", _where(request), _short(error))
+    return error_response(400, f"invalid event: {_short(error)}")
+
+
+async def _unsupported(request: Request, error: Exception) -> Response:
+    log.info("request refused reason=unsupported %s", _where(request))
+    detail = getattr(error, "detail", None) or _short(error)
+    return error_response(404, detail)

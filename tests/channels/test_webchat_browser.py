@@ -1,0 +1,167 @@
+"""The web chat page in headless Chromium, against a real gateway with a streaming responder."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from gateway.app import Gateway
+from gateway.config import PipelineConfig
+from gateway.defaults import default_config
+from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.http.app import build_app
+from gateway.http.server import serve_http
+from gateway.turns import Turn
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+    "--disable-background-networking", "--disable-component-update", "--disable-sync",
+]
+PARTIAL = ["Seven ", "eights ", "are"]
+FINAL = "Seven eights are **56**."
+TIMEOUT_MS = 10_000
+
+
+class GatedResponder:
+    """Streams a few deltas, then holds the final answer until the test has seen the preview."""
+
+    name = "test-streamer"
+
+    def __init__(self) -> None:
+        self.release = asyncio.Event()
+        self.turns: list[Turn] = []
+
+    async def respond(self, turn: Turn) -> AsyncIterator[RuntimeEvent]:
+        self.turns.append(turn)
+        for piece in PARTIAL:
+            yield StreamDelta(text=piece)
+            await asyncio.sleep(0.1)
+        await asyncio.wait_for(self.release.wait(), 20)
+        yield StreamEnd(markdown=FINAL)
+        yield TurnEnd()
+
+
+@dataclass
+class Running:
+    url: str
+    gateway: Gateway
+    responder: GatedResponder
+
+
+@pytest.fixture
+async def running(tmp_path: Path) -> AsyncIterator[Running]:
+    fast = PipelineConfig(coalesce_window_s=0.05, coalesce_max_s=0.2, shutdown_drain_s=1.0)
+    config = default_config(tmp_path / "data").model_copy(update={"pipeline": fast})
+    responder = GatedResponder()
+    async with Gateway(config, responder=responder) as gateway:
+        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1.0))
+        try:
+            yield Running(await asyncio.wait_for(ready, 10), gateway, responder)
+        finally:
+            responder.release.set()
+            server.cancel()
+            with suppress(asyncio.CancelledError):
+                await server
+
+
+@pytest.fixture
+async def page():
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as playwright:
+        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            tab = await browser.new_page()
+            errors: list[str] = []
+            tab.on("pageerror", lambda error: errors.append(str(error)))
+            yield tab
+            assert errors == []
+        finally:
+            await browser.close()
+
+
+async def test_a_learner_sees_the_answer_stream_in_and_end_formatted(running: Running, page) -> None:
+    await page.goto(running.url + "/")  # the gateway redirects to its web chat page
+    assert page.url == running.url + "/channels/webchat/default/"
+    assert await page.title() == "Study partner"
+
+    await page.fill("#text", "What is 7 x 8?")
+    await page.press("#text", "Enter")
+    learner = page.locator(".bubble.learner .body")
+    await learner.wait_for(timeout=TIMEOUT_MS)  # shown at once, before the gateway answered the POST
+    assert await learner.inner_text() == "What is 7 x 8?"
+    assert await page.input_value("#text") == ""
+
+    # The preview shows while the answer is still being written.
+    partner = page.locator(".bubble.partner")
+    await page.wait_for_function(
+        "() => { const b = document.querySelector('.bubble.partner .body'); return b && b.textContent.includes('Seven eights'); }",
+        timeout=TIMEOUT_MS,
+    )
+    assert "56" not in await partner.inner_text()
+    assert await page.locator(".bubble.partner strong").count() == 0
+
+    running.responder.release.set()
+    await page.locator(".bubble.partner:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
+    assert await page.locator(".bubble.partner strong").inner_text() == "56"
+    assert (await partner.inner_text()).strip() == "Seven eights are 56."
+    assert await partner.count() == 1  # the final answer replaced the preview, no second bubble
+    assert await page.get_attribute(".bubble.learner", "data-state") == "sent"
+
+    [turn] = running.responder.turns
+    assert turn.text == "What is 7 x 8?"
+
+    # A reload keeps the conversation and does not send the message again.
+    await page.reload()
+    await page.locator(".bubble.partner strong").wait_for(timeout=TIMEOUT_MS)
+    assert await page.locator(".bubble").count() == 2
+    await asyncio.sleep(0.3)
+    assert len(running.responder.turns) == 1
+
+
+async def test_shift_enter_starts_a_new_line_instead_of_sending(running: Running, page) -> None:
+    running.responder.release.set()
+    await page.goto(running.url + "/channels/webchat/default/")
+    await page.fill("#text", "first line")
+    await page.press("#text", "Shift+Enter")
+    await page.type("#text", "second line")
+    assert await page.locator(".bubble").count() == 0
+    await page.click("#send")
+    await page.locator(".bubble.learner").wait_for(timeout=TIMEOUT_MS)
+    assert await page.locator(".bubble.learner .body").inner_text() == "first line\nsecond line"
+    await page.locator(".bubble.partner:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
+
+
+async def test_a_post_whose_answer_is_lost_is_retried_with_the_same_id_and_answered_once(running: Running, page) -> None:
+    running.responder.release.set()
+    posted: list[dict[str, str]] = []
+
+    async def answer_lost_once(route) -> None:
+        posted.append(route.request.post_data_json)
+        if len(posted) == 1:
+            await route.fetch()  # the gateway stores the message...
+            await route.abort("connectionreset")  # ...but the page never hears back
+        else:
+            await route.continue_()
+
+    await page.route("**/api/messages", answer_lost_once)
+    await page.goto(running.url + "/channels/webchat/default/")
+    await page.fill("#text", "What is 7 x 8?")
+    await page.press("#text", "Enter")
+    await page.locator(".bubble.learner[data-state='sent']").wait_for(timeout=TIMEOUT_MS)
+    await page.locator(".bubble.partner:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
+
+    assert len(posted) == 2
+    assert posted[0] == posted[1]  # same session, same message_id, same text
+    await asyncio.sleep(0.3)
+    assert len(running.responder.turns) == 1
+    assert await page.locator(".bubble.partner").count() == 1
