@@ -35,7 +35,7 @@ from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.routing import Router
 from gateway.standin import StandInResponder
 from gateway.status import AccountStatus, StatusReport, UnavailableChannel
-from gateway.store import ReplyState, Store
+from gateway.store import QueueDepths, ReplyState, Store
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
 from gateway.turns import Responder
@@ -194,6 +194,7 @@ class Gateway:
             since_prune += SWEEP_INTERVAL_S
             try:
                 await self.dispatcher.release_approved()
+                await self._refresh_queue_gauges()
                 ttl = max((p.pairing_ttl_s for p in self._policies.values()), default=3600.0)
                 await self.store.drop_expired_holds(ttl)
                 if since_prune >= PRUNE_INTERVAL_S:
@@ -236,8 +237,17 @@ class Gateway:
 
     # ------------------------------------------------------------------ reporting
 
-    async def status(self) -> StatusReport:
+    async def _refresh_queue_gauges(self) -> QueueDepths:
         depths = await self.store.queue_depths()
+        for name, account in self._channels:
+            key = f"{name}:{account}"
+            self.metrics.queue_depth.labels(name, account, "inbound").set(depths.inbound_pending.get(key, 0))
+            self.metrics.queue_depth.labels(name, account, "held").set(depths.inbound_held.get(key, 0))
+            self.metrics.queue_depth.labels(name, account, "outbox").set(depths.outbox_open.get(key, 0))
+        return depths
+
+    async def status(self) -> StatusReport:
+        depths = await self._refresh_queue_gauges()
         health = self.supervisor.health()
         accounts = []
         for name, account in self._channels:
@@ -257,8 +267,6 @@ class Gateway:
                     outbox_open=depths.outbox_open.get(key, 0),
                 )
             )
-            for queue, depth in (("inbound", depths.inbound_pending.get(key, 0)), ("outbox", depths.outbox_open.get(key, 0))):
-                self.metrics.queue_depth.labels(name, account, queue).set(depth)
         return StatusReport(
             version=__version__,
             started_at=self.started_at,

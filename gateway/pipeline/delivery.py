@@ -23,10 +23,10 @@ from datetime import datetime, timezone
 from channels.base import Channel
 from gateway.capabilities import ChannelCapabilities, EditMode
 from gateway.errors import ReplyWindowClosed
-from gateway.messages import Address, ConversationKind, OutboundReply, RenderedPart
+from gateway.messages import Address, ConversationKind, Element, Link, Media, OutboundReply, RenderedPart, plain_text
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
-from gateway.render import render_reply
+from gateway.render import degrade, render_reply
 from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)
@@ -55,14 +55,29 @@ def is_group(target: Address) -> bool:
 
 
 def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> list[RenderedPart]:
-    texts = render_reply(reply.markdown, capabilities)
+    """Render a reply into parts; attachments the platform cannot carry degrade to links in the text."""
+    carried = tuple(a for a in reply.attachments if a.kind in capabilities.media_kinds)
+    markdown = reply.markdown
+    dropped = [a for a in reply.attachments if a not in carried]
+    if dropped:
+        media = [Media(kind=a.kind, url=a.url, name=a.name or (a.path or "").rsplit("/", 1)[-1]) for a in dropped]
+        cannot_carry = capabilities.model_copy(update={"elements": capabilities.elements - {a.kind for a in dropped}})
+        lines = [_as_markdown(element) for element in degrade(media, cannot_carry)]
+        markdown = "\n\n".join(filter(None, [markdown.rstrip(), *lines]))
+    texts = render_reply(markdown, capabilities)
     if not texts:
-        texts = [""] if reply.attachments else []
+        texts = [""] if carried else []
     parts = [RenderedPart(index=i, text=t) for i, t in enumerate(texts)]
-    if parts and reply.attachments:
-        last = parts[-1]
-        parts[-1] = last.model_copy(update={"attachments": reply.attachments})
+    if parts and carried:
+        parts[-1] = parts[-1].model_copy(update={"attachments": carried})
     return parts
+
+
+def _as_markdown(element: Element) -> str:
+    if isinstance(element, Link):
+        label = (element.text or element.url).replace("[", "\\[").replace("]", "\\]")
+        return f"[{label}]({element.url})"
+    return plain_text([element])
 
 
 def window_closed(reply: OutboundReply, capabilities: ChannelCapabilities, first_received: datetime | None) -> str | None:

@@ -225,3 +225,19 @@ async def test_status_reports_accounts_and_queues(start_gateway):
     report = await gateway.status()
     assert [(a.channel, a.account) for a in report.accounts] == [("memory", "acct")]
     assert report.partners == ["tutor"]
+
+
+async def test_attachments_the_platform_cannot_carry_become_links(start_gateway):
+    from gateway.events import StreamEnd, TurnEnd
+    from gateway.messages import Attachment
+
+    class WithWorksheet(ScriptedResponder):
+        async def respond(self, turn):
+            yield StreamEnd(markdown="Here is the worksheet.",
+                            attachments=(Attachment(kind="file", url="https://school.example/ws.pdf", name="ws.pdf"),))
+            yield TurnEnd()
+
+    gateway, channel = await start_gateway(WithWorksheet())
+    await channel.inject("worksheet please")
+    await channel.wait_for(lambda sent: len(sent) >= 1)
+    assert channel.sent[0].text == "Here is the worksheet.\n\nws.pdf (https://school.example/ws.pdf)"
