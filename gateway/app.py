@@ -18,12 +18,10 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import datetime, timezone
 
-from pydantic import ValidationError
-
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__
-from gateway.config import AccessPolicy, Config
+from gateway.config import AccessPolicy, Config, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.messages import AccountId
 from gateway.metrics import Metrics
@@ -115,21 +113,13 @@ class Gateway:
     def running_channels(self) -> dict[tuple[str, str], Channel]:
         return dict(self._channels)
 
-    def _build_channel(self, name: str, account: str, raw: dict) -> Channel | None:
-        where = f"channels.{name}.{account}"
+    def _build_channel(self, name: str, account: str) -> Channel | None:
         try:
             cls = self.channel_classes.get(name) or load_channel(name)
-            settings = cls.config_model.model_validate(raw)
-        except ChannelUnavailable as error:
+            settings = validate_account(self.config, name, account, cls.config_model)
+        except (ChannelUnavailable, ConfigError) as error:
             self.unavailable.append(UnavailableChannel(channel=name, account=account, reason=str(error)))
             log.error("channel unavailable platform=%s account=%s reason=%s", name, account, error)
-            return None
-        except ValidationError as error:
-            first = error.errors()[0]
-            field = ".".join(str(p) for p in (where, *first["loc"]))
-            reason = f"{field}: {first['msg'].removeprefix('Value error, ')}"
-            self.unavailable.append(UnavailableChannel(channel=name, account=account, reason=reason))
-            log.error("channel config invalid platform=%s account=%s reason=%s", name, account, reason)
             return None
         if not settings.enabled:
             return None
@@ -159,8 +149,8 @@ class Gateway:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         await self.store.open()
         for name, accounts in self.config.channels.items():
-            for account, raw in accounts.items():
-                self._build_channel(name, account, raw or {})
+            for account in accounts:
+                self._build_channel(name, account)
         await self._recover()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
         self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))

@@ -12,6 +12,7 @@ config never imports a platform SDK.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any
@@ -188,14 +189,14 @@ class Config(_Model):
         return AccountConfig.model_validate(common)
 
 
-def _describe(error: ValidationError) -> tuple[str, str]:
+def describe(error: ValidationError) -> tuple[str, str]:
     first = error.errors()[0]
     field = ".".join(str(p) for p in first["loc"])
     message = first["msg"].removeprefix("Value error, ")
     return field, message
 
 
-_FIXES = {
+FIXES = {
     "extra_forbidden": "remove this field or check its spelling",
     "missing": "add this field",
     "enum": "use one of the values listed",
@@ -210,10 +211,51 @@ def parse_config(raw: Any, *, source: str = "<config>") -> Config:
     try:
         config = Config.model_validate(raw)
     except ValidationError as error:
-        field, message = _describe(error)
+        field, message = describe(error)
         kind = error.errors()[0]["type"]
-        raise ConfigError(message, file=source, field=field, fix=_FIXES.get(kind)) from None
+        raise ConfigError(message, file=source, field=field, fix=FIXES.get(kind)) from None
     return config
+
+
+def _env_references(value: Any, path: str) -> Iterator[tuple[str, str]]:
+    if isinstance(value, str) and value.startswith("env:"):
+        yield path, value[4:]
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _env_references(item, f"{path}.{key}")
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _env_references(item, f"{path}.{index}")
+
+
+def account_enabled(config: Config, channel: str, account: str) -> bool:
+    return (config.channels[channel][account] or {}).get("enabled", True) is not False
+
+
+def validate_account(config: Config, channel: str, account: str, model: type[AccountConfig] | None) -> AccountConfig:
+    """Validate one account's settings; ``model`` None checks only the common part.
+
+    Every ``env:NAME`` reference must resolve, whether or not the channel can
+    load here, so a missing secret is reported before anything starts.
+    Raises :class:`ConfigError` naming the file, the field and the fix; secret
+    values never appear in it.
+    """
+    source = str(config.source or "<embedded default>")
+    prefix = f"channels.{channel}.{account}"
+    raw = config.channels[channel][account] or {}
+    for field, name in _env_references(raw, prefix):
+        if name not in os.environ:
+            raise ConfigError(
+                f"environment variable {name} is not set", file=source, field=field,
+                fix=f"export {name}=... in the gateway's environment before starting it",
+            )
+    settings = raw if model is not None else {k: v for k, v in raw.items() if k in AccountConfig.model_fields}
+    try:
+        return (model or AccountConfig).model_validate(settings)
+    except ValidationError as error:
+        field, message = describe(error)
+        fix = FIXES.get(error.errors()[0]["type"])
+        raise ConfigError(message, file=source, field=f"{prefix}.{field}", fix=fix) from None
 
 
 def load_config(path: Path) -> Config:
@@ -227,7 +269,10 @@ def load_config(path: Path) -> Config:
     except yaml.YAMLError as error:
         mark = getattr(error, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else None
-        raise ConfigError(f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path), field=where) from None
+        raise ConfigError(
+            f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path), field=where,
+            fix="check indentation and quoting on that line; YAML indents with spaces, not tabs",
+        ) from None
     config = parse_config(raw, source=str(path))
     data_dir = config.data_dir if config.data_dir.is_absolute() else (path.parent / config.data_dir)
     return config.model_copy(update={"data_dir": data_dir.resolve(), "source": path})

@@ -35,7 +35,7 @@ class GatewayError(Exception):
 
 class ConfigError(GatewayError):
     def __init__(self, message: str, *, file: str | None = None, field: str | None = None, fix: str | None = None):
-        self.file, self.field, self.fix = file, field, fix
+        self.message, self.file, self.field, self.fix = message, file, field, fix
         where = ":".join(p for p in (file, field) if p)
         text = f"{where}: {message}" if where else message
         if fix:

@@ -246,6 +246,8 @@ class RenderedPart(_Frozen):
     index: int
     text: str
     attachments: tuple[Attachment, ...] = ()
+    final: bool = True
+    """False for a streamed preview that later edits will replace."""
 
 
 class SentMessage(_Frozen):

@@ -65,7 +65,7 @@ class WebchatChannel(Channel):
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         message = MessageId(idempotency_key)
-        self._publish_message(target, message, part, final=True)
+        self._publish_message(target, message, part, final=part.final)
         log.info("webchat message out account=%s session=%s message=%s", self.account, target.conversation.chat, message)
         return SentMessage(message=message)
 

@@ -35,6 +35,7 @@ class PreviewStream:
         self._text = ""
         self._shown = ""
         self._changed = asyncio.Event()
+        self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._typing: asyncio.Task[None] | None = None
         self._row_written = preview is not None
@@ -53,11 +54,17 @@ class PreviewStream:
             self._task = asyncio.create_task(self._pump())
 
     async def close(self) -> None:
-        for task in (self._task, self._typing):
-            if task is not None:
-                task.cancel()
-                with suppress(asyncio.CancelledError):
-                    await task
+        """Stop previewing.  A preview send already on the wire is allowed to finish and be
+        recorded: cancelling it could leave a message on screen that the final delivery does
+        not know about -- an orphan that looks like a second reply."""
+        self._closing.set()
+        self._changed.set()
+        if self._typing is not None:
+            self._typing.cancel()
+            with suppress(asyncio.CancelledError):
+                await self._typing
+        if self._task is not None:
+            await self._task
 
     async def _keep_typing(self) -> None:
         channel, caps = self.outlet.channel, self.outlet.capabilities
@@ -71,12 +78,15 @@ class PreviewStream:
     async def _pump(self) -> None:
         interval = self.outlet.capabilities.min_edit_interval
         last = 0.0
-        while True:
+        while not self._closing.is_set():
             await self._changed.wait()
             self._changed.clear()
             wait = last + interval - time.monotonic()
             if wait > 0:
-                await asyncio.sleep(wait)
+                with suppress(TimeoutError):
+                    await asyncio.wait_for(self._closing.wait(), wait)
+            if self._closing.is_set():
+                return  # the final delivery shows the whole text; no need for one more preview
             text = self._text
             if text.strip() and text != self._shown:
                 await self._show(text)
@@ -86,7 +96,7 @@ class PreviewStream:
         parts = render_reply(markdown, self.outlet.capabilities)
         if not parts:
             return
-        part = RenderedPart(index=0, text=parts[0])
+        part = RenderedPart(index=0, text=parts[0], final=False)
         target, key = self.reply.target, self.reply.idempotency_key
         try:
             async with self.outlet.pacer.slot(chat_key(target), is_group(target)):

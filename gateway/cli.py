@@ -1,0 +1,403 @@
+"""The `partners` command.
+
+Start-up time is a feature: this module imports only click, and every command
+imports what it needs when it runs, so ``partners --help`` never loads
+pydantic, the HTTP stack or a model client.  A configuration error ends any
+command with exit status 2 and one line naming the file, the field and the
+fix -- never a traceback, never a secret.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from gateway.config import Config
+    from gateway.errors import ConfigError
+    from gateway.status import StatusReport
+
+EXIT_CONFIG = 2
+DEFAULT_FIX = "correct it in the file, then check with `partners doctor`"
+
+
+def config_message(error: ConfigError) -> str:
+    return str(error) if error.fix else f"{error} (fix: {DEFAULT_FIX})"
+
+
+class _Partners(click.Group):
+    """Turns a ConfigError raised anywhere below into one line and exit status 2."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        from gateway.errors import ConfigError
+
+        try:
+            return super().invoke(ctx)
+        except ConfigError as error:
+            click.echo(f"error: {config_message(error)}", err=True)
+            ctx.exit(EXIT_CONFIG)
+
+
+def _load(ctx: click.Context) -> Config:
+    from gateway.defaults import load
+
+    return load(ctx.obj)
+
+
+def _embedded_note(config: Config) -> str:
+    return (
+        f"No config file: using the embedded default (Study Buddy on web chat, data in {config.data_dir}). "
+        "`partners init` writes a config you can edit."
+    )
+
+
+def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (headers, *rows)]
+    return "\n".join(lines)
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes = seconds // 60
+    if minutes < 60:
+        return f"{minutes} min"
+    return f"{minutes // 60} h {minutes % 60} min"
+
+
+@click.group(cls=_Partners, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="PARTNERS_CONFIG",
+    help="Config file (default: $PARTNERS_CONFIG, else ./partners.yaml if present, else the embedded default).",
+)
+@click.version_option(package_name="partners-gateway")
+@click.pass_context
+def cli(ctx: click.Context, config_path: Path | None) -> None:
+    """Partners Gateway: AI tutor partners on the chat apps learners already use."""
+    ctx.obj = config_path
+
+
+# --------------------------------------------------------------------------- init
+
+
+@cli.command()
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--force", is_flag=True, help="Overwrite an existing file.")
+@click.pass_context
+def init(ctx: click.Context, path: Path | None, force: bool) -> None:
+    """Write a commented config file (default: the --config path, else ./partners.yaml)."""
+    from gateway.config import DEFAULT_CONFIG_NAME
+    from gateway.defaults import INIT_TEMPLATE
+
+    path = path or ctx.obj or Path(DEFAULT_CONFIG_NAME)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        with path.open("w" if force else "x", encoding="utf-8") as fh:
+            fh.write(INIT_TEMPLATE)
+    except FileExistsError:
+        click.echo(f"error: {path} already exists; pass --force to overwrite it", err=True)
+        ctx.exit(1)
+    flag = "" if path == Path(DEFAULT_CONFIG_NAME) else f" -c {path}"
+    click.echo(
+        f"Wrote {path}.\n\nNext:\n"
+        f"  partners{flag} doctor   check the setup\n"
+        f"  partners{flag} serve    start the gateway, then open the address it prints to chat with Study Buddy\n"
+        f"  partners{flag} chat     talk to Study Buddy in this terminal\n\n"
+        f"Edit {path} to add partners and chat apps (docs/operation.md explains every setting)."
+    )
+
+
+# --------------------------------------------------------------------------- serve
+
+
+def _configure_logging(level: str) -> None:
+    import logging
+
+    logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _preflight(config: Config) -> None:
+    """Stop on a broken account (ConfigError); then warn about channels that cannot run here."""
+    from channels.registry import load_channel
+    from gateway.config import account_enabled, validate_account
+    from gateway.errors import ChannelUnavailable
+
+    warnings: list[str] = []
+    for channel, accounts in config.channels.items():
+        for account in accounts:
+            if not account_enabled(config, channel, account):
+                continue
+            try:
+                model = load_channel(channel).config_model
+            except ChannelUnavailable as error:
+                warnings.append(f"warning: {channel}/{account} will not run: {error}")
+                model = None
+            validate_account(config, channel, account, model)
+    for warning in warnings:
+        click.echo(warning, err=True)
+
+
+def ready_message(config: Config, url: str) -> str:
+    url = url if url.endswith("/") else url + "/"
+    names = [config.partner(b.partner).name for b in config.bindings if b.channel == "webchat" and b.account == "default" and b.chat is None]
+    if names:
+        return f"Partners Gateway is running: open {url} to chat with {' and '.join(names)}"
+    return f"Partners Gateway is running at {url}"
+
+
+@cli.command()
+@click.option("--host", help="Listen on this address (overrides http.host).")
+@click.option("--port", type=click.IntRange(0, 65535), help="Listen on this port, 0 for any free one (overrides http.port).")
+@click.option("--log-level", default="info", show_default=True, type=click.Choice(["debug", "info", "warning", "error"]))
+@click.pass_context
+def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str) -> None:
+    """Run the gateway and its web server until Ctrl-C or SIGTERM."""
+    import asyncio
+    import errno
+
+    config = _load(ctx)
+    if config.source is None:
+        click.echo(_embedded_note(config))
+    overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
+    if overrides:
+        config = config.model_copy(update={"http": config.http.model_copy(update=overrides)})
+    _configure_logging(log_level)
+    _preflight(config)
+    from gateway.app import serve as serve_gateway
+
+    try:
+        asyncio.run(serve_gateway(config, on_ready=lambda url: click.echo(ready_message(config, url))))
+    except KeyboardInterrupt:
+        pass
+    except OSError as error:  # a busy port, an unwritable data dir: the operator's to fix, not a crash
+        fix = "stop the program using it, or pick another with --port or http.port" if error.errno == errno.EADDRINUSE else "`partners doctor` checks the setup"
+        click.echo(f"error: {error.strerror or error} (fix: {fix})", err=True)
+        ctx.exit(1)
+    click.echo("Partners Gateway stopped.")
+
+
+# --------------------------------------------------------------------------- chat
+
+
+def chat_config(config: Config, partner_id: str, user: str) -> Config:
+    """The loaded config reduced to one console account bound to one partner, same data dir."""
+    from gateway.config import Binding
+
+    return config.model_copy(update={
+        "channels": {"console": {"default": {"access": {"dm": "allowlist", "allow_from": [user]}}}},
+        "bindings": (Binding(partner=partner_id, channel="console", account="default"),),
+    })
+
+
+async def _chat(config: Config) -> None:
+    from channels.console import ConsoleChannel
+    from gateway.app import Gateway
+
+    gateway = Gateway(config)
+    await gateway.start()
+    try:
+        channel = gateway.channel("console", "default")
+        if not isinstance(channel, ConsoleChannel):
+            raise click.ClickException("the console channel did not start; run `partners doctor`")
+        await channel.finished.wait()
+    finally:
+        await gateway.stop()
+
+
+@cli.command()
+@click.option("--partner", "partner_id", help="Partner id (default: the first partner in the config).")
+@click.pass_context
+def chat(ctx: click.Context, partner_id: str | None) -> None:
+    """Talk to a partner in this terminal (type /quit or press Ctrl-D to leave)."""
+    import asyncio
+
+    from channels.console import os_user
+
+    config = _load(ctx)
+    if not config.partners:
+        raise click.ClickException("no partner is configured; add one under partners: (see `partners init`)")
+    try:
+        partner = config.partner(partner_id) if partner_id else config.partners[0]
+    except KeyError:
+        known = ", ".join(p.id for p in config.partners)
+        raise click.BadParameter(f"no partner {partner_id!r} (known: {known})", param_hint="--partner") from None
+    _configure_logging("warning")
+    click.echo(f"Talking to {partner.name} ({partner.id}). Type /quit or press Ctrl-D to leave.")
+    try:
+        asyncio.run(_chat(chat_config(config, partner.id, os_user())))
+    except KeyboardInterrupt:
+        click.echo()
+
+
+# --------------------------------------------------------------------------- channels
+
+
+@cli.command()
+def channels() -> None:
+    """List every channel and whether it can run here."""
+    from channels.registry import list_channels
+
+    rows = [(c.name, c.title, "yes" if c.available else "no", c.reason) for c in list_channels()]
+    click.echo(_table(("CHANNEL", "TITLE", "AVAILABLE", "REASON"), rows))
+
+
+# --------------------------------------------------------------------------- status
+
+
+def base_url(config: Config) -> str:
+    from gateway.doctor import client_host
+
+    if config.http.public_url:
+        return config.http.public_url.rstrip("/")
+    return f"http://{client_host(config.http.host)}:{config.http.port}"
+
+
+def format_status(report: StatusReport, url: str) -> str:
+    header = (
+        f"Partners Gateway {report.version} at {url}, running since {report.started_at:%Y-%m-%d %H:%M:%S %Z}".rstrip()
+        + f"\nresponder: {report.responder}; partners: {', '.join(report.partners) or 'none'}"
+    )
+    rows = [
+        (a.channel, a.account, a.state, str(a.restarts), str(a.inbound_pending), str(a.inbound_held), str(a.outbox_open), a.reason)
+        for a in report.accounts
+    ]
+    table = _table(("CHANNEL", "ACCOUNT", "STATE", "RESTARTS", "PENDING", "HELD", "OUTBOX", "REASON"), rows) if rows else "no channel accounts running"
+    lines = [header, "", table]
+    if report.unavailable:
+        lines += ["", "not running:"] + [f"  {u.channel}/{u.account}: {u.reason}" for u in report.unavailable]
+    return "\n".join(lines)
+
+
+@cli.command()
+@click.option("--url", help="The gateway's address (default: http.public_url, else http://host:port from the config).")
+@click.pass_context
+def status(ctx: click.Context, url: str | None) -> None:
+    """Show what the running gateway is doing: accounts, states, queue depths."""
+    import httpx
+    from pydantic import ValidationError
+
+    from gateway.status import StatusReport
+
+    url = (url or base_url(_load(ctx))).rstrip("/")
+    try:
+        response = httpx.get(f"{url}/status", timeout=5.0)
+    except httpx.HTTPError:
+        click.echo(f"No Partners Gateway is answering at {url} (start one with `partners serve`).", err=True)
+        ctx.exit(1)
+    if response.status_code != 200:
+        click.echo(f"{url}/status answered HTTP {response.status_code}; is a Partners Gateway running there?", err=True)
+        ctx.exit(1)
+    try:
+        report = StatusReport.model_validate_json(response.content)
+    except ValidationError:
+        click.echo(f"{url}/status did not answer like a Partners Gateway.", err=True)
+        ctx.exit(1)
+    click.echo(format_status(report, url))
+
+
+# --------------------------------------------------------------------------- doctor
+
+
+@cli.command()
+@click.pass_context
+def doctor(ctx: click.Context) -> None:
+    """Check the config, data dir, port, channels and bindings; print each problem with its fix."""
+    from gateway.defaults import load
+    from gateway.doctor import Severity, run_checks
+
+    results = run_checks(lambda: load(ctx.obj))
+    for result in results:
+        click.echo(f"{result.severity.value:<6} {result.name}: {result.message}")
+        if result.fix and result.severity is not Severity.OK:
+            click.echo(f"       fix: {result.fix}")
+    errors = sum(r.severity is Severity.ERROR for r in results)
+    warnings = sum(r.severity is Severity.WARN for r in results)
+    click.echo(f"\n{errors} error(s), {warnings} warning(s)")
+    if errors:
+        ctx.exit(1)
+
+
+# --------------------------------------------------------------------------- pairing
+
+
+@cli.group()
+def pairing() -> None:
+    """Let learners in: list, approve or deny the pairing codes they were given."""
+
+
+def _with_store(ctx: click.Context, action: Any) -> Any:
+    """Run ``action(store)`` against the gateway's database, or return None if there is none yet."""
+    import asyncio
+
+    from gateway.store.sqlite import SqliteStore
+
+    config = _load(ctx)
+    if not config.database_path.exists():
+        return None
+
+    async def run() -> Any:
+        store = SqliteStore(config.database_path)
+        await store.open()
+        try:
+            return await action(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
+
+
+@pairing.command("list")
+@click.pass_context
+def pairing_list(ctx: click.Context) -> None:
+    """Show the codes waiting for approval."""
+    import time
+
+    requests = _with_store(ctx, lambda store: store.pairing_list()) or []
+    if not requests:
+        click.echo("No pairing codes are waiting.")
+        return
+    now = time.time()
+    rows = [(r.code, r.channel, r.account, r.user, r.display_name, _duration(r.expires_at - now)) for r in requests]
+    click.echo(_table(("CODE", "CHANNEL", "ACCOUNT", "USER", "NAME", "EXPIRES IN"), rows))
+
+
+def _resolve(ctx: click.Context, code: str, approve: bool) -> None:
+    request = _with_store(ctx, lambda store: store.pairing_resolve(code, approve))
+    if request is None:
+        click.echo(
+            f"error: no pending pairing code {code.strip().upper()}: it is unknown, already used, or expired "
+            "(codes last pairing_ttl_s, 1 hour by default). `partners pairing list` shows the live ones; "
+            "a learner whose code expired gets a new one by writing again.",
+            err=True,
+        )
+        ctx.exit(1)
+    who = f"{request.display_name} ({request.user})" if request.display_name else request.user
+    if approve:
+        click.echo(f"Approved {who} on {request.channel}/{request.account}. Their waiting messages will be answered.")
+    else:
+        click.echo(f"Denied {who} on {request.channel}/{request.account}. Their waiting messages are dropped.")
+
+
+@pairing.command("approve")
+@click.argument("code")
+@click.pass_context
+def pairing_approve(ctx: click.Context, code: str) -> None:
+    """Let the sender of CODE talk to the partner."""
+    _resolve(ctx, code, True)
+
+
+@pairing.command("deny")
+@click.argument("code")
+@click.pass_context
+def pairing_deny(ctx: click.Context, code: str) -> None:
+    """Refuse the sender of CODE; their held messages are dropped."""
+    _resolve(ctx, code, False)
+
+
+def main() -> None:
+    cli(prog_name="partners")

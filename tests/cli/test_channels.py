@@ -1,0 +1,27 @@
+"""`partners channels` lists every channel, with the reason those that cannot run here cannot."""
+
+from __future__ import annotations
+
+BUILT_IN = {
+    "webchat", "console", "telegram", "discord", "slack", "feishu", "wecom", "weixin", "dingtalk",
+    "qq", "napcat", "mochat", "whatsapp", "matrix", "mattermost", "msteams", "zulip", "email",
+}
+
+
+def test_lists_all_eighteen_built_in_channels_with_availability_and_reason(invoke):
+    result = invoke("channels")
+
+    assert result.exit_code == 0, result.output
+    header, *rows = result.output.strip().splitlines()
+    assert header.split() == ["CHANNEL", "TITLE", "AVAILABLE", "REASON"]
+    by_name = {row.split()[0]: row for row in rows}
+    assert len(BUILT_IN) == 18 and BUILT_IN <= set(by_name)
+    assert "  yes" in by_name["webchat"] and "  yes" in by_name["console"]
+    assert "  no " in by_name["telegram"]
+    assert by_name["telegram"].rstrip().endswith("not implemented in this release yet")
+
+
+def test_lists_plugin_channels_too(invoke):
+    result = invoke("channels")
+
+    assert any(row.split()[0] == "relay" for row in result.output.splitlines())

@@ -1,0 +1,138 @@
+"""The installed `partners` command as a real process: help, serve with no config, chat."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+PARTNERS = Path(sys.executable).with_name("partners")
+"""The console script installed next to the interpreter running the tests."""
+TIMEOUT_S = 30.0
+
+
+def clean_env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if k not in ("PARTNERS_CONFIG", "PARTNERS_RESPONDER")}
+
+
+async def read_until(stream: asyncio.StreamReader, pattern: str) -> str:
+    """Lines up to and including the first that matches ``pattern``."""
+    seen = ""
+    while True:
+        line = await asyncio.wait_for(stream.readline(), TIMEOUT_S)
+        if not line:
+            raise AssertionError(f"output ended before {pattern!r}; got:\n{seen}")
+        seen += line.decode()
+        if re.search(pattern, line.decode()):
+            return seen
+
+
+def test_help_lists_the_commands(tmp_path):
+    result = subprocess.run([PARTNERS, "--help"], capture_output=True, text=True, cwd=tmp_path, env=clean_env(), timeout=TIMEOUT_S)
+
+    assert result.returncode == 0, result.stderr
+    for command in ("init", "serve", "chat", "channels", "status", "doctor", "pairing"):
+        assert re.search(rf"^\s+{command}\s", result.stdout, re.M), command
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+async def test_serve_without_config_runs_study_buddy_and_stops_cleanly(tmp_path, stop_signal):
+    log = (tmp_path / "serve.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        PARTNERS, "serve", "--port", "0", cwd=tmp_path, env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=log,
+    )
+    try:
+        seen = await read_until(proc.stdout, r"Partners Gateway is running")
+        assert "No config file: using the embedded default" in seen
+        url = re.search(r"open (http://127\.0\.0\.1:\d+/) to chat with Study Buddy$", seen, re.M).group(1)
+        async with httpx.AsyncClient() as client:
+            health = await client.get(url + "healthz")
+            page = await client.get(url, follow_redirects=True)
+        assert health.status_code == 200
+        assert page.status_code == 200 and page.url.path == "/channels/webchat/default/"
+        assert (tmp_path / "partners-data" / "gateway.db").is_file()
+
+        status = await run_partners("status", "--url", url, cwd=tmp_path)
+        assert status.returncode == 0, status.stderr
+        assert re.search(r"^webchat\s+default\s+\S+", status.stdout, re.M), status.stdout
+
+        port = url.rsplit(":", 1)[1].rstrip("/")
+        (tmp_path / "probe.yaml").write_text(f"http: {{port: {port}}}\n", encoding="utf-8")
+        doctor = await run_partners("-c", "probe.yaml", "doctor", cwd=tmp_path)
+        assert f"ok     http port: 127.0.0.1:{port} is in use by a running Partners Gateway" in doctor.stdout
+
+        proc.send_signal(stop_signal)
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT_S) == 0
+        rest = (await proc.stdout.read()).decode()
+        assert rest.strip().endswith("Partners Gateway stopped.")
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        log.close()
+    assert "Traceback" not in (tmp_path / "serve.log").read_text(encoding="utf-8")
+
+
+def test_serve_on_a_busy_port_says_so_and_exits_1(invoke, workdir):
+    with socket.create_server(("127.0.0.1", 0)) as busy:
+        result = invoke("serve", "--port", str(busy.getsockname()[1]))
+
+    assert result.exit_code == 1
+    assert "Address already in use" in result.stderr
+    assert result.stderr.rstrip().endswith("(fix: stop the program using it, or pick another with --port or http.port)")
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.slow
+async def test_chat_talks_to_the_partner_in_the_terminal_until_quit(tmp_path):
+    log = (tmp_path / "chat.log").open("wb")
+    proc = await asyncio.create_subprocess_exec(
+        PARTNERS, "chat", cwd=tmp_path, env=clean_env(),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log,
+    )
+    try:
+        await read_until(proc.stdout, r"^Talking to Study Buddy \(study-buddy\)\. Type /quit")
+        proc.stdin.write(b"what is a prime number?\n")
+        await proc.stdin.drain()
+        reply = await read_until(proc.stdout, r"what is a prime number\?")
+        assert "Study Buddy" in reply
+        proc.stdin.write(b"/quit\n")
+        await proc.stdin.drain()
+        assert await asyncio.wait_for(proc.wait(), TIMEOUT_S) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        log.close()
+    assert "Traceback" not in (tmp_path / "chat.log").read_text(encoding="utf-8")
+    assert (tmp_path / "partners-data" / "gateway.db").is_file()
+
+
+@pytest.mark.slow
+async def test_chat_ends_when_input_ends(tmp_path):
+    proc = await asyncio.create_subprocess_exec(
+        PARTNERS, "chat", cwd=tmp_path, env=clean_env(),
+        stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    proc.stdin.close()
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
+
+    assert proc.returncode == 0, err.decode()
+    assert out.decode().startswith("Talking to Study Buddy")
+
+
+async def run_partners(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    proc = await asyncio.create_subprocess_exec(
+        PARTNERS, *args, cwd=cwd, env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
+    return subprocess.CompletedProcess(args, proc.returncode, out.decode(), err.decode())

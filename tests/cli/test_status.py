@@ -1,0 +1,59 @@
+"""`partners status`: what the running gateway reports, or a clear message when none runs."""
+
+from __future__ import annotations
+
+import socket
+from datetime import datetime, timezone
+
+from gateway.cli import base_url, format_status
+from gateway.config import parse_config
+from gateway.status import AccountStatus, StatusReport, UnavailableChannel
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_nothing_running_is_a_clear_message_and_exit_1(invoke, workdir):
+    port = free_port()
+    (workdir / "partners.yaml").write_text(f"http: {{port: {port}}}\n", encoding="utf-8")
+
+    result = invoke("status")
+
+    assert result.exit_code == 1
+    assert result.stderr.strip() == (
+        f"No Partners Gateway is answering at http://127.0.0.1:{port} (start one with `partners serve`)."
+    )
+
+
+def test_the_address_comes_from_public_url_else_host_and_port():
+    assert base_url(parse_config({"http": {"public_url": "https://tutor.example.org/"}})) == "https://tutor.example.org"
+    assert base_url(parse_config({"http": {"host": "0.0.0.0", "port": 9000}})) == "http://127.0.0.1:9000"
+    assert base_url(parse_config({"http": {"host": "::", "port": 9000}})) == "http://[::1]:9000"
+
+
+def test_the_report_shows_each_account_with_state_reason_and_queues():
+    report = StatusReport(
+        version="0.1.0",
+        started_at=datetime(2025, 3, 1, 8, 30, tzinfo=timezone.utc),
+        partners=["study-buddy", "algebra-coach"],
+        accounts=[
+            AccountStatus(channel="webchat", account="default", state="running", inbound_pending=2, outbox_open=1),
+            AccountStatus(channel="relay", account="class-7b", state="backoff", reason="peer unavailable", restarts=3,
+                          inbound_held=4),
+        ],
+        unavailable=[UnavailableChannel(channel="telegram", account="default", reason="needs the telegram extra")],
+        responder="stand-in",
+    )
+
+    text = format_status(report, "http://127.0.0.1:8780")
+
+    lines = text.splitlines()
+    assert lines[0] == "Partners Gateway 0.1.0 at http://127.0.0.1:8780, running since 2025-03-01 08:30:00 UTC"
+    assert lines[1] == "responder: stand-in; partners: study-buddy, algebra-coach"
+    assert lines[3].split() == ["CHANNEL", "ACCOUNT", "STATE", "RESTARTS", "PENDING", "HELD", "OUTBOX", "REASON"]
+    assert lines[4].split() == ["webchat", "default", "running", "0", "2", "0", "1"]
+    assert lines[5].split() == ["relay", "class-7b", "backoff", "3", "0", "4", "0", "peer", "unavailable"]
+    assert lines[-2:] == ["not running:", "  telegram/default: needs the telegram extra"]
