@@ -12,41 +12,10 @@ from gateway.capabilities import Dialect, EditMode
 from gateway.config import AccountConfig
 from gateway.messages import AccountId, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart
 from gateway.supervisor import ChannelState
+from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
 
 
-class RecordingSink:
-    def __init__(self) -> None:
-        self.accepted: list[InboundMessage] = []
-        self.invalid_reasons: list[str] = []
 
-    async def accept(self, messages: Sequence[InboundMessage]) -> None:
-        self.accepted.extend(messages)
-
-    def invalid(self, reason: str) -> None:
-        self.invalid_reasons.append(reason)
-
-
-class NoCursors:
-    async def get(self, name: str) -> str | None:
-        return None
-
-    async def put(self, name: str, value: str) -> None:
-        raise AssertionError("the console keeps no cursor")
-
-
-class RecordingHeartbeat:
-    def __init__(self) -> None:
-        self.beats = self.events = 0
-        self.states: list[object] = []
-
-    def beat(self) -> None:
-        self.beats += 1
-
-    def event(self) -> None:
-        self.events += 1
-
-    def set_state(self, state: object, reason: str = "") -> None:
-        self.states.append(state)
 
 
 def script(*lines: str):
@@ -59,7 +28,7 @@ def script(*lines: str):
 
 def console(*lines: str, output: list[str] | None = None) -> tuple[ConsoleChannel, RecordingSink]:
     sink = RecordingSink()
-    context = ChannelContext(AccountId("default"), AccountConfig(), sink, NoCursors(), Path("/nonexistent"))
+    context = ChannelContext(AccountId("default"), AccountConfig(), sink, MemoryCursors(), Path("/nonexistent"))
     out = output if output is not None else []
     return ConsoleChannel(context, lines=script(*lines), write=out.append, user="ada"), sink
 

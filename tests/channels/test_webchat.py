@@ -30,40 +30,12 @@ from gateway.messages import (
     Referrer,
     RenderedPart,
 )
+from tests.fakes import MemoryCursors, RecordingSink
 
 PREFIX = "/channels/webchat/default"
 SESSION = "session-1"
 
 
-class RecordingSink:
-    """Deduplicates on the event key like the real pipeline; ``gate`` holds accept() open."""
-
-    def __init__(self) -> None:
-        self.accepted: list[InboundMessage] = []
-        self.calls = 0
-        self.gate = asyncio.Event()
-        self.gate.set()
-        self.failures = 0
-
-    async def accept(self, messages: Sequence[InboundMessage]) -> None:
-        self.calls += 1
-        await self.gate.wait()
-        if self.failures:
-            self.failures -= 1
-            raise OSError("disk full at /var/lib/partners")
-        known = {m.dedup_key for m in self.accepted}
-        self.accepted.extend(m for m in messages if m.dedup_key not in known)
-
-    def invalid(self, reason: str) -> None:
-        raise AssertionError(f"webchat reported an invalid event: {reason}")
-
-
-class MemoryCursors:
-    async def get(self, name: str) -> str | None:
-        return None
-
-    async def put(self, name: str, value: str) -> None:
-        return None
 
 
 @dataclass

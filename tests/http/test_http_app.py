@@ -22,32 +22,12 @@ from gateway.http.app import build_app
 from gateway.messages import AccountId, Address, InboundMessage, Referrer, RenderedPart, SentMessage
 from gateway.metrics import Metrics
 from gateway.status import AccountStatus, StatusReport
+from tests.fakes import MemoryCursors, RecordingSink
 
 STARTED = datetime(2025, 1, 2, 3, 4, 5, tzinfo=UTC)
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-class RecordingSink:
-    def __init__(self) -> None:
-        self.accepted: list[InboundMessage] = []
-        self.invalid_reasons: list[str] = []
-
-    async def accept(self, messages: Sequence[InboundMessage]) -> None:
-        self.accepted.extend(messages)
-
-    def invalid(self, reason: str) -> None:
-        self.invalid_reasons.append(reason)
-
-
-class MemoryCursors:
-    def __init__(self) -> None:
-        self.values: dict[str, str] = {}
-
-    async def get(self, name: str) -> str | None:
-        return self.values.get(name)
-
-    async def put(self, name: str, value: str) -> None:
-        self.values[name] = value
 
 
 def context(account: str = "main") -> ChannelContext:
