@@ -124,9 +124,17 @@ class Delivery:
             last = index == len(parts) - 1
             try:
                 async with outlet.pacer.slot(chat, group):
-                    if index == 0 and item.preview is not None and caps.edit_mode is not EditMode.NONE:
+                    editable = index == 0 and caps.edit_mode is not EditMode.NONE
+                    if editable and item.preview is not None:
                         await channel.edit(target, item.preview, part, final=True)
                         sent_id = None
+                    elif editable and item.preview_unconfirmed:
+                        # A preview may be on screen without us knowing its id: send under the
+                        # preview's key (a deduplicating platform hands back that message), then
+                        # make sure it shows the final text.
+                        preview = await channel.send(target, part, referrer=reply.referrer, idempotency_key=f"{key}:p")
+                        await channel.edit(target, preview.message, part, final=True)
+                        sent_id = preview.message
                     else:
                         sent = await channel.send(target, part, referrer=reply.referrer, idempotency_key=f"{key}:{index}")
                         sent_id = sent.message

@@ -20,7 +20,7 @@ from gateway.capabilities import EditMode
 from gateway.messages import MessageId, OutboundReply, RenderedPart, StreamState
 from gateway.pipeline.delivery import Outlet, chat_key, is_group
 from gateway.render import render_reply
-from gateway.store import ReplyState, Store
+from gateway.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ class PreviewStream:
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._typing: asyncio.Task[None] | None = None
-        self._row_written = preview is not None
+        self._preview_begun = preview is not None
 
     def start(self) -> None:
         if self.outlet.capabilities.typing:
@@ -101,10 +101,10 @@ class PreviewStream:
         try:
             async with self.outlet.pacer.slot(chat_key(target), is_group(target)):
                 if self.preview is None:
-                    if not self._row_written:
+                    if not self._preview_begun:
                         draft = self.reply.model_copy(update={"markdown": markdown, "state": StreamState.STREAMING})
-                        await self.store.put_reply(draft, ReplyState.STREAMING)
-                        self._row_written = True
+                        await self.store.begin_preview(draft)
+                        self._preview_begun = True
                     sent = await self.outlet.channel.send(target, part, referrer=self.reply.referrer, idempotency_key=f"{key}:p")
                     self.preview = sent.message
                     await self.store.record_preview(key, sent.message)

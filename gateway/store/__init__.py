@@ -44,6 +44,8 @@ class OutboxItem:
     reply: OutboundReply
     state: ReplyState
     preview: MessageId | None
+    preview_unconfirmed: bool
+    """A preview send was started but its platform id never came back (crash, lost response)."""
     parts_sent: int
     sent: tuple[MessageId, ...]
     attempts: int
@@ -95,6 +97,10 @@ class Store(Protocol):
         ...
 
     async def get_reply(self, key: str) -> OutboxItem | None: ...
+    async def begin_preview(self, reply: OutboundReply) -> None:
+        """Write the streaming reply row and note that a preview send is about to start."""
+        ...
+
     async def record_preview(self, key: str, message: MessageId) -> None: ...
     async def record_part(self, key: str, parts_sent: int, message: MessageId | None, *, delivered: bool = False) -> None:
         """Remember that parts up to ``parts_sent`` are out (and, with ``delivered``, that the reply is done)."""

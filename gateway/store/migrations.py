@@ -34,6 +34,7 @@ MIGRATIONS: list[list[str]] = [
             payload TEXT NOT NULL,
             state TEXT NOT NULL,
             preview TEXT,
+            preview_unconfirmed INTEGER NOT NULL DEFAULT 0,
             parts_sent INTEGER NOT NULL DEFAULT 0,
             sent TEXT NOT NULL DEFAULT '[]',
             attempts INTEGER NOT NULL DEFAULT 0,

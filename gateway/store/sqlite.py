@@ -260,20 +260,35 @@ class SqliteStore:
 
         await self._run(op)
 
+    async def begin_preview(self, reply: OutboundReply) -> None:
+        now = time.time()
+        payload = reply.model_dump_json()
+        target = reply.target
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO outbox (key, channel, account, payload, state, preview_unconfirmed, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (key) DO UPDATE SET preview_unconfirmed = 1, updated_at = excluded.updated_at",
+                (reply.idempotency_key, target.channel, target.account, payload, ReplyState.STREAMING.value, now, now),
+            )
+
+        await self._run(op)
+
     @staticmethod
     def _outbox_item(row: tuple) -> OutboxItem:
-        payload, state, preview, parts_sent, sent, attempts, last_error = row
+        payload, state, preview, unconfirmed, parts_sent, sent, attempts, last_error = row
         return OutboxItem(
             reply=OutboundReply.model_validate_json(payload),
             state=ReplyState(state),
             preview=MessageId(preview) if preview else None,
+            preview_unconfirmed=bool(unconfirmed),
             parts_sent=parts_sent,
             sent=tuple(MessageId(m) for m in json.loads(sent)),
             attempts=attempts,
             last_error=last_error,
         )
 
-    _OUTBOX_COLUMNS = "payload, state, preview, parts_sent, sent, attempts, last_error"
+    _OUTBOX_COLUMNS = "payload, state, preview, preview_unconfirmed, parts_sent, sent, attempts, last_error"
 
     async def get_reply(self, key: str) -> OutboxItem | None:
         def op(conn: sqlite3.Connection) -> OutboxItem | None:
@@ -284,7 +299,9 @@ class SqliteStore:
 
     async def record_preview(self, key: str, message: MessageId) -> None:
         def op(conn: sqlite3.Connection) -> None:
-            conn.execute("UPDATE outbox SET preview = ?, updated_at = ? WHERE key = ?", (message, time.time(), key))
+            conn.execute(
+                "UPDATE outbox SET preview = ?, preview_unconfirmed = 0, updated_at = ? WHERE key = ?", (message, time.time(), key)
+            )
 
         await self._run(op)
 

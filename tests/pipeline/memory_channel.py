@@ -59,6 +59,9 @@ class MemoryChannel(Channel):
         super().__init__(context)
         self.sent: list[Sent] = []
         self.failures: list[Exception] = []
+        self.lost_responses: list[Exception] = []
+        """Raised *after* a send took effect: the platform posted it, the answer never came back."""
+        self.by_key: dict[str, str] = {}
         self.ids = itertools.count(1)
         self.changed = asyncio.Condition()
         MemoryChannel.instances.append(self)
@@ -88,8 +91,12 @@ class MemoryChannel(Channel):
     async def send(self, target: Address, part: RenderedPart, *, referrer, idempotency_key: str) -> SentMessage:
         if self.failures:
             raise self.failures.pop(0)
-        message_id = f"m{next(self.ids)}"
-        await self._record(Sent("send", target.conversation.chat, message_id, part.text, idempotency_key))
+        if idempotency_key in self.by_key:  # the platform deduplicates sends, as Matrix does by txnId
+            return SentMessage(message=MessageId(self.by_key[idempotency_key]))
+        message_id = self.by_key[idempotency_key] = f"m{next(self.ids)}"
+        await self._record(Sent("send", target.conversation.chat, message_id, part.text, idempotency_key, part.final))
+        if self.lost_responses:
+            raise self.lost_responses.pop(0)
         return SentMessage(message=MessageId(message_id))
 
     async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:

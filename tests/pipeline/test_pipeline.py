@@ -241,3 +241,26 @@ async def test_attachments_the_platform_cannot_carry_become_links(start_gateway)
     await channel.inject("worksheet please")
     await channel.wait_for(lambda sent: len(sent) >= 1)
     assert channel.sent[0].text == "Here is the worksheet.\n\nws.pdf (https://school.example/ws.pdf)"
+
+
+async def test_a_preview_whose_response_was_lost_is_edited_not_repeated(start_gateway):
+    # The first delta's preview is posted but its answer is lost; the turn ends before the next
+    # preview would have been tried, so only the outbox row knows a preview may be on screen.
+    responder = ScriptedResponder(lambda turn: "the whole answer", chunks=2, delay=0.01)
+    gateway, channel = await start_gateway(responder)
+    channel.lost_responses = [PeerUnavailable("memory", "504 gateway timeout", code=504)]
+    await channel.inject("question")
+    await channel.wait_for(lambda sent: any(s.kind == "edit" and s.final for s in sent))
+    assert len([s for s in channel.sent if s.kind == "send"]) == 1
+    assert list(channel.visible().values()) == ["the whole answer"]
+
+
+async def test_a_final_send_whose_response_was_lost_is_not_repeated(start_gateway):
+    from tests.pipeline.memory_channel import MemoryChannel
+    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"edit_mode": EditMode.NONE})
+    gateway, channel = await start_gateway()
+    channel.lost_responses = [PeerUnavailable("memory", "504 gateway timeout", code=504)]
+    await channel.inject("question")
+    await channel.wait_for(lambda sent: len(sent) >= 1)
+    await asyncio.sleep(1.5)  # past the retry's backoff
+    assert [s.text for s in channel.sent] == ["re: question"]
