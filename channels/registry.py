@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import logging
 from dataclasses import dataclass
+from functools import cache
 from importlib.metadata import entry_points
 
 from channels.base import Channel
@@ -39,7 +40,9 @@ def _missing_requirement(entry: PlatformEntry) -> str | None:
     return None
 
 
+@cache
 def _plugin_points() -> dict[str, object]:
+    """Installed plugin channels; scanned once per process (a scan costs milliseconds)."""
     return {ep.name: ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 

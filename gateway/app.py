@@ -173,7 +173,7 @@ class Gateway:
         pending = await self.store.open_inbound()
         for entry in pending:
             if (entry.message.address.channel, entry.message.address.account) in self._channels:
-                self.dispatcher.submit(entry.message)
+                self.dispatcher.submit(entry.message, recovered=True)
         if replies or pending:
             log.info("recovered replies=%d pending_messages=%d", len(replies), len(pending))
 

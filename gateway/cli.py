@@ -119,6 +119,7 @@ def _configure_logging(level: str) -> None:
     import logging
 
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call drowns the gateway's own
 
 
 def _preflight(config: Config) -> None:

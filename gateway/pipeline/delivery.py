@@ -97,9 +97,13 @@ class Delivery:
         self.store = store
         self.metrics = metrics
 
-    async def deliver(self, key: str, outlet: Outlet, *, first_received: datetime | None = None) -> ReplyState:
-        """Send what is left of one reply.  Returns its final state; cancellation leaves it open."""
-        item = await self.store.get_reply(key)
+    async def deliver(
+        self, key: str, outlet: Outlet, *, first_received: datetime | None = None, item: OutboxItem | None = None
+    ) -> ReplyState:
+        """Send what is left of one reply.  Returns its final state; cancellation leaves it open.
+
+        ``item`` is the row as just written, when the caller has it (saves a read)."""
+        item = item or await self.store.get_reply(key)
         if item is None or item.state in (ReplyState.DELIVERED, ReplyState.FAILED):
             return item.state if item else ReplyState.FAILED
         parts = render_parts(item.reply, outlet.capabilities)

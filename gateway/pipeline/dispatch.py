@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Callable
 
 from gateway.config import AccessPolicy, PartnerConfig
-from gateway.messages import InboundMessage, OutboundReply, reply_key
+from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
 from gateway.pipeline.lanes import Admitted, Lanes
@@ -23,6 +24,7 @@ from gateway.pipeline.routing import Router
 from gateway.store import InboundState, ReplyState, Store
 
 log = logging.getLogger(__name__)
+NEGATIVE_APPROVAL_TTL_S = 5.0
 
 PAIRING_NOTICE = (
     "Hi! Before {partner} can answer you here, its teacher needs to approve you. "
@@ -44,11 +46,13 @@ class Dispatcher:
         self.router = router
         self.lanes = lanes
         self.policy_for = policy_for
-        self._queue: asyncio.Queue[InboundMessage] = asyncio.Queue()
+        self._queue: asyncio.Queue[tuple[InboundMessage, bool]] = asyncio.Queue()
         self._approved: set[tuple[str, str, str]] = set()
+        self._not_approved: dict[tuple[str, str, str], float] = {}
 
-    def submit(self, message: InboundMessage) -> None:
-        self._queue.put_nowait(message)
+    def submit(self, message: InboundMessage, *, recovered: bool = False) -> None:
+        """Queue a durable message; ``recovered`` marks one a previous run left unanswered."""
+        self._queue.put_nowait((message, recovered))
 
     @property
     def backlog(self) -> int:
@@ -56,16 +60,16 @@ class Dispatcher:
 
     async def run(self) -> None:
         while True:
-            message = await self._queue.get()
+            message, recovered = await self._queue.get()
             try:
-                await self._dispatch(message)
+                await self._dispatch(message, recovered)
             except asyncio.CancelledError:
                 raise
             except Exception:
                 # The message stays pending in the store and is dispatched again at the next start.
                 log.exception("dispatch failed platform=%s event=%s", message.address.channel, message.event_id)
 
-    async def _dispatch(self, message: InboundMessage) -> None:
+    async def _dispatch(self, message: InboundMessage, recovered: bool) -> None:
         address = message.address
         if message.from_self:
             await self._drop(message, "own message")
@@ -75,11 +79,12 @@ class Dispatcher:
             await self._drop(message, "no partner bound to this account or chat")
             return
         policy = self.policy_for(address.channel, address.account)
-        approved = await self._is_approved(message)
+        direct = address.conversation.kind is ConversationKind.DIRECT
+        approved = direct and await self._is_approved(message)
         decision = decide(message, policy, partner, approved=approved)
         match decision.verdict:
             case Verdict.ADMIT:
-                self.lanes.submit(Admitted(message, partner, decision.role))
+                self.lanes.submit(Admitted(message, partner, decision.role, recovered))
             case Verdict.HOLD:
                 await self._hold(message, partner, policy)
             case Verdict.DROP:
@@ -88,12 +93,21 @@ class Dispatcher:
                     await self._refusal_notice(message, policy, decision)
 
     async def _is_approved(self, message: InboundMessage) -> bool:
+        """Approvals only ever get added (by the owner), so a yes is cached for good and a
+        no for a few seconds -- long enough to spare the store on a burst."""
         key = (message.address.channel, message.address.account, message.sender.user)
         if key in self._approved:
             return True
+        now = time.monotonic()
+        if self._not_approved.get(key, 0.0) > now:
+            return False
         if await self.store.is_approved(*key):
             self._approved.add(key)
+            self._not_approved.pop(key, None)
             return True
+        if len(self._not_approved) > 10_000:
+            self._not_approved = {k: t for k, t in self._not_approved.items() if t > now}
+        self._not_approved[key] = now + NEGATIVE_APPROVAL_TTL_S
         return False
 
     async def _drop(self, message: InboundMessage, reason: str) -> None:
@@ -136,6 +150,8 @@ class Dispatcher:
         released = await self.store.release_approved()
         for item in released:
             address = item.message.address
-            self._approved.add((address.channel, address.account, item.message.sender.user))
+            key = (address.channel, address.account, item.message.sender.user)
+            self._approved.add(key)
+            self._not_approved.pop(key, None)
             self.submit(item.message)
         return len(released)

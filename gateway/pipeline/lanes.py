@@ -45,6 +45,8 @@ class Admitted:
     message: InboundMessage
     partner: PartnerConfig
     role: Role
+    recovered: bool = False
+    """Left unanswered by a previous run: its turn may have an outbox row (and a preview) already."""
 
 
 @dataclass
@@ -178,7 +180,7 @@ class Lanes:
         first = batch[0]
         message = first.message
         key = reply_key(message.address, message.event_id)
-        existing = await self.store.get_reply(key)
+        existing = await self.store.get_reply(key) if any(a.recovered for a in batch) else None
         template = OutboundReply(idempotency_key=key, target=message.address, referrer=batch[-1].message.referrer, markdown="")
         preview = PreviewStream(lane.outlet, self.store, template, existing.preview if existing else None)
         lane.merging = first.partner.mid_turn is MidTurn.MERGE
@@ -203,8 +205,8 @@ class Lanes:
         reply = template.model_copy(
             update={"markdown": markdown, "attachments": attachments, "in_reply_to": tuple(m.event_id for m in covered)}
         )
-        await self.store.put_reply(reply, ReplyState.READY, answered=keys)
-        await self.delivery.deliver(key, lane.outlet, first_received=message.received_at)
+        item = await self.store.put_reply(reply, ReplyState.READY, answered=keys)
+        await self.delivery.deliver(key, lane.outlet, first_received=message.received_at, item=item)
 
     async def _respond(self, turn: Turn, preview: PreviewStream) -> tuple[str | None, tuple]:
         """Run the responder; return the final Markdown (None: stay silent) and attachments."""

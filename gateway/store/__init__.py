@@ -92,8 +92,11 @@ class Store(Protocol):
         ...
 
     # outbox
-    async def put_reply(self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()) -> None:
-        """Create or update a reply; in the same transaction mark ``answered`` inbound messages answered."""
+    async def put_reply(
+        self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()
+    ) -> OutboxItem:
+        """Create or update a reply; in the same transaction mark ``answered`` inbound messages answered.
+        Returns the row as written (with any preview and progress an earlier run recorded)."""
         ...
 
     async def get_reply(self, key: str) -> OutboxItem | None: ...

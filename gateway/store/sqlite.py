@@ -241,12 +241,14 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ outbox
 
-    async def put_reply(self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()) -> None:
+    async def put_reply(
+        self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()
+    ) -> OutboxItem:
         now = time.time()
         payload = reply.model_dump_json()
         target = reply.target
 
-        def op(conn: sqlite3.Connection) -> None:
+        def op(conn: sqlite3.Connection) -> OutboxItem:
             conn.execute(
                 "INSERT INTO outbox (key, channel, account, payload, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, state = excluded.state, updated_at = excluded.updated_at",
@@ -257,8 +259,10 @@ class SqliteStore:
                     "UPDATE inbound SET state = ? WHERE channel = ? AND account = ? AND event_id = ?",
                     [(InboundState.ANSWERED.value, *key) for key in answered],
                 )
+            row = conn.execute(f"SELECT {self._OUTBOX_COLUMNS} FROM outbox WHERE key = ?", (reply.idempotency_key,)).fetchone()
+            return self._outbox_item(row, reply)
 
-        await self._run(op)
+        return await self._run(op)
 
     async def begin_preview(self, reply: OutboundReply) -> None:
         now = time.time()
@@ -275,10 +279,10 @@ class SqliteStore:
         await self._run(op)
 
     @staticmethod
-    def _outbox_item(row: tuple) -> OutboxItem:
+    def _outbox_item(row: tuple, reply: OutboundReply | None = None) -> OutboxItem:
         payload, state, preview, unconfirmed, parts_sent, sent, attempts, last_error = row
         return OutboxItem(
-            reply=OutboundReply.model_validate_json(payload),
+            reply=reply or OutboundReply.model_validate_json(payload),
             state=ReplyState(state),
             preview=MessageId(preview) if preview else None,
             preview_unconfirmed=bool(unconfirmed),

@@ -1,0 +1,64 @@
+"""Fixtures shared across the test tree.  Keep this small: add fixtures, nothing else.
+
+- The repository root and ``tests/plugins`` go on ``sys.path``: ``tests.*``
+  helpers import from anywhere, and the test plugin channel (``relaychat``,
+  with its dist-info) is discovered through the real entry-point mechanism.
+- ``loopback_only`` (autouse) fails any test that connects to a non-loopback
+  address: offline tests must never reach the network.
+- ``relay_peer``: one relay platform process for the session (bots are per test).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PLUGINS = ROOT / "tests" / "plugins"
+for _path in (str(PLUGINS), str(ROOT)):
+    if _path not in sys.path:
+        sys.path.insert(0, _path)
+
+
+def _is_loopback(address: object) -> bool:
+    if not isinstance(address, tuple) or not address:
+        return True  # AF_UNIX paths and the like
+    host = str(address[0])
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False  # a name that would need DNS
+
+
+@pytest.fixture(autouse=True)
+def loopback_only(monkeypatch):
+    """Fail fast, with the address, when a test reaches beyond 127.0.0.1 / ::1."""
+    original_connect, original_connect_ex = socket.socket.connect, socket.socket.connect_ex
+
+    def guarded(original):
+        def connect(self, address):
+            if self.family in (socket.AF_INET, socket.AF_INET6) and not _is_loopback(address):
+                raise AssertionError(f"offline test tried to connect to {address!r}; use a loopback peer")
+            return original(self, address)
+
+        return connect
+
+    monkeypatch.setattr(socket.socket, "connect", guarded(original_connect))
+    monkeypatch.setattr(socket.socket, "connect_ex", guarded(original_connect_ex))
+    yield
+
+
+@pytest.fixture(scope="session")
+def relay_peer(tmp_path_factory):
+    """A relay platform process (tests/peers/relay_platform.py) on a free loopback port."""
+    from tests.peers.relay_platform import RelayPeer
+
+    peer = RelayPeer.start(tmp_path_factory.mktemp("relay") / "state.json")
+    yield peer
+    peer.stop()

@@ -1,0 +1,282 @@
+"""The channel contract: one body of tests, run against every channel's harness.
+
+Each test starts the channel's peer, a real in-process Gateway on the durable
+SQLite path with :class:`ContractResponder`, and speaks to the gateway only
+through the peer -- the way the platform's users would.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from channels.base import Channel
+from channels.registry import load_channel
+from gateway.app import Gateway
+from gateway.capabilities import Dialect, EditMode, TextUnit
+from gateway.errors import AuthFailed, BadRequest, PeerUnavailable, RateLimited, TransientError
+from gateway.messages import ELEMENT_KINDS, Attachment, ConversationKind, Mention, Referrer, RenderedPart
+from tests.contract.harness import (
+    HARNESSES, ContractResponder, Rig, counter, eventually, harness_class, text_of, units, with_feature,
+)
+
+pytestmark = pytest.mark.timeout(60)
+
+ALL = sorted(HARNESSES)
+
+
+@pytest.fixture
+async def rig(request, tmp_path):
+    harness = harness_class(request.param).create(request)
+    await harness.start(tmp_path)
+    responder = ContractResponder()
+    gateway = Gateway(harness.gateway_config(tmp_path / "data"), responder=responder)
+    await gateway.start()
+    try:
+        await harness.attach(gateway)
+        assert gateway.channel(harness.channel, harness.account) is not None, gateway.unavailable
+        yield Rig(harness, gateway, responder)
+    finally:
+        await harness.stop()
+        await gateway.stop()
+
+
+def rigs(names: list[str]):
+    return pytest.mark.parametrize("rig", names, indirect=True)
+
+
+def caps_of(rig: Rig):
+    return load_channel(rig.harness.channel).capabilities()
+
+
+def visible(text: str, dialect: Dialect) -> str:
+    """What a reader sees of a part: markup removed, entities decoded."""
+    if dialect in (Dialect.HTML, Dialect.TELEGRAM_HTML):
+        import html
+
+        text = html.unescape(re.sub(r"<[^>]+>", "", text))
+    return text
+
+
+# --------------------------------------------------------------------------- declarations
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_declared_capabilities_are_consistent(name):
+    caps = load_channel(name).capabilities()
+    assert caps.platform == name
+    assert caps.text_limit > 0
+    assert isinstance(caps.text_unit, TextUnit) and isinstance(caps.dialect, Dialect)
+    assert caps.min_edit_interval >= 0
+    assert caps.elements <= set(ELEMENT_KINDS), caps.elements - set(ELEMENT_KINDS)
+    assert "text" in caps.elements
+    if caps.media_kinds:
+        assert caps.media_max_bytes > 0
+        assert caps.media_kinds <= caps.elements
+    can_edit = load_channel(name).edit is not Channel.edit
+    assert can_edit == (caps.edit_mode is not EditMode.NONE), "edit_mode must match whether the channel implements edit"
+    for rate in (caps.send_rate_chat, caps.send_rate_group, caps.send_rate_global):
+        if rate is not None:
+            assert rate.rate > 0 and rate.per > 0 and rate.burst >= 1
+    assert caps.redelivery_horizon_s > 0
+    assert caps.inbound_modes
+
+
+# --------------------------------------------------------------------------- inbound
+
+
+@rigs(ALL)
+async def test_text_in_is_normalized_and_answered(rig: Rig):
+    said = await rig.harness.say("hello there, partner")
+    seen = await rig.replies(said.chat, 1)
+    [turn] = rig.responder.turns
+    [message] = turn.messages
+    assert message.address.channel == rig.harness.channel
+    assert message.address.account == rig.harness.account
+    assert message.address.conversation.chat == said.chat
+    assert message.address.conversation.kind is ConversationKind.DIRECT
+    assert message.sender.user == said.user
+    assert message.text == "hello there, partner"
+    assert message.addressed and not message.from_self
+    assert turn.partner.id == "tutor"
+    assert visible(seen[0].text, caps_of(rig).dialect).strip() == "echo: hello there, partner"
+
+
+@rigs(with_feature("groups"))
+async def test_group_message_is_answered_only_when_the_bot_is_mentioned(rig: Rig):
+    quiet = await rig.harness.say("just chatting among ourselves", group=True)
+    await eventually(lambda: counter(rig.gateway, "partners_dropped_total", channel=rig.harness.channel) >= 1,
+                     what="the unaddressed group message to be dropped")
+    addressed = await rig.harness.say("what is a prime?", chat=quiet.chat, group=True, mention=True)
+    await rig.replies(quiet.chat, 1)
+    await rig.quiet()
+    [turn] = rig.responder.turns
+    [message] = turn.messages
+    assert message.address.conversation.kind is ConversationKind.GROUP
+    assert message.address.conversation.chat == addressed.chat
+    assert message.addressed
+    assert any(isinstance(e, Mention) and e.is_self for e in message.elements)
+    assert len(await rig.harness.seen(quiet.chat)) == 1
+
+
+@rigs(with_feature("own_echo"))
+async def test_own_messages_are_ignored(rig: Rig):
+    said = await rig.harness.say("first question")
+    await rig.replies(said.chat, 1)
+    await rig.harness.say_as_bot("a message from the bot's own account", chat=said.chat)
+    # the platform echoes the bot's reply and delivers the bot-authored message: both are dropped
+    await eventually(
+        lambda: counter(rig.gateway, "partners_dropped_total", channel=rig.harness.channel, reason="own message") >= 2,
+        what="the bot's own messages to be dropped",
+    )
+    await rig.quiet()
+    assert len(rig.responder.turns) == 1
+    assert len(await rig.harness.seen(said.chat)) == 1
+
+
+@rigs(ALL)
+async def test_redelivered_event_is_answered_once(rig: Rig):
+    said = await rig.harness.say("are you there?")
+    await rig.replies(said.chat, 1)
+    await rig.harness.say_again(said)
+    await eventually(lambda: counter(rig.gateway, "partners_dedup_hits_total", channel=rig.harness.channel) >= 1,
+                     what="the redelivery to be recognised")
+    await rig.quiet()
+    assert len(rig.responder.turns) == 1
+    assert len(await rig.harness.seen(said.chat)) == 1
+
+
+# --------------------------------------------------------------------------- outbound
+
+
+def _fit(rig: Rig, length: int) -> str:
+    """Markdown whose rendering in the channel's dialect measures ``length`` units."""
+    from gateway.render import render_reply
+
+    caps = caps_of(rig)
+    probe = text_of(40, caps.text_unit)
+    [rendered] = render_reply(probe, caps)
+    overhead = units(rendered, caps.text_unit) - units(probe, caps.text_unit)
+    return text_of(length - overhead, caps.text_unit)
+
+
+@rigs(ALL)
+@pytest.mark.parametrize("over", [0, 1], ids=["at-limit", "one-over"])
+async def test_reply_at_the_limit_is_one_message_and_one_unit_over_is_two(rig: Rig, over: int):
+    caps = caps_of(rig)
+    answer = _fit(rig, caps.text_limit + over)
+    rig.responder.answer = lambda turn: answer
+    said = await rig.harness.say("a long answer, please")
+    await rig.replies(said.chat, 1 + over)
+    await rig.quiet()
+    seen = await rig.harness.seen(said.chat)
+    assert len(seen) == 1 + over
+    assert all(units(s.text, caps.text_unit) <= caps.text_limit for s in seen)
+    shown = [visible(s.text, caps.dialect) for s in seen]
+    assert "".join(shown).replace(" ", "") == answer.replace(" ", "")
+
+
+@rigs(ALL)
+async def test_streamed_reply_shows_as_one_message(rig: Rig):
+    """Preview and final are one message: the preview is edited (or replaced in place), never left behind."""
+    if "slow_send" in rig.harness.features:
+        await rig.harness.slow_sends(0.3)  # the turn ends while the preview's send is still in flight
+    rig.responder.stream = ["Let me think", " about that.", " The answer is 42."]
+    said = await rig.harness.say("stream it, please")
+    await rig.replies(said.chat, 1)
+    await rig.quiet()
+    seen = await rig.harness.seen(said.chat)
+    assert [visible(s.text, caps_of(rig).dialect).strip() for s in seen] == ["Let me think about that. The answer is 42."]
+
+
+@rigs(ALL)
+async def test_unsupported_elements_degrade_to_text(rig: Rig):
+    caps = caps_of(rig)
+    rig.responder.answer = lambda turn: "Read **this** [guide](https://example.org/guide) and ![the diagram](https://example.org/d.png)."
+    rig.responder.attachments = (Attachment(kind="image", url="https://example.org/cat.png", name="cat.png"),)
+    said = await rig.harness.say("show me")
+    await rig.replies(said.chat, 1)
+    await rig.quiet()
+    seen = await rig.harness.seen(said.chat)
+    raw = "\n".join(s.text for s in seen)
+    text = visible(raw, caps.dialect)
+    assert "**" not in raw and "](" not in raw  # no Markdown leaks into a non-Markdown dialect
+    assert "this" in text and "guide" in text and "the diagram" in text
+    assert "https://example.org/guide" in raw and "https://example.org/d.png" in raw
+    if "link" not in caps.elements:
+        assert "https://example.org/guide" in text  # a link the platform cannot show keeps its URL as text
+    shown_media = [url for s in seen for url in s.attachments]
+    if "image" in caps.media_kinds:
+        assert shown_media == ["https://example.org/cat.png"]
+    else:
+        assert "https://example.org/cat.png" in text  # media the platform cannot take goes as its URL
+
+
+@rigs(with_feature("faults"))
+async def test_rate_limited_send_arrives_once_after_retry_after(rig: Rig):
+    await rig.harness.fail_next_send(429, retry_after=0.3)
+    said = await rig.harness.say("busy day?")
+    await rig.replies(said.chat, 1)
+    await rig.quiet()
+    assert await rig.harness.rate_limited_sends() == 1
+    seen = await rig.harness.seen(said.chat)
+    assert len(seen) == 1
+    assert "busy day?" in seen[0].text
+    assert counter(rig.gateway, "partners_errors_total", channel=rig.harness.channel, kind="RateLimited") == 1
+
+
+
+@rigs(with_feature("faults"))
+@pytest.mark.parametrize(
+    "status, error",
+    [(429, RateLimited), (401, AuthFailed), (503, PeerUnavailable), (400, BadRequest)],
+    ids=["429-rate-limited", "401-auth-failed", "503-transient", "400-bad-request"],
+)
+async def test_platform_errors_are_translated_into_the_error_tree(rig: Rig, status: int, error: type):
+    said = await rig.harness.say("hi")
+    await rig.replies(said.chat, 1)
+    await rig.quiet()
+    target = rig.responder.turns[0].messages[0].address
+    channel = rig.gateway.channel(rig.harness.channel, rig.harness.account)
+    await rig.harness.fail_next_send(status, retry_after=2)
+    with pytest.raises(error) as caught:
+        await channel.send(target, RenderedPart(index=0, text="sent directly"), referrer=Referrer(), idempotency_key="contract-direct")
+    assert caught.value.platform == rig.harness.channel
+    assert str(status) in str(caught.value)
+    if status == 429:
+        assert caught.value.retry_after == 2
+    assert isinstance(caught.value, TransientError) == (status in (429, 503))
+
+
+@rigs(with_feature("outage"))
+async def test_account_reports_the_outage_and_recovers_without_losing_messages(rig: Rig):
+    await rig.harness.outage(True)
+
+    async def failing():
+        [account] = (await rig.gateway.status()).accounts
+        return account if account.state == "error" else None
+
+    account = await eventually(failing, what="the account to report the outage")
+    assert account.reason
+    said = await rig.harness.say("anyone home?")
+    await rig.harness.outage(False)
+    seen = await rig.replies(said.chat, 1, what="replies after the outage")
+    assert "anyone home?" in seen[0].text
+    [account] = (await rig.gateway.status()).accounts
+    assert account.state == "running" and account.restarts >= 1
+
+
+@rigs(with_feature("faults"))
+@pytest.mark.parametrize("streamed", [False, True], ids=["final", "streamed-preview"])
+async def test_a_send_whose_response_is_lost_still_shows_one_message(rig: Rig, streamed: bool):
+    """The platform posted the message but the answer never came back (504): the retry must not add a second."""
+    await rig.harness.fail_next_send(504)
+    if streamed:
+        rig.responder.stream = ["Thinking", " it over:", " yes."]
+    said = await rig.harness.say("did it arrive?")
+    await rig.replies(said.chat, 1)
+    await rig.quiet()
+    seen = await rig.harness.seen(said.chat)
+    expected = "Thinking it over: yes." if streamed else "echo: did it arrive?"
+    assert [visible(s.text, caps_of(rig).dialect).strip() for s in seen] == [expected]
