@@ -15,7 +15,7 @@ import os
 from collections.abc import Iterator
 from enum import Enum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
@@ -74,6 +74,22 @@ class GroupSettings(_Model):
     policy: GroupPolicy | None = None
     keywords: tuple[str, ...] | None = None
     enabled: bool = True
+    remove_tools: tuple[str, ...] = ()
+    """Tools this group takes away from the partner (subtraction only)."""
+
+
+class ToolRule(_Model):
+    """Takes tools away when a turn's context matches; unset fields match anything.
+
+    There is deliberately no way to *add* a tool: a partner's enabled set is the
+    ceiling, and context can only narrow it.
+    """
+
+    remove: tuple[str, ...]
+    channel: str | None = None
+    kind: Literal["direct", "group"] | None = None
+    role: Literal["owner", "learner", "stranger"] | None = None
+    group: str | None = None
 
 
 class AccessPolicy(_Model):
@@ -107,6 +123,20 @@ class MidTurn(str, Enum):
     MERGE = "merge"  # joins the running turn at its next round boundary
 
 
+class ModelSettings(_Model):
+    """Which model a partner uses, set per partner or persona; any provider litellm supports."""
+
+    model: str = Field(description="litellm model name, e.g. openai/gpt-4o-mini or ollama/llama3")
+    api_base: str | None = None
+    api_key: EnvSecret | None = None
+    backup: "ModelSettings | None" = None
+    temperature: float | None = None
+    max_tokens: int | None = Field(default=None, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+    input_cost_per_token: float | None = None
+    output_cost_per_token: float | None = None
+
+
 class OwnerRef(_Model):
     """A teacher's identity on one channel (the partner's owner)."""
 
@@ -121,6 +151,10 @@ class PartnerConfig(_Model):
     greeting: str = ""
     owners: tuple[OwnerRef, ...] = ()
     mid_turn: MidTurn = MidTurn.QUEUE
+    model: ModelSettings | None = None
+    """Overrides the persona's model for this partner (several partners may share a persona)."""
+    tool_rules: tuple["ToolRule", ...] = ()
+    """Context rules that take tools away from this partner's set; they never add one."""
 
 
 class Binding(_Model):

@@ -36,6 +36,9 @@ from gateway.turns import Responder, Role, Turn
 log = logging.getLogger(__name__)
 
 APOLOGY = "Sorry, something went wrong on my side while answering. Please send your message again."
+STOP_COMMAND = "/stop"
+STOPPED = "Stopped. Send me a new message whenever you're ready."
+NOTHING_TO_STOP = "There's nothing running to stop."
 
 
 @dataclass
@@ -57,6 +60,9 @@ class Lane:
     pending: list[Admitted] = field(default_factory=list)
     arrivals: list[Admitted] = field(default_factory=list)
     merging: bool = False
+    responding: asyncio.Task | None = None
+    """The responder of the turn in progress, so ``/stop`` can cancel it."""
+    stop: Admitted | None = None
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -85,6 +91,10 @@ class Lanes:
     def submit(self, admitted: Admitted) -> None:
         lane = self._lane(admitted.message.address)
         if lane is None:
+            return
+        if admitted.message.text.strip().casefold() == STOP_COMMAND and lane.responding is not None and lane.stop is None:
+            lane.stop = admitted
+            lane.responding.cancel()
             return
         if lane.merging and admitted.partner.mid_turn is MidTurn.MERGE:
             lane.arrivals.append(admitted)
@@ -192,7 +202,21 @@ class Lanes:
             return [a.message for a in fresh]
 
         turn = Turn(first.partner, message.address, message.sender, first.role, [a.message for a in batch], take_arrivals)
-        markdown, attachments = await self._respond(turn, preview)
+        if all(a.message.text.strip().casefold() == STOP_COMMAND for a in batch):
+            markdown, attachments = NOTHING_TO_STOP, ()
+        else:
+            lane.responding = asyncio.create_task(self._respond(turn, preview))
+            try:
+                markdown, attachments = await lane.responding
+            except asyncio.CancelledError:
+                current = asyncio.current_task()
+                if lane.stop is None or (current is not None and current.cancelling()):
+                    raise  # shutdown, not /stop: the messages stay pending for the next start
+                markdown, attachments = STOPPED, ()
+                taken.append(lane.stop)
+                log.info("turn stopped by the learner conversation=%s", lane.key)
+            finally:
+                lane.responding, lane.stop = None, None
         await preview.close()
         lane.merging = False
         lane.pending[:0] = lane.arrivals  # arrivals the responder never took wait for the next turn

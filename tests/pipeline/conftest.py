@@ -28,7 +28,8 @@ class ScriptedResponder:
 
     name = "scripted"
 
-    def __init__(self, answer=lambda turn: "re: " + " | ".join(m.text for m in turn.messages), *, chunks=1, delay=0.0):
+    def __init__(self, answer=lambda turn: "re: " + " | ".join(m.text for m in turn.messages), *, chunks=0, delay=0.0):
+        """``chunks`` > 0 streams the answer as that many deltas (previews); 0 sends only the final text."""
         self.answer = answer
         self.chunks = chunks
         self.delay = delay
@@ -40,8 +41,8 @@ class ScriptedResponder:
         if self.gate is not None:
             await self.gate.wait()
         text = self.answer(turn)
-        step = max(1, len(text) // self.chunks)
-        for i in range(0, len(text), step):
+        step = max(1, len(text) // self.chunks) if self.chunks else len(text) + 1
+        for i in range(0, len(text) if self.chunks else 0, step):
             yield StreamDelta(text=text[i:i + step])
             if self.delay:
                 await asyncio.sleep(self.delay)

@@ -264,3 +264,32 @@ async def test_a_final_send_whose_response_was_lost_is_not_repeated(start_gatewa
     await channel.wait_for(lambda sent: len(sent) >= 1)
     await asyncio.sleep(1.5)  # past the retry's backoff
     assert [s.text for s in channel.sent] == ["re: question"]
+
+
+async def test_stop_cancels_the_running_turn_and_answers_both_messages_once(start_gateway):
+    from gateway.pipeline.lanes import STOPPED
+
+    responder = ScriptedResponder()
+    responder.gate = asyncio.Event()  # the turn never finishes on its own
+    gateway, channel = await start_gateway(responder)
+    question = await channel.inject("explain everything")
+    while not responder.turns:
+        await asyncio.sleep(0.01)
+    stop = await channel.inject("/stop")
+    await channel.wait_for(lambda sent: len(sent) >= 1)
+    await asyncio.sleep(0.2)
+    assert [s.text for s in channel.sent] == [STOPPED]
+    assert await gateway.store.open_inbound() == []
+    key = channel.sent[0].key.rsplit(":", 1)[0]
+    item = await gateway.store.get_reply(key)
+    assert set(item.reply.in_reply_to) == {question.event_id, stop.event_id}
+
+
+async def test_stop_with_nothing_running_says_so(start_gateway):
+    from gateway.pipeline.lanes import NOTHING_TO_STOP
+
+    responder = ScriptedResponder()
+    gateway, channel = await start_gateway(responder)
+    await channel.inject("/stop")
+    await channel.wait_for(lambda sent: len(sent) >= 1)
+    assert [s.text for s in channel.sent] == [NOTHING_TO_STOP] and responder.turns == []
