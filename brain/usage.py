@@ -1,0 +1,74 @@
+"""Token usage and cost per turn, and the daily budgets that cap them.
+
+Budgets end a learner's day with a friendly message, not an error: a tutor
+that runs out says so kindly and says when it is back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+import threading
+from datetime import datetime, timezone
+from pathlib import Path
+
+from brain.types import Usage
+
+
+def today() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%d")
+
+
+class UsageLedger:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+
+    def _connect(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS usage_daily (day TEXT NOT NULL, partner TEXT NOT NULL, learner TEXT NOT NULL,"
+                " tokens INTEGER NOT NULL, cost REAL NOT NULL, turns INTEGER NOT NULL, PRIMARY KEY (day, partner, learner))"
+            )
+            self._conn = conn
+        return self._conn
+
+    def _record(self, partner: str, learner: str, usage: Usage) -> None:
+        tokens = usage.prompt_tokens + usage.completion_tokens
+        with self._lock:
+            self._connect().execute(
+                "INSERT INTO usage_daily (day, partner, learner, tokens, cost, turns) VALUES (?, ?, ?, ?, ?, 1)"
+                " ON CONFLICT (day, partner, learner) DO UPDATE SET tokens = tokens + excluded.tokens,"
+                " cost = cost + excluded.cost, turns = turns + 1",
+                (today(), partner, learner, tokens, usage.cost),
+            )
+
+    def _spent(self, partner: str, learner: str | None) -> int:
+        with self._lock:
+            if learner is None:
+                row = self._connect().execute(
+                    "SELECT COALESCE(SUM(tokens), 0) FROM usage_daily WHERE day = ? AND partner = ?", (today(), partner)
+                ).fetchone()
+            else:
+                row = self._connect().execute(
+                    "SELECT COALESCE(SUM(tokens), 0) FROM usage_daily WHERE day = ? AND partner = ? AND learner = ?",
+                    (today(), partner, learner),
+                ).fetchone()
+        return int(row[0])
+
+    async def record(self, partner: str, learner: str, usage: Usage) -> None:
+        await asyncio.to_thread(self._record, partner, learner, usage)
+
+    async def spent_today(self, partner: str, learner: str | None = None) -> int:
+        """Tokens used today by one learner with this partner, or by the whole partner (learner None)."""
+        return await asyncio.to_thread(self._spent, partner, learner)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
