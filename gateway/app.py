@@ -14,6 +14,7 @@ import importlib
 import logging
 import os
 import signal
+import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import datetime, timezone
@@ -21,6 +22,7 @@ from datetime import datetime, timezone
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__
+from gateway.capabilities import ChannelCapabilities
 from gateway.config import AccessPolicy, Config, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.messages import AccountId
@@ -31,6 +33,7 @@ from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.routing import Router
+from gateway.reminders import ReminderDesk
 from gateway.standin import StandInResponder
 from gateway.status import AccountStatus, StatusReport, UnavailableChannel
 from gateway.store import QueueDepths, ReplyState, Store
@@ -91,6 +94,7 @@ class Gateway:
         self.delivery = Delivery(self.store, self.metrics)
         self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
         self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy)
+        self.reminders = ReminderDesk(self.store, self._capabilities)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -103,6 +107,10 @@ class Gateway:
 
     def _outlet(self, channel: str, account: str) -> Outlet | None:
         return self._outlets.get((channel, account))
+
+    def _capabilities(self, channel: str, account: str) -> ChannelCapabilities | None:
+        outlet = self._outlets.get((channel, account))
+        return outlet.capabilities if outlet else None
 
     def _policy(self, channel: str, account: str) -> AccessPolicy:
         return self._policies.get((channel, account)) or AccessPolicy()
@@ -184,6 +192,7 @@ class Gateway:
             since_prune += SWEEP_INTERVAL_S
             try:
                 await self.dispatcher.release_approved()
+                await self.fire_reminders()
                 await self._refresh_queue_gauges()
                 ttl = max((p.pairing_ttl_s for p in self._policies.values()), default=3600.0)
                 await self.store.drop_expired_holds(ttl)
@@ -195,6 +204,13 @@ class Gateway:
                 raise
             except Exception:
                 log.exception("housekeeping failed; will try again")
+
+    async def fire_reminders(self) -> int:
+        """Hand every due reminder to its conversation's lane (the store marks it fired once)."""
+        due = await self.store.fire_due_reminders(time.time())
+        for item in due:
+            self.lanes.resume_delivery(item.reply.idempotency_key, item.reply.target)
+        return len(due)
 
     async def stop(self) -> None:
         self.ready = False

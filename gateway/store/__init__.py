@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from gateway.messages import InboundMessage, MessageId, OutboundReply
+from gateway.messages import Address, InboundMessage, MessageId, OutboundReply
 
 
 class InboundState(str, Enum):
@@ -61,6 +61,14 @@ class PairingRequest:
     display_name: str
     created_at: float
     expires_at: float
+
+
+@dataclass(frozen=True)
+class Reminder:
+    id: str
+    target: Address
+    text: str
+    due_at: float
 
 
 @dataclass(frozen=True)
@@ -132,6 +140,17 @@ class Store(Protocol):
     async def pairing_resolve(self, code: str, approve: bool) -> PairingRequest | None: ...
     async def notice_due(self, channel: str, account: str, user: str, min_interval_s: float) -> bool:
         """True (and remember now) if a refusal notice may be sent to this sender."""
+        ...
+
+    # reminders: proactive messages the brain scheduled
+    async def add_reminder(self, reminder: Reminder) -> None: ...
+
+    async def last_inbound_at(self, conversation_key: str) -> float | None:
+        """When the platform last handed us a message in this conversation (reply windows start there)."""
+        ...
+
+    async def fire_due_reminders(self, now: float) -> list[OutboxItem]:
+        """Turn every due reminder into a READY outbox reply, in the same transaction as marking it fired."""
         ...
 
     async def queue_depths(self) -> QueueDepths: ...

@@ -62,6 +62,20 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (channel, account, sender)
         )""",
     ],
+    [
+        """CREATE TABLE reminders (
+            id TEXT PRIMARY KEY,
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            target TEXT NOT NULL,
+            text TEXT NOT NULL,
+            due_at REAL NOT NULL,
+            state TEXT NOT NULL,
+            created_at REAL NOT NULL
+        )""",
+        "CREATE INDEX reminders_due ON reminders (state, due_at)",
+        "CREATE INDEX inbound_by_conversation ON inbound (conversation, received_at)",
+    ],
 ]
 
 

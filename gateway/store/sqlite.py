@@ -23,13 +23,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gateway.messages import InboundMessage, MessageId, OutboundReply
+from gateway.messages import Address, InboundMessage, MessageId, OutboundReply
 from gateway.store import (
     InboundState,
     InboxItem,
     OutboxItem,
     PairingRequest,
     QueueDepths,
+    Reminder,
     ReplyState,
 )
 from gateway.store.migrations import migrate
@@ -470,6 +471,47 @@ class SqliteStore:
                 (channel, account, user, now),
             )
             return True
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ reminders
+
+    async def add_reminder(self, reminder: Reminder) -> None:
+        target = reminder.target
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute(
+                "INSERT INTO reminders (id, channel, account, target, text, due_at, state, created_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, 'scheduled', ?) ON CONFLICT (id) DO NOTHING",
+                (reminder.id, target.channel, target.account, target.model_dump_json(), reminder.text, reminder.due_at, time.time()),
+            )
+
+        await self._run(op)
+
+    async def last_inbound_at(self, conversation_key: str) -> float | None:
+        def op(conn: sqlite3.Connection) -> float | None:
+            row = conn.execute("SELECT MAX(received_at) FROM inbound WHERE conversation = ?", (conversation_key,)).fetchone()
+            return row[0] if row else None
+
+        return await self._run(op)
+
+    async def fire_due_reminders(self, now: float) -> list[OutboxItem]:
+        def op(conn: sqlite3.Connection) -> list[OutboxItem]:
+            rows = conn.execute(
+                "SELECT id, target, text FROM reminders WHERE state = 'scheduled' AND due_at <= ? ORDER BY due_at", (now,)
+            ).fetchall()
+            items = []
+            for reminder_id, target_json, text in rows:
+                target = Address.model_validate_json(target_json)
+                reply = OutboundReply(idempotency_key=f"reminder-{reminder_id}", target=target, markdown=text)
+                conn.execute(
+                    "INSERT INTO outbox (key, channel, account, payload, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING",
+                    (reply.idempotency_key, target.channel, target.account, reply.model_dump_json(), ReplyState.READY.value, now, now),
+                )
+                conn.execute("UPDATE reminders SET state = 'fired' WHERE id = ?", (reminder_id,))
+                items.append(OutboxItem(reply, ReplyState.READY, None, False, 0, (), 0, None))
+            return items
 
         return await self._run(op)
 

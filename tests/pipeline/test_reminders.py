@@ -1,0 +1,48 @@
+"""Reminders: accepted only when the platform will let them through, delivered once."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
+
+
+def soon(seconds: float) -> datetime:
+    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+
+
+async def test_a_due_reminder_is_delivered_exactly_once(start_gateway):
+    gateway, channel = await start_gateway()
+    message = await channel.inject("remind me")
+    await channel.wait_for(lambda sent: len(sent) >= 1)
+    outcome = await gateway.reminders.schedule(message.address, soon(-1), "Time to review fractions!")
+    assert outcome.accepted
+    assert await gateway.fire_reminders() == 1
+    assert await gateway.fire_reminders() == 0
+    await channel.wait_for(lambda sent: len(sent) >= 2)
+    assert [s.text for s in channel.sent][1:] == ["Time to review fractions!"]
+
+
+async def test_a_reminder_not_yet_due_waits(start_gateway):
+    gateway, channel = await start_gateway()
+    message = await channel.inject("remind me")
+    await gateway.reminders.schedule(message.address, soon(3600), "later")
+    assert await gateway.fire_reminders() == 0
+
+
+async def test_reminders_beyond_the_reply_window_are_refused_with_the_reason(start_gateway):
+    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"reply_window_s": 86400.0})
+    gateway, channel = await start_gateway()
+    message = await channel.inject("remind me in two days")
+    refused = await gateway.reminders.schedule(message.address, soon(2 * 86400), "hello")
+    accepted = await gateway.reminders.schedule(message.address, soon(3600), "hello")
+    assert not refused.accepted and "24 hours" in refused.reason
+    assert accepted.accepted
+
+
+async def test_platforms_without_proactive_messages_refuse(start_gateway):
+    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"proactive_quota": "none: no active push"})
+    gateway, channel = await start_gateway()
+    message = await channel.inject("remind me")
+    outcome = await gateway.reminders.schedule(message.address, soon(60), "hello")
+    assert not outcome.accepted and "does not allow" in outcome.reason
