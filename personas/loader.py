@@ -1,0 +1,315 @@
+"""Persona folders: a teacher's voice, tools, knowledge and policies, read and validated.
+
+A persona is a folder named after it::
+
+    study-buddy/
+      persona.yaml    name, description, greeting, languages, model, tools, knowledge, policies
+      SOUL.md         the voice, teaching style and boundaries (the system prompt's heart)
+      notes/          optional Markdown study notes the partner can search
+
+Folders are looked up by name in the user's folders first (``<config dir>/personas/``)
+and then in the packaged ``personas/`` folder, so a teacher overrides a shipped
+persona by copying its folder next to the config.  Every problem becomes a
+:class:`~gateway.errors.ConfigError` naming the file, the field and the fix.
+Loaded personas are cached until the folder, ``persona.yaml`` or ``SOUL.md`` changes.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from enum import Enum
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+
+from gateway.config import ToolRule
+from brain.types import ModelSettings
+from gateway.config import Config, MidTurn
+from gateway.errors import ConfigError
+
+PACKAGED_DIR = Path(__file__).resolve().parent
+"""The shipped personas; always searched last."""
+SPEC_FILE = "persona.yaml"
+SOUL_FILE = "SOUL.md"
+NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class AnswerStyle(str, Enum):
+    CHAT = "chat"  # short turns, streamed; several messages are fine
+    SINGLE_MESSAGE = "single_message"  # one complete, well-structured message (email)
+
+
+class Policies(_Model):
+    mid_turn: MidTurn = MidTurn.QUEUE
+    max_rounds: int = Field(default=6, ge=1)
+    """Model calls the brain may make for one turn (each tool round is one)."""
+    settle_rounds: int = Field(default=2, ge=0)
+    """Rounds after ``max_rounds`` in which the model is told to wrap up; one tool-less round follows."""
+    daily_token_budget_per_learner: int | None = Field(default=None, ge=1)
+    """Tokens one learner may use per day; None is unlimited."""
+    daily_token_budget_per_partner: int | None = Field(default=None, ge=1)
+    """Tokens all learners of one partner may use per day together; None is unlimited."""
+    answer_style: AnswerStyle = AnswerStyle.CHAT
+
+
+def _model_shorthand(value: Any) -> Any:
+    """``model: openai/gpt-4o-mini`` is short for ``model: {model: openai/gpt-4o-mini}``."""
+    return {"model": value} if isinstance(value, str) else value
+
+
+LanguageTag = Annotated[str, Field(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]
+"""A BCP-47 tag: en, es, fr, pt-BR, zh-Hans."""
+ToolName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
+
+
+class Persona(_Model):
+    """One persona: everything in ``persona.yaml``, plus its id, folder and soul."""
+
+    id: str
+    """The folder's name."""
+    folder: Path
+    name: str = Field(min_length=1)
+    description: str = ""
+    greeting: str = ""
+    languages: tuple[LanguageTag, ...] = ("en",)
+    model: Annotated[ModelSettings | None, BeforeValidator(_model_shorthand)] = None
+    """None: no language model configured (partners answer from notes)."""
+    tools: tuple[ToolName, ...] = ()
+    forced_tools: tuple[ToolName, ...] = ()
+    """Enabled whether or not ``tools`` lists them, and never taken away by a tool rule."""
+    tool_rules: tuple[ToolRule, ...] = ()
+    """Context rules that take tools away (``remove: [...]`` plus channel, kind, role, group); never add."""
+    knowledge: tuple[str, ...] = ()
+    """Files or folders of notes, relative to the persona folder (``notes/``)."""
+    policies: Policies = Policies()
+    soul: str = Field(min_length=1)
+    """SOUL.md: voice, teaching style and boundaries."""
+
+    @field_validator("tools", "forced_tools")
+    @classmethod
+    def _unique(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"listed more than once: {', '.join(repeated)}")
+        return names
+
+    @field_validator("knowledge")
+    @classmethod
+    def _inside_folder(cls, sources: tuple[str, ...]) -> tuple[str, ...]:
+        for source in sources:
+            path = PurePosixPath(source.replace("\\", "/"))
+            if not source.strip() or path.is_absolute() or ".." in path.parts:
+                raise ValueError(f"{source!r} must be a path inside the persona folder, like notes/")
+        return sources
+
+    @property
+    def enabled_tools(self) -> tuple[str, ...]:
+        """``tools`` then any forced tool not already listed."""
+        return self.tools + tuple(t for t in self.forced_tools if t not in self.tools)
+
+    def knowledge_paths(self) -> list[Path]:
+        return [self.folder / source for source in self.knowledge]
+
+
+# --------------------------------------------------------------------------- finding folders
+
+
+def persona_dirs(config: Config) -> list[Path]:
+    """The user's persona folder for this config: ``personas/`` next to the file (or the working dir)."""
+    base = config.source.parent if config.source is not None else Path.cwd()
+    return [(base / "personas").resolve()]
+
+
+def _search_order(search: Sequence[Path]) -> list[Path]:
+    order: list[Path] = []
+    for folder in [*search, PACKAGED_DIR]:
+        folder = Path(folder).expanduser().resolve()
+        if folder not in order:
+            order.append(folder)
+    return order
+
+
+def list_personas(search: Sequence[Path] = ()) -> dict[str, Path]:
+    """Persona name -> the folder that wins for it (user folders before the packaged one), sorted by name."""
+    found: dict[str, Path] = {}
+    for folder in _search_order(search):
+        if not folder.is_dir():
+            continue
+        for child in folder.iterdir():
+            if child.is_dir() and (child / SPEC_FILE).is_file():
+                found.setdefault(child.name, child)
+    return dict(sorted(found.items()))
+
+
+def _is_path(name_or_path: str | Path) -> bool:
+    if isinstance(name_or_path, Path):
+        return True
+    return "/" in name_or_path or "\\" in name_or_path or name_or_path.startswith((".", "~"))
+
+
+def find_persona(name_or_path: str | Path, search: Sequence[Path] = ()) -> Path:
+    """The folder for a persona name (searched) or path (taken as given)."""
+    if _is_path(name_or_path):
+        folder = Path(name_or_path).expanduser().resolve()
+        if not folder.is_dir():
+            raise ConfigError(
+                "persona folder not found", file=str(folder), field="persona",
+                fix=f"create it with {SPEC_FILE} and {SOUL_FILE}, or name a shipped persona",
+            )
+        return folder
+    if not NAME_PATTERN.match(name_or_path):
+        raise ConfigError(
+            f"{name_or_path!r} is not a persona name", field="persona",
+            fix="use a folder name of lowercase letters, digits, - and _, or a path like ./personas/mine",
+        )
+    order = _search_order(search)
+    for folder in order:
+        if (folder / name_or_path).is_dir():
+            return folder / name_or_path
+    known = ", ".join(list_personas(search)) or "none"
+    raise ConfigError(
+        f"no persona folder named {name_or_path!r} in {', '.join(str(f) for f in order)}", field="persona",
+        fix=f"use one of: {known}; or create {order[0] / name_or_path}/ with {SPEC_FILE} and {SOUL_FILE}",
+    )
+
+
+# --------------------------------------------------------------------------- loading
+
+_RESERVED = {
+    "id": "a persona's id is its folder name; rename the folder instead",
+    "folder": "the folder is where persona.yaml lives; remove this field",
+    "soul": f"the soul is the text of {SOUL_FILE} next to persona.yaml; move it there",
+}
+_MODEL_FIX = (
+    "write `model: provider/name` (e.g. openai/gpt-4o-mini or ollama/llama3), or a mapping with "
+    "model, api_base, api_key: env:NAME, backup, temperature, max_tokens, timeout_s; `partners doctor` checks it"
+)
+_cache: dict[Path, tuple[tuple[int, ...], Persona]] = {}
+_cache_lock = threading.Lock()
+
+
+def _fix_for(loc: tuple[Any, ...], kind: str) -> str:
+    top = str(loc[0]) if loc else ""
+    if top == "model":
+        if loc[-1] == "api_key":
+            return "write `api_key: env:NAME` (never the key itself) and export NAME in the gateway's environment"
+        return _MODEL_FIX
+    if kind == "extra_forbidden":
+        nested = {"policies": Policies, "tool_rules": ToolRule}.get(top) if len(loc) > 1 else None
+        known = set(nested.model_fields) if nested else set(Persona.model_fields) - set(_RESERVED)
+        return f"remove it or check its spelling; known fields here: {', '.join(sorted(known))}"
+    if kind == "missing":
+        return f"add `{loc[-1]}:` to {SPEC_FILE}"
+    if kind == "enum" or kind == "literal_error":
+        return "use one of the values listed"
+    if top == "languages":
+        return "use BCP-47 language tags such as en, es, fr or pt-BR"
+    if top == "tool_rules":
+        return "write each rule as `remove: [tool, ...]` with optional channel, kind (direct|group), role, group"
+    if top in ("tools", "forced_tools"):
+        return "list tool names once each, in snake_case (knowledge_search, handoff_to_teacher, ...)"
+    if top == "knowledge":
+        return "give paths relative to the persona folder, such as notes/ or notes/fractions.md"
+    return "correct this value"
+
+
+def _signature(folder: Path) -> tuple[int, ...]:
+    """Changes whenever the folder's entries, persona.yaml or SOUL.md change."""
+    stamp: list[int] = [folder.stat().st_mtime_ns]
+    for name in (SPEC_FILE, SOUL_FILE):
+        try:
+            stat = (folder / name).stat()
+            stamp += [stat.st_mtime_ns, stat.st_size]
+        except FileNotFoundError:
+            stamp += [-1, -1]
+    return tuple(stamp)
+
+
+def _read_spec(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(
+            "missing", file=str(path), fix=f"write {SPEC_FILE} with at least `name:` (copy one from a shipped persona)"
+        ) from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        raise ConfigError(
+            f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path),
+            field=f"line {mark.line + 1}" if mark else None,
+            fix="check indentation and quoting on that line; YAML indents with spaces, not tabs",
+        ) from None
+    if not isinstance(raw, dict):
+        raise ConfigError("must hold a mapping of settings", file=str(path), fix="start with `name: Your Persona`")
+    for key, why in _RESERVED.items():
+        if key in raw:
+            raise ConfigError("not a persona.yaml field", file=str(path), field=key, fix=why)
+    return raw
+
+
+def _read_soul(path: Path) -> str:
+    try:
+        soul = path.read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise ConfigError(
+            "missing", file=str(path), fix="write the persona's voice, teaching style and boundaries in SOUL.md"
+        ) from None
+    if not soul:
+        raise ConfigError("is empty", file=str(path), fix="write the persona's voice, teaching style and boundaries in it")
+    return soul
+
+
+def _check_knowledge(persona: Persona, spec: Path) -> None:
+    for index, path in enumerate(persona.knowledge_paths()):
+        if not path.exists():
+            raise ConfigError(
+                f"{persona.knowledge[index]!r} does not exist", file=str(spec), field=f"knowledge.{index}",
+                fix=f"create {path} or remove it from knowledge",
+            )
+
+
+def _parse(folder: Path) -> Persona:
+    spec = folder / SPEC_FILE
+    raw = _read_spec(spec)
+    soul = _read_soul(folder / SOUL_FILE)
+    if "knowledge" not in raw:
+        raw["knowledge"] = ["notes/"] if (folder / "notes").is_dir() else []
+    try:
+        persona = Persona.model_validate({**raw, "id": folder.name, "folder": folder, "soul": soul})
+    except ValidationError as error:
+        errors = error.errors()
+        first = errors[0]
+        field = ".".join(str(p) for p in first["loc"]) or None
+        message = first["msg"].removeprefix("Value error, ")
+        if len(errors) > 1:
+            message += f" (and {len(errors) - 1} more problem{'s' if len(errors) > 2 else ''})"
+        raise ConfigError(message, file=str(spec), field=field, fix=_fix_for(first["loc"], first["type"])) from None
+    _check_knowledge(persona, spec)
+    return persona
+
+
+def load_persona(name_or_path: str | Path, search: Sequence[Path] = ()) -> Persona:
+    """Load a persona by name (user folders in ``search`` first, then the packaged ones) or by path.
+
+    Raises :class:`ConfigError` naming the file, the field and the fix.
+    """
+    folder = find_persona(name_or_path, search)
+    signature = _signature(folder)
+    with _cache_lock:
+        cached = _cache.get(folder)
+    if cached is not None and cached[0] == signature:
+        return cached[1]
+    persona = _parse(folder)
+    with _cache_lock:
+        _cache[folder] = (signature, persona)
+    return persona
