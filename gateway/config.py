@@ -79,17 +79,38 @@ class GroupSettings(_Model):
 
 
 class ToolRule(_Model):
-    """Takes tools away when a turn's context matches; unset fields match anything.
+    """Takes tools away when a turn's context matches every match field given; unset fields match anything.
 
     There is deliberately no way to *add* a tool: a partner's enabled set is the
-    ceiling, and context can only narrow it.
+    ceiling, and context can only narrow it.  A rule without match fields applies
+    to every turn of the partner.
     """
 
-    remove: tuple[str, ...]
+    remove: tuple[str, ...] = Field(min_length=1)
     channel: str | None = None
     kind: Literal["direct", "group"] | None = None
     role: Literal["owner", "learner", "stranger"] | None = None
     group: str | None = None
+    """A group's chat id as the platform spells it; matches group conversations only."""
+
+    @model_validator(mode="after")
+    def _group_means_group(self) -> "ToolRule":
+        if self.group is not None and self.kind == "direct":
+            raise ValueError("a rule naming a group matches only group conversations; remove `kind: direct`")
+        return self
+
+    def describe(self) -> str:
+        """The match fields in words, for removal reasons: ``channel telegram, role stranger``."""
+        parts = []
+        if self.channel is not None:
+            parts.append(f"channel {self.channel}")
+        if self.kind is not None:
+            parts.append(self.kind)
+        if self.role is not None:
+            parts.append(f"role {self.role}")
+        if self.group is not None:
+            parts.append(f"group {self.group}")
+        return ", ".join(parts) or "every conversation"
 
 
 class AccessPolicy(_Model):
@@ -138,10 +159,14 @@ class ModelSettings(_Model):
 
 
 class OwnerRef(_Model):
-    """A teacher's identity on one channel (the partner's owner)."""
+    """A teacher's identity on one channel (the partner's owner), and where to reach them."""
 
     channel: str
     user: str
+    account: str = "default"
+    """Which account of that channel the teacher talks to the partner through."""
+    chat: str | None = None
+    """The teacher's direct chat with the bot, when it is not the user id (Matrix DM rooms, email)."""
 
 
 class PartnerConfig(_Model):

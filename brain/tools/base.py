@@ -1,0 +1,103 @@
+"""What a tool is: a name, a description, an argument model and one coroutine.
+
+The model never chooses *who* a tool acts for.  Everything about the
+conversation -- partner, address, sender, role, the tools this turn may use,
+the services behind the tools -- arrives in a :class:`ToolContext` built by the
+brain from the turn.  Arguments are only what the model may legitimately
+vary (a query, a time, a URL), declared as a pydantic model that rejects
+unknown fields, so an argument naming someone else is a validation error the
+model can read, never a silent widening of scope.
+
+Service handles are Protocols defined next to the tools that use them
+(``builtin.knowledge.KnowledgeSearch``, ``builtin.memory.MemoryGates``,
+``builtin.reminder.Scheduler``, ``builtin.handoff.Handoff``) and travel
+together as :class:`ToolServices`.  A handle left as ``None`` makes its tools
+answer with a clear error instead of failing.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, ClassVar
+
+from pydantic import BaseModel, ConfigDict
+
+from gateway.turns import Turn
+
+if TYPE_CHECKING:
+    from brain.tools.builtin.handoff import Handoff
+    from brain.tools.builtin.knowledge import KnowledgeSearch
+    from brain.tools.builtin.memory import MemoryGates
+    from brain.tools.builtin.reminder import Scheduler
+
+
+class ToolArguments(BaseModel):
+    """Base of every tool's ``Arguments``: unknown fields are an error, strings are stripped."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+@dataclass(frozen=True)
+class Citation:
+    """Where a piece of a tool's answer came from, for the reply to credit."""
+
+    title: str
+    source: str
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What the model reads back.  ``is_error`` results are still answers, never exceptions."""
+
+    text: str
+    citations: list[Citation] = field(default_factory=list)
+    is_error: bool = False
+
+    @classmethod
+    def error(cls, text: str) -> ToolResult:
+        return cls(text=text, is_error=True)
+
+
+@dataclass(frozen=True)
+class ToolServices:
+    """The services behind the tools, built once by the composition root and shared by every turn."""
+
+    knowledge: KnowledgeSearch | None = None
+    memory: MemoryGates | None = None
+    scheduler: Scheduler | None = None
+    handoff: Handoff | None = None
+
+
+@dataclass(frozen=True)
+class ToolContext:
+    """The turn a tool runs for, and the services it may use; never model-supplied."""
+
+    partner: str
+    """The partner's id (the turn's ``partner.id``)."""
+    turn: Turn
+    surface: frozenset[str]
+    """The tools this turn may use (``ToolSurface.tools``); the registry refuses any other."""
+    services: ToolServices = ToolServices()
+
+
+class Tool(ABC):
+    """One tool.  Subclasses set the class attributes and implement :meth:`run`.
+
+    ``run`` receives arguments already validated against ``Arguments``.  It may
+    return an error result for anything the model can fix or should know
+    (a refused URL, a time in the past); it may raise for anything else --
+    the registry turns exceptions into a generic error result and logs them.
+    """
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Arguments: ClassVar[type[ToolArguments]]
+    timeout_s: ClassVar[float | None] = None
+    """Longest a call may run; ``None`` takes the registry's default."""
+    default_enabled: ClassVar[bool] = True
+    """False for tools a partner must switch on explicitly (``fetch_page``)."""
+
+    @abstractmethod
+    async def run(self, args: ToolArguments, context: ToolContext) -> ToolResult:
+        """Do the work for one validated call."""
