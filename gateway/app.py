@@ -25,7 +25,7 @@ from gateway import __version__
 from gateway.capabilities import ChannelCapabilities
 from gateway.config import AccessPolicy, Config, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
-from gateway.messages import AccountId
+from gateway.messages import AccountId, Address
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.pipeline.delivery import Delivery, Outlet
@@ -34,7 +34,7 @@ from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk
-from gateway.standin import StandInResponder
+from gateway.takeover import TeacherDesk
 from gateway.status import AccountStatus, StatusReport, UnavailableChannel
 from gateway.store import QueueDepths, ReplyState, Store
 from gateway.store.sqlite import SqliteStore
@@ -74,6 +74,16 @@ class AccountCursors:
         await self.store.put_cursor(self.channel, self.account, name, value)
 
 
+class _LateHandoff:
+    """Hands off through the gateway's teacher desk, which exists only after the lanes do."""
+
+    def __init__(self, gateway: "Gateway") -> None:
+        self.gateway = gateway
+
+    async def hand_to_teacher(self, address: Address, reason: str) -> str:
+        return await self.gateway.teacher.hand_to_teacher(address, reason)
+
+
 class Gateway:
     def __init__(
         self,
@@ -88,13 +98,14 @@ class Gateway:
         """Channels supplied by an embedding program (or a test) instead of the registry."""
         self.metrics = Metrics()
         self.store: Store = store or SqliteStore(config.database_path)
-        self.responder: Responder = responder or responder_from_env() or StandInResponder()
         self.router = Router(config.partners, config.bindings)
         self.supervisor = Supervisor()
         self.delivery = Delivery(self.store, self.metrics)
-        self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
-        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy)
         self.reminders = ReminderDesk(self.store, self._capabilities)
+        self.responder: Responder = responder or responder_from_env() or self._build_brain()
+        self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
+        self.teacher = TeacherDesk(self.store, self.router, self.lanes)
+        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -107,6 +118,13 @@ class Gateway:
 
     def _outlet(self, channel: str, account: str) -> Outlet | None:
         return self._outlets.get((channel, account))
+
+    def _build_brain(self) -> Responder:
+        """The brain, with the two services only the gateway can give it (late-bound: the teacher
+        desk needs the lanes, which need the responder)."""
+        from brain.factory import build_brain
+
+        return build_brain(self.config, scheduler=self.reminders, handoff=_LateHandoff(self))
 
     def _capabilities(self, channel: str, account: str) -> ChannelCapabilities | None:
         outlet = self._outlets.get((channel, account))
@@ -159,6 +177,7 @@ class Gateway:
         for name, accounts in self.config.channels.items():
             for account in accounts:
                 self._build_channel(name, account)
+        await self.teacher.load()
         await self._recover()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
         self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))

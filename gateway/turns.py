@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from gateway.config import PartnerConfig
+from gateway.config import PartnerConfig, ToolRule
 from gateway.events import RuntimeEvent
 from gateway.messages import Address, InboundMessage, Sender
 
@@ -38,6 +38,9 @@ class Turn:
     The responder calls it at a round boundary; whatever it returns is part of
     this turn and answered by this turn's reply.  Queue-mode partners get [].
     """
+
+    context_rules: tuple[ToolRule, ...] = ()
+    """Tool rules the conversation's own settings add (a group's ``remove_tools``); subtract only."""
 
     @property
     def text(self) -> str:

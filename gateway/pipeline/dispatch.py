@@ -14,14 +14,16 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable
+from typing import Protocol
 
-from gateway.config import AccessPolicy, PartnerConfig
+from gateway.config import AccessPolicy, PartnerConfig, ToolRule
 from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
 from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.routing import Router
 from gateway.store import InboundState, ReplyState, Store
+from gateway.turns import Role
 
 log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0
@@ -32,6 +34,22 @@ PAIRING_NOTICE = (
 )
 
 
+class TeacherHook(Protocol):
+    async def intercept(self, message: InboundMessage, partner: PartnerConfig, role: Role) -> bool:
+        """Handle a message meant for the teacher (a command, or a conversation they took over)."""
+        ...
+
+
+def _group_rules(policy: AccessPolicy, message: InboundMessage) -> tuple[ToolRule, ...]:
+    """A group's ``remove_tools`` as a subtract-only rule for its turns."""
+    if message.address.conversation.kind is not ConversationKind.GROUP:
+        return ()
+    settings = policy.groups.get(message.address.conversation.chat)
+    if settings is None or not settings.remove_tools:
+        return ()
+    return (ToolRule(remove=settings.remove_tools, group=message.address.conversation.chat),)
+
+
 class Dispatcher:
     def __init__(
         self,
@@ -40,7 +58,9 @@ class Dispatcher:
         router: Router,
         lanes: Lanes,
         policy_for: Callable[[str, str], AccessPolicy],
+        teacher: TeacherHook | None = None,
     ) -> None:
+        self.teacher = teacher
         self.store = store
         self.metrics = metrics
         self.router = router
@@ -84,7 +104,10 @@ class Dispatcher:
         decision = decide(message, policy, partner, approved=approved)
         match decision.verdict:
             case Verdict.ADMIT:
-                self.lanes.submit(Admitted(message, partner, decision.role, recovered))
+                if self.teacher is not None and await self.teacher.intercept(message, partner, decision.role):
+                    return
+                rules = _group_rules(policy, message)
+                self.lanes.submit(Admitted(message, partner, decision.role, recovered, rules))
             case Verdict.HOLD:
                 await self._hold(message, partner, policy)
             case Verdict.DROP:

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.config import MidTurn, PartnerConfig, PipelineConfig
+from gateway.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
 from gateway.messages import Address, InboundMessage, OutboundReply, reply_key
 from gateway.pipeline.delivery import Delivery, Outlet
@@ -50,6 +50,8 @@ class Admitted:
     role: Role
     recovered: bool = False
     """Left unanswered by a previous run: its turn may have an outbox row (and a preview) already."""
+    context_rules: tuple[ToolRule, ...] = ()
+    """Tool rules from the conversation's settings (a group's ``remove_tools``)."""
 
 
 @dataclass
@@ -201,7 +203,8 @@ class Lanes:
             taken.extend(fresh)
             return [a.message for a in fresh]
 
-        turn = Turn(first.partner, message.address, message.sender, first.role, [a.message for a in batch], take_arrivals)
+        turn = Turn(first.partner, message.address, message.sender, first.role, [a.message for a in batch], take_arrivals,
+                    context_rules=first.context_rules)
         if all(a.message.text.strip().casefold() == STOP_COMMAND for a in batch):
             markdown, attachments = NOTHING_TO_STOP, ()
         else:

@@ -230,9 +230,16 @@ def _choose_cut(
         def snap(offset: int) -> int:
             return boundary_at_or_before(text, link_start(offset) if avoid_links else offset, pos)
 
-        best = _largest(reach_end - pos, lambda j: fits(snap(pos + 1 + j)))
+        # ``snap`` is monotonic, but a probe inside the first cluster (or link) snaps back to ``pos``: an
+        # empty head, which never fits.  So ``fits(snap(...))`` is false, then true, then false again, and
+        # bisecting it whole can miss every boundary -- e.g. when a long ZWJ family opens the piece.  Find
+        # the first probe that snaps past ``pos``, and bisect only from there, where it is true-then-false.
+        n = reach_end - pos
+        before = _largest(n, lambda j: snap(pos + 1 + j) <= pos)
+        first = 0 if before is None else before + 1
+        best = _largest(n - first, lambda j: fits(snap(pos + 1 + first + j)))
         if best is not None:
-            head_end = snap(pos + 1 + best)
+            head_end = snap(pos + 1 + first + best)
             return head_end, head_end
     return reach_end, reach_end
 

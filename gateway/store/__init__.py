@@ -72,6 +72,17 @@ class Reminder:
 
 
 @dataclass(frozen=True)
+class Takeover:
+    """A conversation the teacher has taken over: the partner stays quiet there until handed back."""
+
+    code: str
+    partner: str
+    target: Address
+    reason: str
+    started_at: float
+
+
+@dataclass(frozen=True)
 class QueueDepths:
     inbound_pending: dict[str, int]
     """'channel:account' -> messages waiting for a turn."""
@@ -152,6 +163,16 @@ class Store(Protocol):
     async def fire_due_reminders(self, now: float) -> list[OutboxItem]:
         """Turn every due reminder into a READY outbox reply, in the same transaction as marking it fired."""
         ...
+
+    # teacher takeovers
+    async def start_takeover(self, partner: str, target: Address, reason: str) -> Takeover:
+        """Pause the partner in ``target``'s conversation (idempotent: returns the running takeover)."""
+        ...
+
+    async def takeover_of(self, conversation_key: str) -> Takeover | None: ...
+    async def takeover_by_code(self, code: str) -> Takeover | None: ...
+    async def end_takeover(self, code: str) -> Takeover | None: ...
+    async def takeovers(self) -> list[Takeover]: ...
 
     async def queue_depths(self) -> QueueDepths: ...
     async def prune(self) -> int:

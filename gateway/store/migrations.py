@@ -75,6 +75,14 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX reminders_due ON reminders (state, due_at)",
         "CREATE INDEX inbound_by_conversation ON inbound (conversation, received_at)",
+        """CREATE TABLE takeovers (
+            code TEXT PRIMARY KEY,
+            conversation TEXT NOT NULL UNIQUE,
+            partner TEXT NOT NULL,
+            target TEXT NOT NULL,
+            reason TEXT NOT NULL,
+            started_at REAL NOT NULL
+        )""",
     ],
 ]
 

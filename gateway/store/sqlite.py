@@ -32,6 +32,7 @@ from gateway.store import (
     QueueDepths,
     Reminder,
     ReplyState,
+    Takeover,
 )
 from gateway.store.migrations import migrate
 
@@ -512,6 +513,62 @@ class SqliteStore:
                 conn.execute("UPDATE reminders SET state = 'fired' WHERE id = ?", (reminder_id,))
                 items.append(OutboxItem(reply, ReplyState.READY, None, False, 0, (), 0, None))
             return items
+
+        return await self._run(op)
+
+    # ------------------------------------------------------------------ takeovers
+
+    _TAKEOVER_COLUMNS = "code, partner, target, reason, started_at"
+
+    @staticmethod
+    def _takeover(row: tuple | None) -> Takeover | None:
+        if row is None:
+            return None
+        code, partner, target, reason, started_at = row
+        return Takeover(code, partner, Address.model_validate_json(target), reason, started_at)
+
+    async def start_takeover(self, partner: str, target: Address, reason: str) -> Takeover:
+        def op(conn: sqlite3.Connection) -> Takeover:
+            conn.execute(
+                "INSERT INTO takeovers (code, conversation, partner, target, reason, started_at) VALUES (?, ?, ?, ?, ?, ?)"
+                " ON CONFLICT (conversation) DO NOTHING",
+                (_pairing_code()[:6], target.conversation_key, partner, target.model_dump_json(), reason, time.time()),
+            )
+            row = conn.execute(
+                f"SELECT {self._TAKEOVER_COLUMNS} FROM takeovers WHERE conversation = ?", (target.conversation_key,)
+            ).fetchone()
+            return self._takeover(row)  # type: ignore[return-value]
+
+        return await self._run(op)
+
+    async def takeover_of(self, conversation_key: str) -> Takeover | None:
+        def op(conn: sqlite3.Connection) -> Takeover | None:
+            return self._takeover(
+                conn.execute(f"SELECT {self._TAKEOVER_COLUMNS} FROM takeovers WHERE conversation = ?", (conversation_key,)).fetchone()
+            )
+
+        return await self._run(op)
+
+    async def takeover_by_code(self, code: str) -> Takeover | None:
+        def op(conn: sqlite3.Connection) -> Takeover | None:
+            return self._takeover(
+                conn.execute(f"SELECT {self._TAKEOVER_COLUMNS} FROM takeovers WHERE code = ?", (code.strip().upper(),)).fetchone()
+            )
+
+        return await self._run(op)
+
+    async def end_takeover(self, code: str) -> Takeover | None:
+        def op(conn: sqlite3.Connection) -> Takeover | None:
+            row = conn.execute(f"SELECT {self._TAKEOVER_COLUMNS} FROM takeovers WHERE code = ?", (code.strip().upper(),)).fetchone()
+            conn.execute("DELETE FROM takeovers WHERE code = ?", (code.strip().upper(),))
+            return self._takeover(row)
+
+        return await self._run(op)
+
+    async def takeovers(self) -> list[Takeover]:
+        def op(conn: sqlite3.Connection) -> list[Takeover]:
+            rows = conn.execute(f"SELECT {self._TAKEOVER_COLUMNS} FROM takeovers ORDER BY started_at").fetchall()
+            return [t for t in map(self._takeover, rows) if t is not None]
 
         return await self._run(op)
 

@@ -1,0 +1,281 @@
+"""The agent loop: one implementation of ``Responder`` for every partner and channel.
+
+Only the persona, the tools that survive subtraction, the memory scopes and
+the model differ between partners.  A turn runs in *rounds*: each round is one
+model call whose streamed text is shown as it comes (think tags and tool
+markup filtered out).  A round that asks for tools runs them and feeds their
+results to the next round; a round without tool calls is the answer.
+
+Rules, each with a test:
+- a budget of ``max_rounds`` rounds, then ``settle_rounds`` rounds told to wrap
+  up, then one forced finish with tools withdrawn;
+- output cut off by the length limit continues in the next round;
+- an empty answer gets one nudge, then a plain apology;
+- messages that arrived mid-turn join at the next round boundary
+  (``Turn.take_arrivals``; the pipeline queues them instead for queue-mode partners);
+- models without native tool calling get the text tool protocol, parsed and
+  executed, never shown;
+- daily token budgets end with a friendly message; a model that stays
+  unavailable ends with one too -- never with internal error text.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from brain.context import build_request, compose_system, request_digest
+from brain.markup import OutputFilter, parse_tool_markup, tool_protocol_prompt
+from brain.model import ModelClient, ModelError, ModelErrorKind
+from brain.session_log import (
+    AssistantSaid,
+    ModelAnswered,
+    ModelRequested,
+    Nudged,
+    SessionLog,
+    ToolReturned,
+    TurnEnded,
+    TurnStarted,
+    UserSaid,
+)
+from brain.tools.base import ToolContext, ToolServices
+from brain.tools.registry import ToolRegistry
+from brain.tools.surface import SurfaceContext, ToolSurface, tool_surface
+from brain.types import FinishReason, ModelResult, ModelSettings, TextDelta, ToolCall, Usage
+from brain.usage import UsageLedger
+from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.messages import ConversationKind
+from gateway.turns import Responder, Turn
+from personas.loader import Persona
+
+log = logging.getLogger(__name__)
+
+CONTINUE = "Your previous message was cut off by the length limit. Continue exactly where it stopped."
+EMPTY_NUDGE = "Your last reply was empty. Please answer the learner's message now."
+WRAP_UP = "You have used most of your steps for this message. Finish what you are doing and answer the learner."
+FORCED = "Answer the learner now, in your own words, without using any tools."
+APOLOGY = "Sorry, I couldn't put an answer together just now. Could you ask me again?"
+MODEL_DOWN = "I can't reach my language model right now. Please try again in a few minutes."
+BUDGET_LEARNER = "We've done a lot of work together today! I need a rest now; let's pick this up again tomorrow."
+BUDGET_PARTNER = "I've reached my limit for today. Please try again tomorrow, or let your teacher know."
+
+
+@dataclass(frozen=True)
+class BrainSettings:
+    history_tokens: int = 6000
+
+
+class Brain:
+    """Implements ``gateway.turns.Responder``; a partner without a model goes to ``fallback``."""
+
+    name = "brain"
+
+    def __init__(
+        self,
+        *,
+        persona_for: Callable[[str], Persona],
+        model: ModelClient,
+        tools: ToolRegistry,
+        services: ToolServices,
+        log_: SessionLog,
+        usage: UsageLedger,
+        fallback: Responder,
+        settings: BrainSettings = BrainSettings(),
+    ) -> None:
+        self.persona_for = persona_for
+        self.model = model
+        self.tools = tools
+        self.services = services
+        self.log = log_
+        self.usage = usage
+        self.fallback = fallback
+        self.settings = settings
+
+    async def respond(self, turn: Turn) -> AsyncIterator[RuntimeEvent]:
+        persona = self.persona_for(turn.partner.persona)
+        settings = turn.partner.model or persona.model
+        if settings is None:
+            async for event in self.fallback.respond(turn):
+                yield event
+            return
+        run = _TurnRun(self, turn, persona, settings)
+        async for event in run.events():
+            yield event
+
+
+class _TurnRun:
+    """The state of one turn: its id, surface, rounds and what it has shown so far."""
+
+    def __init__(self, brain: Brain, turn: Turn, persona: Persona, settings: ModelSettings) -> None:
+        self.brain = brain
+        self.turn = turn
+        self.persona = persona
+        self.settings = settings
+        self.id = uuid.uuid4().hex[:12]
+        self.conversation = turn.address.conversation_key
+        self.group = turn.address.conversation.kind is ConversationKind.GROUP
+        self.usage = Usage()
+        self.shown = ""
+
+    # ------------------------------------------------------------------ setup
+
+    def surface(self) -> ToolSurface:
+        """The persona's tools minus what the persona's, the partner's and the group's rules take away."""
+        rules = (*self.persona.tool_rules, *self.turn.partner.tool_rules, *self.turn.context_rules)
+        return tool_surface(self.persona.tools, self.persona.forced_tools, rules, SurfaceContext.of(self.turn))
+
+    def persona_block(self) -> str:
+        p = self.persona
+        head = f"You are {p.name}. {p.description}".strip()
+        return f"{head}\n\n{p.soul.strip()}"
+
+    async def start(self, surface: ToolSurface, text_protocol: bool) -> None:
+        specs = tuple(self.brain.tools.specs(sorted(surface.tools)))
+        protocol = tool_protocol_prompt(specs) if text_protocol and specs else None
+        system = compose_system(self.persona_block(), (), protocol)
+        events = [
+            TurnStarted(
+                turn=self.id, partner=self.turn.partner.id, learner=self.turn.sender.user, model=self.settings.model,
+                system=system, tools=specs, text_tool_protocol=text_protocol, removed_tools=surface.removed,
+            )
+        ]
+        events += [self._user(m) for m in self.turn.messages]
+        await self.brain.log.append(self.conversation, *events)
+        log.info("turn started conversation=%s partner=%s tools=%s removed=%s",
+                 self.conversation, self.turn.partner.id, ",".join(sorted(surface.tools)) or "-", surface.removed or "-")
+
+    def _user(self, message) -> UserSaid:
+        return UserSaid(turn=self.id, event_id=message.event_id, sender=message.sender.display_name or message.sender.user,
+                        text=message.text)
+
+    # ------------------------------------------------------------------ the rounds
+
+    async def events(self) -> AsyncIterator[RuntimeEvent]:
+        refusal = await self._over_budget()
+        if refusal:
+            await self.brain.log.append(self.conversation, TurnEnded(turn=self.id, outcome="budget"))
+            yield StreamEnd(markdown=refusal)
+            yield TurnEnd()
+            return
+        surface = self.surface()
+        text_protocol = not self.brain.model.native_tools(self.settings.model)
+        await self.start(surface, text_protocol)
+        policies = self.persona.policies
+        answer = ""
+        nudged_empty = False
+        try:
+            for round_no in range(policies.max_rounds + policies.settle_rounds + 1):
+                if round_no == policies.max_rounds:
+                    await self.brain.log.append(self.conversation, Nudged(turn=self.id, text=WRAP_UP))
+                if round_no == policies.max_rounds + policies.settle_rounds:
+                    await self.brain.log.append(self.conversation, Nudged(turn=self.id, text=FORCED, withdraw_tools=True))
+                if round_no > 0:
+                    await self._merge_arrivals()
+                try:
+                    result, visible, reasoning, calls = None, "", "", ()
+                    async for item in self._round(round_no):
+                        if isinstance(item, StreamDelta):
+                            yield item
+                        else:
+                            result, visible, reasoning, calls = item
+                except ModelError as error:
+                    if error.kind is ModelErrorKind.UNSUPPORTED_TOOLS and not text_protocol:
+                        text_protocol = True
+                        await self.start(surface, text_protocol)  # a fresh TurnStarted switches the protocol
+                        continue
+                    raise
+                await self.brain.log.append(
+                    self.conversation,
+                    AssistantSaid(turn=self.id, text=visible, tool_calls=calls, reasoning=reasoning),
+                    ModelAnswered(turn=self.id, model=result.model or self.settings.model,
+                                  finish_reason=result.finish_reason.value, usage=result.usage),
+                )
+                if calls:
+                    await self._run_tools(calls, surface)
+                    continue
+                answer += visible
+                if result.finish_reason is FinishReason.LENGTH:
+                    await self.brain.log.append(self.conversation, Nudged(turn=self.id, text=CONTINUE))
+                    continue
+                if not answer.strip():
+                    if not nudged_empty:
+                        nudged_empty = True
+                        await self.brain.log.append(self.conversation, Nudged(turn=self.id, text=EMPTY_NUDGE))
+                        continue
+                    answer = APOLOGY
+                break
+            else:
+                answer = answer or APOLOGY
+        except ModelError as error:
+            log.warning("model unavailable conversation=%s kind=%s error=%s", self.conversation, error.kind.value, error)
+            await self._end("model_unavailable")
+            yield StreamEnd(markdown=MODEL_DOWN)
+            yield TurnEnd()
+            return
+        except asyncio.CancelledError:
+            await asyncio.shield(self._end("stopped"))
+            raise
+        await self._end("answered")
+        yield StreamEnd(markdown=answer)
+        yield TurnEnd()
+
+    async def _round(self, round_no: int) -> AsyncIterator[StreamDelta | tuple]:
+        entries = await self.brain.log.read(self.conversation)
+        request = build_request(entries, self.settings, history_tokens=self.brain.settings.history_tokens, group=self.group)
+        await self.brain.log.append(self.conversation, ModelRequested(turn=self.id, round=round_no, digest=request_digest(request)))
+        visible_filter = OutputFilter()
+        result: ModelResult | None = None
+        async for item in self.brain.model.stream(request):
+            if isinstance(item, TextDelta):
+                shown = visible_filter.feed(item.text)
+                if shown:
+                    yield StreamDelta(text=shown)
+            else:
+                result = item
+        assert result is not None, "a model client always ends with a ModelResult"
+        visible, reasoning = visible_filter.finish()
+        calls = result.tool_calls
+        if not calls:
+            parsed, problems = parse_tool_markup(result.text)
+            calls = tuple(parsed)
+            if problems:
+                await self.brain.log.append(self.conversation, Nudged(turn=self.id, text="; ".join(problems)))
+        self.usage = Usage(
+            prompt_tokens=self.usage.prompt_tokens + result.usage.prompt_tokens,
+            completion_tokens=self.usage.completion_tokens + result.usage.completion_tokens,
+            cost=self.usage.cost + result.usage.cost,
+        )
+        yield (result, visible, reasoning, calls)
+
+    async def _run_tools(self, calls: tuple[ToolCall, ...], surface: ToolSurface) -> None:
+        context = ToolContext(partner=self.turn.partner.id, turn=self.turn, surface=surface.tools, services=self.brain.services)
+        for call in calls:
+            outcome = await self.brain.tools.call(call, context)
+            await self.brain.log.append(
+                self.conversation,
+                ToolReturned(turn=self.id, call_id=call.id, name=call.name, text=outcome.text, is_error=outcome.is_error),
+            )
+
+    async def _merge_arrivals(self) -> None:
+        arrivals = self.turn.take_arrivals()
+        if arrivals:
+            self.turn.messages.extend(arrivals)
+            await self.brain.log.append(self.conversation, *(self._user(m) for m in arrivals))
+
+    async def _over_budget(self) -> str | None:
+        policies = self.persona.policies
+        partner, learner = self.turn.partner.id, self.turn.sender.user
+        if policies.daily_token_budget_per_learner is not None:
+            if await self.brain.usage.spent_today(partner, learner) >= policies.daily_token_budget_per_learner:
+                return BUDGET_LEARNER
+        if policies.daily_token_budget_per_partner is not None:
+            if await self.brain.usage.spent_today(partner) >= policies.daily_token_budget_per_partner:
+                return BUDGET_PARTNER
+        return None
+
+    async def _end(self, outcome: str) -> None:
+        await self.brain.log.append(self.conversation, TurnEnded(turn=self.id, outcome=outcome))  # type: ignore[arg-type]
+        await self.brain.usage.record(self.turn.partner.id, self.turn.sender.user, self.usage)

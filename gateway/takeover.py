@@ -1,0 +1,140 @@
+"""Teacher takeovers: a partner hands a conversation to its teacher, and gets it back.
+
+When the brain's hand-off tool fires, the conversation is paused for the
+partner and every owner is told, in their own direct chat with the bot, with a
+short case code.  While paused, what the learner writes is relayed to the
+teacher instead of being answered by the model; the teacher answers with
+``/reply CODE text`` (sent to the learner through the same channel) and ends
+it with ``/handback CODE``.  ``/takeovers`` lists open cases.
+
+Every relay, every teacher reply and every confirmation is an outbox reply
+with a deterministic key, so a crash in the middle repeats nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from gateway.config import OwnerRef, PartnerConfig
+from gateway.messages import (
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    InboundMessage,
+    OutboundReply,
+    reply_key,
+)
+from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.routing import Router
+from gateway.store import ReplyState, Store, Takeover
+from gateway.turns import Role
+
+log = logging.getLogger(__name__)
+
+HANDED_OVER = (
+    "{partner} handed a conversation to you: {where}, learner {learner}. Reason: {reason}\n\n"
+    "Reply with `/reply {code} your message`; send `/handback {code}` to let {partner} answer again."
+)
+TOLD_MODEL = "Your teacher has been notified (case {code}) and will answer here. Tell the learner their teacher will reply soon."
+
+
+def owner_address(owner: OwnerRef) -> Address:
+    return Address(
+        channel=ChannelName(owner.channel),
+        account=AccountId(owner.account),
+        conversation=Conversation(chat=ChatId(owner.chat or owner.user), kind=ConversationKind.DIRECT),
+    )
+
+
+class TeacherDesk:
+    def __init__(self, store: Store, router: Router, lanes: Lanes) -> None:
+        self.store = store
+        self.router = router
+        self.lanes = lanes
+        self._paused: set[str] = set()
+
+    async def load(self) -> None:
+        self._paused = {t.target.conversation_key for t in await self.store.takeovers()}
+
+    # ------------------------------------------------------------------ the brain's hand-off
+
+    async def hand_to_teacher(self, address: Address, reason: str) -> str:
+        partner = self.router.route(address)
+        if partner is None:
+            return "There is no partner bound here, so there is no teacher to hand over to."
+        if not partner.owners:
+            return "No teacher is configured for this partner; tell the learner to contact their teacher directly."
+        takeover = await self.store.start_takeover(partner.id, address, reason)
+        self._paused.add(address.conversation_key)
+        where = address.conversation.title or f"{address.channel} chat {address.conversation.chat}"
+        text = HANDED_OVER.format(partner=partner.name, where=where, learner=address.conversation.chat,
+                                  reason=reason, code=takeover.code)
+        await self._tell_owners(partner, text, purpose=f"takeover:{takeover.code}")
+        log.info("conversation handed to the teacher conversation=%s code=%s", address.conversation_key, takeover.code)
+        return TOLD_MODEL.format(code=takeover.code)
+
+    # ------------------------------------------------------------------ the pipeline's hook
+
+    async def intercept(self, message: InboundMessage, partner: PartnerConfig, role: Role) -> bool:
+        """Handle owner commands and messages in paused conversations; True when handled here."""
+        text = message.text.strip()
+        if role is Role.OWNER and message.address.conversation.kind is ConversationKind.DIRECT and text.startswith("/"):
+            command, _, rest = text.partition(" ")
+            if command in ("/reply", "/handback", "/takeovers"):
+                await self._owner_command(message, command, rest.strip())
+                return True
+        if message.address.conversation_key in self._paused and role is not Role.OWNER:
+            takeover = await self.store.takeover_of(message.address.conversation_key)
+            if takeover is not None:
+                relay = f"[{takeover.code}] {message.sender.display_name or message.sender.user}: {message.text}"
+                await self._tell_owners(partner, relay, purpose=f"relay:{message.event_id}", answered=message)
+                return True
+            self._paused.discard(message.address.conversation_key)
+        return False
+
+    async def _owner_command(self, message: InboundMessage, command: str, rest: str) -> None:
+        if command == "/takeovers":
+            open_cases = await self.store.takeovers()
+            lines = [f"- `{t.code}` {t.target.channel} chat {t.target.conversation.chat}: {t.reason}" for t in open_cases]
+            await self._answer(message, "\n".join(lines) if lines else "No conversations are waiting for you.")
+            return
+        code, _, body = rest.partition(" ")
+        takeover = await self.store.takeover_by_code(code) if code else None
+        if takeover is None:
+            await self._answer(message, f"No open case `{code or '?'}`. Send `/takeovers` to list them.")
+            return
+        if command == "/handback":
+            await self.store.end_takeover(takeover.code)
+            self._paused.discard(takeover.target.conversation_key)
+            await self._answer(message, f"Case {takeover.code} handed back: the partner answers there again.")
+            return
+        if not body.strip():
+            await self._answer(message, f"Write the message after the code: `/reply {takeover.code} your message`.")
+            return
+        await self._send(takeover, body.strip(), message)
+        await self._answer(message, f"Sent to case {takeover.code}.")
+
+    # ------------------------------------------------------------------ outbox helpers
+
+    async def _send(self, takeover: Takeover, text: str, command: InboundMessage) -> None:
+        key = reply_key(takeover.target, command.event_id, "teacher")
+        await self.store.put_reply(OutboundReply(idempotency_key=key, target=takeover.target, markdown=text), ReplyState.READY)
+        self.lanes.resume_delivery(key, takeover.target)
+
+    async def _answer(self, message: InboundMessage, text: str) -> None:
+        key = reply_key(message.address, message.event_id)
+        reply = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text,
+                              in_reply_to=(message.event_id,))
+        await self.store.put_reply(reply, ReplyState.READY, answered=[message.dedup_key])
+        self.lanes.resume_delivery(key, message.address)
+
+    async def _tell_owners(self, partner: PartnerConfig, text: str, *, purpose: str, answered: InboundMessage | None = None) -> None:
+        for index, owner in enumerate(partner.owners):
+            target = owner_address(owner)
+            key = reply_key(target, purpose, f"owner:{index}")
+            marks = [answered.dedup_key] if answered is not None and index == 0 else []
+            await self.store.put_reply(OutboundReply(idempotency_key=key, target=target, markdown=text), ReplyState.READY, answered=marks)
+            self.lanes.resume_delivery(key, target)
