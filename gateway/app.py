@@ -23,7 +23,7 @@ from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__
 from gateway.capabilities import ChannelCapabilities
-from gateway.config import AccessPolicy, Config, validate_account
+from gateway.config import AccessPolicy, Config, MidTurn, PartnerConfig, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.messages import AccountId, Address
 from gateway.metrics import Metrics
@@ -98,7 +98,7 @@ class Gateway:
         """Channels supplied by an embedding program (or a test) instead of the registry."""
         self.metrics = Metrics()
         self.store: Store = store or SqliteStore(config.database_path)
-        self.router = Router(config.partners, config.bindings)
+        self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
         self.delivery = Delivery(self.store, self.metrics)
         self.reminders = ReminderDesk(self.store, self._capabilities)
@@ -118,6 +118,19 @@ class Gateway:
 
     def _outlet(self, channel: str, account: str) -> Outlet | None:
         return self._outlets.get((channel, account))
+
+    def _with_persona_defaults(self, partner: PartnerConfig) -> PartnerConfig:
+        """Fill what the partner leaves to its persona (today: the mid-turn policy)."""
+        if partner.mid_turn is not None:
+            return partner
+        from personas.loader import load_persona, persona_dirs
+
+        try:
+            mid_turn = load_persona(partner.persona, persona_dirs(self.config)).policies.mid_turn
+        except ConfigError as error:
+            log.error("persona does not load partner=%s error=%s", partner.id, error)
+            mid_turn = MidTurn.QUEUE
+        return partner.model_copy(update={"mid_turn": mid_turn})
 
     def _build_brain(self) -> Responder:
         """The brain, with the two services only the gateway can give it (late-bound: the teacher

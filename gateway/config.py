@@ -175,7 +175,8 @@ class PartnerConfig(_Model):
     persona: str = "study-buddy"
     greeting: str = ""
     owners: tuple[OwnerRef, ...] = ()
-    mid_turn: MidTurn = MidTurn.QUEUE
+    mid_turn: MidTurn | None = None
+    """None takes the persona's policy (``policies.mid_turn``)."""
     model: ModelSettings | None = None
     """Overrides the persona's model for this partner (several partners may share a persona)."""
     tool_rules: tuple["ToolRule", ...] = ()

@@ -79,7 +79,7 @@ partners:
     greeting: "{SAMPLE_GREETING}"
     # What happens to a message sent while the partner is still answering:
     # queue (answered next) or merge (folded into the running answer).
-    mid_turn: queue
+    #mid_turn: queue              # or merge; unset takes the persona's policy
     # The teacher's accounts; they are the partner's owners on those channels.
     #owners:
       #- channel: telegram

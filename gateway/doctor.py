@@ -168,13 +168,29 @@ def check_bindings(config: Config) -> list[CheckResult]:
     return results
 
 
-def check_model(config: Config) -> CheckResult:
-    """The brain replaces this when it brings real language models."""
-    return CheckResult(
-        "model", Severity.WARN,
-        "no language model is configured: partners answer with the built-in stand-in responder",
-        "set one in a later release",
-    )
+def check_models(config: Config) -> list[CheckResult]:
+    """Per partner: does its persona load, is a language model configured, are its tools known."""
+    from brain.notes import model_status
+    from brain.tools.builtin import TOOL_NAMES
+    from personas.loader import load_persona, persona_dirs
+
+    results = []
+    for partner in config.partners:
+        name = f"partner {partner.id}"
+        try:
+            persona = load_persona(partner.persona, persona_dirs(config))
+        except ConfigError as error:
+            results.append(CheckResult(name, Severity.ERROR, _problem(error), error.fix or "correct the persona folder"))
+            continue
+        unknown = sorted(set(persona.enabled_tools) - TOOL_NAMES)
+        if unknown:
+            results.append(CheckResult(
+                name, Severity.ERROR, f"persona {persona.id} enables unknown tools: {', '.join(unknown)}",
+                f"use only: {', '.join(sorted(TOOL_NAMES))}",
+            ))
+        message, fix = model_status(persona, partner)
+        results.append(CheckResult(name, Severity.WARN if fix else Severity.OK, message, fix))
+    return results
 
 
 def check_config(load: Callable[[], Config]) -> tuple[CheckResult, Config | None]:
@@ -197,5 +213,5 @@ def run_checks(load: Callable[[], Config]) -> list[CheckResult]:
         for account in accounts:
             results.extend(check_account(config, channel, account))
     results.extend(check_bindings(config))
-    results.append(check_model(config))
+    results.extend(check_models(config))
     return results

@@ -9,7 +9,10 @@ from render_checks import html_text
 
 from gateway.capabilities import ChannelCapabilities, Dialect, TextUnit, platform_catalog
 from gateway.render import MIN_LIMIT, measure, render_reply
+from gateway.render.dialects import renderer_for
 from gateway.render.graphemes import is_boundary
+from gateway.render.markdown import parse
+from gateway.render.split import split_blocks
 
 
 def caps(dialect: Dialect = Dialect.PLAIN, limit: int = 100, unit: TextUnit = TextUnit.CHARS) -> ChannelCapabilities:
@@ -183,6 +186,57 @@ def test_grapheme_clusters_are_not_split() -> None:
     flags = "🇯🇵🇫🇷🇩🇪" * 4
     for part in render_reply(flags, caps(limit=16, unit=TextUnit.UTF16)):
         assert len(part) % 2 == 0 and is_boundary(flags, 0)
+
+
+FAMILY = "👨\u200d👩\u200d👧\u200d👦"  # 7 code points, 11 UTF-16 units, 25 bytes
+TONED_FAMILY = "👨🏽\u200d👩🏽\u200d👧🏽\u200d👦🏽"  # 11 code points, 19 UTF-16 units, 41 bytes
+TECHIE = "👩🏽\u200d💻"  # 4 code points, 15 bytes
+RAINBOW = "🏳\ufe0f\u200d🌈"  # 4 code points, 6 UTF-16 units, 14 bytes
+SCOTLAND = "🏴\U000e0067\U000e0062\U000e0073\U000e0063\U000e0074\U000e007f"  # tag flag: 7 code points, 28 bytes
+KEYCAP = "1\ufe0f\u20e3"
+THUMB = "👍🏽"  # emoji + skin-tone modifier: 2 code points, 8 bytes
+ACUTE_CIRC = "e\u0301\u0302"
+HANGUL = "\u1100\u1161\u11a8"  # conjoining jamo: one syllable
+
+
+@pytest.mark.parametrize(
+    ("clusters", "unit", "limit", "expected"),
+    [
+        # found by Hypothesis: 👍 was separated from its 🏽 although 👍🏽 fits whole into the next part
+        (["a"] * 8 + [FAMILY, THUMB], TextUnit.BYTES, 32, ["aaaaaaaa", FAMILY, THUMB]),
+        ([FAMILY, THUMB], TextUnit.BYTES, 29, [FAMILY, THUMB]),
+        ([FAMILY, THUMB, THUMB], TextUnit.UTF16, 17, [FAMILY + THUMB, THUMB]),
+        ([TONED_FAMILY, THUMB], TextUnit.BYTES, 45, [TONED_FAMILY, THUMB]),
+        ([TECHIE, "🇯🇵"], TextUnit.BYTES, 19, [TECHIE, "🇯🇵"]),
+        ([FAMILY, "🇯🇵"], TextUnit.BYTES, 29, [FAMILY, "🇯🇵"]),
+        ([FAMILY, RAINBOW], TextUnit.UTF16, 16, [FAMILY, RAINBOW]),
+        ([SCOTLAND, SCOTLAND], TextUnit.BYTES, 32, [SCOTLAND, SCOTLAND]),
+        ([FAMILY, KEYCAP], TextUnit.BYTES, 26, [FAMILY, KEYCAP]),
+        ([TONED_FAMILY, KEYCAP, KEYCAP], TextUnit.CHARS, 16, [TONED_FAMILY + KEYCAP, KEYCAP]),
+        (["e" + "\u0301" * 6, ACUTE_CIRC], TextUnit.BYTES, 16, ["e" + "\u0301" * 6, ACUTE_CIRC]),
+        ([FAMILY, ACUTE_CIRC, ACUTE_CIRC], TextUnit.UTF16, 16, [FAMILY + ACUTE_CIRC, ACUTE_CIRC]),
+        ([FAMILY, HANGUL], TextUnit.BYTES, 28, [FAMILY, HANGUL]),
+    ],
+)
+def test_a_long_cluster_opening_a_part_does_not_push_the_cut_inside_the_next(
+    clusters: list[str], unit: TextUnit, limit: int, expected: list[str]
+) -> None:
+    # Every probe of the cut search landed inside the long first cluster, snapped back to an empty head,
+    # and the search gave up on cluster boundaries for a code-point cut.
+    text = "".join(clusters)
+    parts = split_blocks(parse(text), renderer_for(Dialect.PLAIN), limit, unit)
+    assert parts == expected
+    assert all(measure(part, unit) <= limit for part in parts)
+    offset = 0
+    for part in parts[:-1]:
+        offset += len(part)
+        assert is_boundary(text, offset), (parts, offset)
+
+
+def test_a_long_cluster_opening_a_code_part_does_not_push_the_cut_inside_the_next() -> None:
+    fence = "```\n\n```"
+    parts = render_reply(f"```\n{FAMILY}{THUMB}\n```", caps(Dialect.MARKDOWN, 29 + len(fence), TextUnit.BYTES))
+    assert parts == [f"```\n{FAMILY}\n```", f"```\n{THUMB}\n```"]
 
 
 def test_a_cluster_longer_than_a_part_falls_back_to_code_points() -> None:

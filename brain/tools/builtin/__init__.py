@@ -20,6 +20,11 @@ from brain.tools.builtin.reminder import ScheduleReminderTool
 from brain.tools.registry import ToolRegistry
 
 
+BUILTIN_TOOLS = (KnowledgeSearchTool, MemoryReadTool, MemoryWriteTool, ScheduleReminderTool, HandoffTool, FetchPageTool)
+TOOL_NAMES: frozenset[str] = frozenset(tool.name for tool in BUILTIN_TOOLS)
+"""Every built-in tool name, for checking a persona's tool list without building a registry."""
+
+
 def default_registry(
     http: httpx.AsyncClient,
     *,
