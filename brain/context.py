@@ -74,6 +74,40 @@ def _history_messages(entries: Sequence[Entry], group: bool) -> list[list[ChatMe
     return blocks
 
 
+def history_to_fold(entries: Sequence[Entry], history_tokens: int, group: bool = False) -> list[Entry]:
+    """The oldest history a new turn would no longer fit in its window: what a summary should cover.
+
+    Empty when everything since the last summary still fits."""
+    summary = next((e.event for e in reversed(entries) if isinstance(e.event, Summarized)), None)
+    floor = summary.covers_through if summary else 0
+    unsummarized = [e for e in entries if e.seq > floor and not isinstance(e.event, Summarized)]
+    total = sum(estimate_tokens(m) for block in _history_messages(unsummarized, group) for m in block)
+    if total <= history_tokens:
+        return []
+    # Fold the older half (by tokens) so the window keeps the recent conversation verbatim.
+    folded, budget = [], total - history_tokens // 2
+    for entry in unsummarized:
+        if budget <= 0:
+            break
+        folded.append(entry)
+        budget -= sum(estimate_tokens(m) for block in _history_messages([entry], group) for m in block)
+    return folded
+
+
+def transcript(entries: Sequence[Entry]) -> str:
+    """Plain text of what was said, for a summarizer to read."""
+    lines = []
+    for entry in entries:
+        event = entry.event
+        if isinstance(event, UserSaid):
+            lines.append(f"{event.sender}: {event.text}")
+        elif isinstance(event, AssistantSaid) and event.text:
+            lines.append(f"Tutor: {event.text}")
+        elif isinstance(event, Summarized):
+            lines.append(f"(Earlier: {event.text})")
+    return "\n".join(lines)
+
+
 def build_request(entries: Sequence[Entry], settings: ModelSettings, *, history_tokens: int = 6000, group: bool = False) -> ModelRequest:
     """The request the loop sends after ``entries`` (everything logged so far in this conversation)."""
     start = max((i for i, e in enumerate(entries) if isinstance(e.event, TurnStarted)), default=None)

@@ -27,8 +27,8 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
-from brain.context import build_request, compose_system, request_digest
-from brain.markup import OutputFilter, parse_tool_markup, tool_protocol_prompt
+from brain.context import build_request, compose_system, history_to_fold, request_digest, transcript
+from brain.markup import OutputFilter, parse_tool_markup, split_output, tool_protocol_prompt
 from brain.model import ModelClient, ModelError, ModelErrorKind
 from brain.session_log import (
     AssistantSaid,
@@ -36,6 +36,7 @@ from brain.session_log import (
     ModelRequested,
     Nudged,
     SessionLog,
+    Summarized,
     ToolReturned,
     TurnEnded,
     TurnStarted,
@@ -44,7 +45,7 @@ from brain.session_log import (
 from brain.tools.base import ToolContext, ToolServices
 from brain.tools.registry import ToolRegistry
 from brain.tools.surface import SurfaceContext, ToolSurface, tool_surface
-from brain.types import FinishReason, ModelResult, ModelSettings, TextDelta, ToolCall, Usage
+from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, ModelSettings, TextDelta, ToolCall, Usage
 from brain.usage import UsageLedger
 from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.messages import ConversationKind
@@ -60,6 +61,10 @@ FORCED = "Answer the learner now, in your own words, without using any tools."
 APOLOGY = "Sorry, I couldn't put an answer together just now. Could you ask me again?"
 MODEL_DOWN = "I can't reach my language model right now. Please try again in a few minutes."
 BUDGET_LEARNER = "We've done a lot of work together today! I need a rest now; let's pick this up again tomorrow."
+SUMMARIZE = (
+    "Summarize this tutoring conversation for the tutor's own memory: what the learner is working on, "
+    "what they understood or struggled with, and anything promised. At most 150 words, plain text."
+)
 BUDGET_PARTNER = "I've reached my limit for today. Please try again tomorrow, or let your teacher know."
 
 
@@ -132,6 +137,33 @@ class _TurnRun:
         head = f"You are {p.name}. {p.description}".strip()
         return f"{head}\n\n{p.soul.strip()}"
 
+    async def summarize_if_needed(self) -> None:
+        """Fold history that no longer fits the window into a summary written by the model.
+
+        Runs before the turn is logged, so every request of the turn is built on the same
+        history; a failed summary is skipped (windowing alone still bounds the request)."""
+        entries = await self.brain.log.read(self.conversation)
+        folded = history_to_fold(entries, self.brain.settings.history_tokens, self.group)
+        if not folded:
+            return
+        request = ModelRequest(settings=self.settings, messages=(
+            ChatMessage(role="system", content=SUMMARIZE),
+            ChatMessage(role="user", content=transcript(folded)),
+        ))
+        try:
+            result = None
+            async for item in self.brain.model.stream(request):
+                if isinstance(item, ModelResult):
+                    result = item
+        except ModelError as error:
+            log.info("summary skipped conversation=%s error=%s", self.conversation, error)
+            return
+        if result is not None and result.text.strip():
+            visible, _reasoning = split_output(result.text)
+            await self.brain.log.append(
+                self.conversation, Summarized(turn=self.id, text=visible.strip(), covers_through=folded[-1].seq)
+            )
+
     async def start(self, surface: ToolSurface, text_protocol: bool) -> None:
         specs = tuple(self.brain.tools.specs(sorted(surface.tools)))
         protocol = tool_protocol_prompt(specs) if text_protocol and specs else None
@@ -162,6 +194,7 @@ class _TurnRun:
             return
         surface = self.surface()
         text_protocol = not self.brain.model.native_tools(self.settings.model)
+        await self.summarize_if_needed()
         await self.start(surface, text_protocol)
         policies = self.persona.policies
         answer = ""

@@ -11,10 +11,10 @@ import httpx
 import pytest
 import yaml
 
-from brain.loop import APOLOGY, BUDGET_LEARNER, FORCED, MODEL_DOWN, WRAP_UP, Brain
+from brain.loop import APOLOGY, BUDGET_LEARNER, FORCED, MODEL_DOWN, SUMMARIZE, WRAP_UP, Brain, BrainSettings
 from brain.model import LitellmClient, ModelQuirks, RetryPolicy
 from brain.notes import NotesIndex, NotesResponder
-from brain.session_log import AssistantSaid, SessionLog, TurnEnded, TurnStarted
+from brain.session_log import AssistantSaid, SessionLog, Summarized, TurnEnded, TurnStarted
 from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
 from brain.tools.builtin.memory import InMemoryGates
@@ -49,7 +49,7 @@ def persona_dir(tmp_path):
     return tmp_path / "personas"
 
 
-def build(tmp_path, persona_dir, *, budget=None) -> Brain:
+def build(tmp_path, persona_dir, *, budget=None, history_tokens=6000) -> Brain:
     if budget is not None:
         spec_path = persona_dir / "tiny-tutor" / "persona.yaml"
         spec = yaml.safe_load(spec_path.read_text())
@@ -67,6 +67,7 @@ def build(tmp_path, persona_dir, *, budget=None) -> Brain:
         log_=SessionLog(tmp_path / "brain.db"),
         usage=UsageLedger(tmp_path / "brain.db"),
         fallback=NotesResponder([persona_dir], index=index),
+        settings=BrainSettings(history_tokens=history_tokens),
     )
 
 
@@ -228,3 +229,16 @@ async def test_no_model_configured_answers_from_notes(stub, tmp_path, persona_di
     turn.partner = turn.partner.model_copy(update={"model": None})
     events = await run(brain, turn)
     assert "No language model is configured" in final(events) and stub.requests == []
+
+
+async def test_history_past_the_budget_is_summarized_by_the_model(stub, tmp_path, persona_dir):
+    brain = build(tmp_path, persona_dir, history_tokens=200)
+    for i in range(3):
+        stub.script(Reply.text(f"answer {i} " + "about light " * 40))
+        await run(brain, turn_for(stub, f"question {i} " + "and more " * 30))
+    summary_requests = [r for r in stub.requests if r["messages"][0]["content"] == SUMMARIZE]
+    assert summary_requests, "the model was asked to summarize"
+    summaries = [e.event for e in await brain.log.read("webchat:default:chat-ann") if isinstance(e.event, Summarized)]
+    assert summaries
+    last = stub.requests[-1]["messages"]
+    assert "Earlier in this conversation (summary)" in last[1]["content"]
