@@ -33,7 +33,7 @@ from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.routing import Router
-from gateway.reminders import ReminderDesk
+from gateway.reminders import ReminderDesk, ReminderOutcome
 from gateway.takeover import TeacherDesk
 from gateway.status import AccountStatus, StatusReport, UnavailableChannel
 from gateway.store import QueueDepths, ReplyState, Store
@@ -82,6 +82,19 @@ class _LateHandoff:
 
     async def hand_to_teacher(self, address: Address, reason: str) -> str:
         return await self.gateway.teacher.hand_to_teacher(address, reason)
+
+
+class _ReportedReminders:
+    """Schedules through the reminder desk and tells the partner's teacher about every refusal."""
+
+    def __init__(self, gateway: "Gateway") -> None:
+        self.gateway = gateway
+
+    async def schedule(self, address: Address, at: datetime, text: str) -> ReminderOutcome:
+        outcome = await self.gateway.reminders.schedule(address, at, text)
+        if not outcome.accepted:
+            await self.gateway.teacher.report(address, f"A reminder could not be scheduled ({outcome.reason}): {text}")
+        return outcome
 
 
 class Gateway:
@@ -137,7 +150,7 @@ class Gateway:
         desk needs the lanes, which need the responder)."""
         from brain.factory import build_brain
 
-        return build_brain(self.config, scheduler=self.reminders, handoff=_LateHandoff(self))
+        return build_brain(self.config, scheduler=_ReportedReminders(self), handoff=_LateHandoff(self))
 
     def _capabilities(self, channel: str, account: str) -> ChannelCapabilities | None:
         outlet = self._outlets.get((channel, account))

@@ -14,6 +14,7 @@ with a deterministic key, so a crash in the middle repeats nothing.
 from __future__ import annotations
 
 import logging
+import uuid
 
 from gateway.config import OwnerRef, PartnerConfig
 from gateway.messages import (
@@ -75,6 +76,15 @@ class TeacherDesk:
         await self._tell_owners(partner, text, purpose=f"takeover:{takeover.code}")
         log.info("conversation handed to the teacher conversation=%s code=%s", address.conversation_key, takeover.code)
         return TOLD_MODEL.format(code=takeover.code)
+
+    async def report(self, address: Address, text: str) -> None:
+        """Tell the teachers of the partner bound here something the partner could not do."""
+        partner = self.router.route(address)
+        if partner is None or not partner.owners:
+            log.warning("nothing to report to: no teacher for conversation=%s", address.conversation_key)
+            return
+        where = address.conversation.title or f"{address.channel} chat {address.conversation.chat}"
+        await self._tell_owners(partner, f"{where}: {text}", purpose=f"report:{uuid.uuid4().hex}")
 
     # ------------------------------------------------------------------ the pipeline's hook
 
