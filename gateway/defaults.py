@@ -80,10 +80,22 @@ partners:
     # What happens to a message sent while the partner is still answering:
     # queue (answered next) or merge (folded into the running answer).
     #mid_turn: queue              # or merge; unset takes the persona's policy
+    # The language model (any provider litellm supports). Unset, the persona's
+    # model is used; with none at all the partner quotes its study notes.
+    #model:
+      #model: openai/gpt-4o-mini
+      #api_key: env:OPENAI_API_KEY
+      #backup: {{model: ollama/llama3, api_base: "http://127.0.0.1:11434"}}
     # The teacher's accounts; they are the partner's owners on those channels.
+    # chat: the teacher's direct chat with the bot, where hand-offs arrive
+    # (defaults to the user id, which is right for Telegram).
     #owners:
       #- channel: telegram
         #user: "123456789"
+    # Take tools away in some contexts (rules never add a tool):
+    #tool_rules:
+      #- kind: group
+        #remove: [schedule_reminder]
 
   # A second partner, routed to one Telegram group below.
   #- id: algebra-coach

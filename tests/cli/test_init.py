@@ -61,6 +61,7 @@ def test_the_template_parses_as_written():
 
 def test_every_commented_example_in_the_template_is_valid_once_switched_on(monkeypatch):
     monkeypatch.setenv("TELEGRAM_BOT_TOKEN", "from-the-environment")
+    monkeypatch.setenv("OPENAI_API_KEY", "from-the-environment")
 
     config = parse_config(yaml.safe_load(uncomment(INIT_TEMPLATE)))
 
