@@ -1,4 +1,4 @@
-"""Builds the brain for a gateway configuration: personas, notes, tools, model, log.
+"""Builds the brain for a gateway configuration: personas, notes, tools, model, log, memory.
 
 The gateway's composition root calls :func:`build_brain` and hands in the two
 services only the gateway can provide (reminders go through its outbox, teacher
@@ -13,7 +13,14 @@ from functools import partial
 
 import httpx
 
+from brain.knowledge.service import KnowledgeService
+from brain.commands import Commands
 from brain.loop import Brain
+from brain.memory import MEMORY_FILE
+from brain.memory.consolidate import Consolidator
+from brain.memory.controls import MemoryControls
+from brain.memory.service import MemoryService
+from brain.memory.store import MemoryStore
 from brain.model import LitellmClient, ModelQuirks
 from brain.notes import NotesIndex, NotesResponder
 from brain.session_log import SessionLog
@@ -21,7 +28,6 @@ from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
 from brain.tools.builtin.handoff import Handoff
 from brain.tools.builtin.knowledge import Passage
-from brain.tools.builtin.memory import InMemoryGates
 from brain.tools.builtin.reminder import Scheduler
 from brain.usage import UsageLedger
 from gateway.config import Config
@@ -51,19 +57,30 @@ def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff) -> Br
     partners = {p.id: p for p in config.partners}
     index = NotesIndex(config.data_dir / "notes-index.db")
     quirks_path = config.data_dir / "model-quirks.json"
+    model = LitellmClient(ModelQuirks.load(quirks_path) if quirks_path.exists() else ModelQuirks(path=quirks_path))
+    log_ = SessionLog(config.data_dir / "brain.db")
+    usage = UsageLedger(config.data_dir / "brain.db")
+    store = MemoryStore(config.data_dir / MEMORY_FILE)
+    memory = MemoryService(
+        store, log_, consolidator=Consolidator(store, model),
+        settings_for=lambda partner: partner.model or persona_for(partner.persona).model,
+    )
     services = ToolServices(
-        knowledge=NotesKnowledge(index, lambda partner_id: persona_for(partners[partner_id].persona)),
-        memory=InMemoryGates(),
+        knowledge=KnowledgeService.from_config(config, notes=index),
+        memory=memory,
+        history=memory,
         scheduler=scheduler,
         handoff=handoff,
     )
     http = httpx.AsyncClient(trust_env=False, follow_redirects=False)
     return Brain(
         persona_for=persona_for,
-        model=LitellmClient(ModelQuirks.load(quirks_path) if quirks_path.exists() else ModelQuirks(path=quirks_path)),
+        model=model,
         tools=default_registry(http),
         services=services,
-        log_=SessionLog(config.data_dir / "brain.db"),
-        usage=UsageLedger(config.data_dir / "brain.db"),
+        log_=log_,
+        usage=usage,
         fallback=NotesResponder(search, index=index),
+        memory=memory,
+        commands=Commands(MemoryControls(store, log_, usage), log_),
     )

@@ -16,19 +16,31 @@ Rules, each with a test:
 - models without native tool calling get the text tool protocol, parsed and
   executed, never shown;
 - daily token budgets end with a friendly message; a model that stays
-  unavailable ends with one too -- never with internal error text.
+  unavailable ends with one too -- never with internal error text;
+- with a memory service, a direct conversation's history is the *person's*
+  (it follows them across linked chat apps), one turn runs at a time per
+  person (per group in groups), and the system prompt carries the blocks of
+  the turn's readable memory scopes;
+- learner commands (``brain.commands``) are answered without the model; in a
+  turn that also holds other messages they run after the answer and their
+  replies are appended to it.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
+from typing import Protocol
 
+from brain.commands import Commands, command_of
 from brain.context import build_request, compose_system, history_to_fold, request_digest, transcript
+from brain.locks import KeyedLocks
 from brain.markup import OutputFilter, parse_tool_markup, split_output, tool_protocol_prompt
+from brain.memory.scopes import Session
 from brain.model import ModelClient, ModelError, ModelErrorKind
 from brain.session_log import (
     AssistantSaid,
@@ -48,7 +60,7 @@ from brain.tools.surface import SurfaceContext, ToolSurface, tool_surface
 from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, ModelSettings, TextDelta, ToolCall, Usage
 from brain.usage import UsageLedger
 from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import ConversationKind
+from gateway.messages import ConversationKind, InboundMessage
 from gateway.turns import Responder, Turn
 from personas.loader import Persona
 
@@ -73,6 +85,18 @@ class BrainSettings:
     history_tokens: int = 6000
 
 
+class TurnMemory(Protocol):
+    """What the loop needs from memory (``brain.memory.service.MemoryService``)."""
+
+    async def session(self, turn: Turn) -> Session:
+        """The speaker as a person, and the turn's history key, lock key and scopes."""
+        ...
+
+    async def context_blocks(self, turn: Turn, session: Session | None = None) -> list[str]:
+        """System-prompt blocks for the turn's readable scopes."""
+        ...
+
+
 class Brain:
     """Implements ``gateway.turns.Responder``; a partner without a model goes to ``fallback``."""
 
@@ -89,6 +113,8 @@ class Brain:
         usage: UsageLedger,
         fallback: Responder,
         settings: BrainSettings = BrainSettings(),
+        memory: TurnMemory | None = None,
+        commands: Commands | None = None,
     ) -> None:
         self.persona_for = persona_for
         self.model = model
@@ -98,32 +124,88 @@ class Brain:
         self.usage = usage
         self.fallback = fallback
         self.settings = settings
+        self.memory = memory
+        self.commands = commands
+        self.locks = KeyedLocks()
+        """One turn at a time per person (per group in groups); ``/link`` also takes the other person's."""
 
     async def respond(self, turn: Turn) -> AsyncIterator[RuntimeEvent]:
+        session = await self.memory.session(turn) if self.memory is not None else None
+        final: list[RuntimeEvent] = []
+        async with self.locks.hold(session.lock_key if session else turn.address.conversation_key):
+            async for event in self._respond(turn, session):
+                if isinstance(event, (StreamEnd, TurnEnd)):
+                    final.append(event)  # sent after the lock is released: the pipeline stops reading at TurnEnd
+                else:
+                    yield event
+        for event in final:
+            yield event
+
+    async def _respond(self, turn: Turn, session: Session | None) -> AsyncIterator[RuntimeEvent]:
+        commands: list[InboundMessage] = []
+        if self.commands is not None and session is not None:
+            turn = _divert_commands(turn, commands)
+        end: list[RuntimeEvent] = []
+        if turn.messages:
+            async for event in self._answer(turn, session):
+                if isinstance(event, (StreamEnd, TurnEnd)):
+                    end.append(event)
+                else:
+                    yield event
+        if not commands or self.commands is None or session is None:
+            for event in end:
+                yield event
+            return
+        answer = next((e for e in end if isinstance(e, StreamEnd)), None)
+        parts = [answer.markdown] if answer is not None and answer.markdown.strip() else []
+        for message in commands:
+            parts.append(await self.commands.run(turn, message, session, self.locks))
+        yield StreamEnd(markdown="\n\n".join(parts), attachments=answer.attachments if answer is not None else ())
+        yield TurnEnd()
+
+    async def _answer(self, turn: Turn, session: Session | None) -> AsyncIterator[RuntimeEvent]:
         persona = self.persona_for(turn.partner.persona)
         settings = turn.partner.model or persona.model
         if settings is None:
             async for event in self.fallback.respond(turn):
                 yield event
             return
-        run = _TurnRun(self, turn, persona, settings)
+        run = _TurnRun(self, turn, persona, settings, session)
         async for event in run.events():
             yield event
+
+
+def _divert_commands(turn: Turn, commands: list[InboundMessage]) -> Turn:
+    """The turn without its command messages; commands among later arrivals are diverted too."""
+    commands.extend(m for m in turn.messages if command_of(m))
+    take = turn.take_arrivals
+
+    def take_arrivals() -> list[InboundMessage]:
+        arrivals = take()
+        commands.extend(m for m in arrivals if command_of(m))
+        return [m for m in arrivals if not command_of(m)]
+
+    return dataclasses.replace(turn, messages=[m for m in turn.messages if not command_of(m)], take_arrivals=take_arrivals)
 
 
 class _TurnRun:
     """The state of one turn: its id, surface, rounds and what it has shown so far."""
 
-    def __init__(self, brain: Brain, turn: Turn, persona: Persona, settings: ModelSettings) -> None:
+    def __init__(self, brain: Brain, turn: Turn, persona: Persona, settings: ModelSettings, session: Session | None) -> None:
         self.brain = brain
         self.turn = turn
         self.persona = persona
         self.settings = settings
+        self.session = session
         self.id = uuid.uuid4().hex[:12]
-        self.conversation = turn.address.conversation_key
+        self.conversation = session.history_key if session else turn.address.conversation_key
+        """The session-log key: the person's history with this partner, or the group's conversation."""
+        self.learner = session.usage_key if session else turn.sender.user
+        """Whose daily budget this turn spends."""
         self.group = turn.address.conversation.kind is ConversationKind.GROUP
         self.usage = Usage()
         self.shown = ""
+        self.context: list[str] | None = None
 
     # ------------------------------------------------------------------ setup
 
@@ -164,24 +246,29 @@ class _TurnRun:
                 self.conversation, Summarized(turn=self.id, text=visible.strip(), covers_through=folded[-1].seq)
             )
 
-    async def start(self, surface: ToolSurface, text_protocol: bool) -> None:
+    async def start(self, surface: ToolSurface, text_protocol: bool, *, said: bool = True) -> None:
+        """Log the turn's system prompt and tools, then (``said``) the messages that began it."""
         specs = tuple(self.brain.tools.specs(sorted(surface.tools)))
         protocol = tool_protocol_prompt(specs) if text_protocol and specs else None
-        system = compose_system(self.persona_block(), (), protocol)
+        if self.context is None:
+            memory = self.brain.memory
+            self.context = await memory.context_blocks(self.turn, self.session) if memory and self.session else []
+        system = compose_system(self.persona_block(), self.context, protocol)
         events = [
             TurnStarted(
                 turn=self.id, partner=self.turn.partner.id, learner=self.turn.sender.user, model=self.settings.model,
                 system=system, tools=specs, text_tool_protocol=text_protocol, removed_tools=surface.removed,
             )
         ]
-        events += [self._user(m) for m in self.turn.messages]
+        if said:
+            events += [self._user(m) for m in self.turn.messages]
         await self.brain.log.append(self.conversation, *events)
         log.info("turn started conversation=%s partner=%s tools=%s removed=%s",
                  self.conversation, self.turn.partner.id, ",".join(sorted(surface.tools)) or "-", surface.removed or "-")
 
     def _user(self, message) -> UserSaid:
         return UserSaid(turn=self.id, event_id=message.event_id, sender=message.sender.display_name or message.sender.user,
-                        text=message.text)
+                        text=message.text, user=message.sender.user)
 
     # ------------------------------------------------------------------ the rounds
 
@@ -217,7 +304,8 @@ class _TurnRun:
                 except ModelError as error:
                     if error.kind is ModelErrorKind.UNSUPPORTED_TOOLS and not text_protocol:
                         text_protocol = True
-                        await self.start(surface, text_protocol)  # a fresh TurnStarted switches the protocol
+                        # A fresh TurnStarted switches the protocol; the messages are logged already.
+                        await self.start(surface, text_protocol, said=False)
                         continue
                     raise
                 await self.brain.log.append(
@@ -300,7 +388,7 @@ class _TurnRun:
 
     async def _over_budget(self) -> str | None:
         policies = self.persona.policies
-        partner, learner = self.turn.partner.id, self.turn.sender.user
+        partner, learner = self.turn.partner.id, self.learner
         if policies.daily_token_budget_per_learner is not None:
             if await self.brain.usage.spent_today(partner, learner) >= policies.daily_token_budget_per_learner:
                 return BUDGET_LEARNER
@@ -311,4 +399,4 @@ class _TurnRun:
 
     async def _end(self, outcome: str) -> None:
         await self.brain.log.append(self.conversation, TurnEnded(turn=self.id, outcome=outcome))  # type: ignore[arg-type]
-        await self.brain.usage.record(self.turn.partner.id, self.turn.sender.user, self.usage)
+        await self.brain.usage.record(self.turn.partner.id, self.learner, self.usage)

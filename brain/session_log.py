@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -52,7 +52,10 @@ class UserSaid(_Event):
     kind: Literal["user"] = "user"
     event_id: str
     sender: str
+    """The name the model sees (a display name, else the user id)."""
     text: str
+    user: str = ""
+    """The sender's user id on the channel; lets ``/forget`` find a learner's words in a group's log."""
 
 
 class AssistantSaid(_Event):
@@ -101,13 +104,24 @@ class Summarized(_Event):
     """The last sequence number the summary stands in for."""
 
 
+class CommandRan(_Event):
+    """A learner command (``/link``, ``/export``...) answered by the brain itself, never shown to the model."""
+
+    kind: Literal["command"] = "command"
+    event_id: str
+    command: str
+
+
 class TurnEnded(_Event):
     kind: Literal["turn_ended"] = "turn_ended"
     outcome: Literal["answered", "stopped", "budget", "model_unavailable", "silent"]
 
 
 LogEvent = Annotated[
-    Union[TurnStarted, UserSaid, AssistantSaid, ToolReturned, Nudged, ModelRequested, ModelAnswered, Summarized, TurnEnded],
+    Union[
+        TurnStarted, UserSaid, AssistantSaid, ToolReturned, Nudged, ModelRequested, ModelAnswered, Summarized, CommandRan,
+        TurnEnded,
+    ],
     Field(discriminator="kind"),
 ]
 _EVENT = TypeAdapter(LogEvent)
@@ -119,8 +133,16 @@ class Entry(BaseModel):
     event: LogEvent
 
 
+def _prefix_range(prefix: str) -> tuple[str, str]:
+    """``[low, high)`` bounds of every string starting with ``prefix`` (an index range, unlike LIKE)."""
+    return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
+
+
 class SessionLog:
-    """Append-only per-conversation log in SQLite; one short lock-protected write at a time."""
+    """Append-only per-conversation log in SQLite; one short lock-protected write at a time.
+
+    Append-only for the tutor: only the memory controls rewrite it -- merging two people's logs when
+    they are linked, and deleting or redacting what a learner asked to forget."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -133,6 +155,7 @@ class SessionLog:
             conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute("PRAGMA secure_delete=ON")  # what a learner asks to forget is overwritten, not left in free pages
             conn.execute(
                 "CREATE TABLE IF NOT EXISTS session_events ("
                 " seq INTEGER PRIMARY KEY, conversation TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL)"
@@ -175,6 +198,121 @@ class SessionLog:
                 return self._connect().execute("DELETE FROM session_events WHERE conversation = ?", (conversation,)).rowcount
 
         return await asyncio.to_thread(delete)
+
+    # ------------------------------------------------------------------ keys under a prefix (people, groups)
+
+    def _keys(self, prefix: str) -> list[str]:
+        with self._lock:
+            rows = self._connect().execute(
+                "SELECT DISTINCT conversation FROM session_events WHERE conversation >= ? AND conversation < ?",
+                _prefix_range(prefix),
+            ).fetchall()
+        return [row[0] for row in rows]
+
+    async def keys(self, prefix: str) -> list[str]:
+        """Every conversation whose key starts with ``prefix`` (a person's logs: ``person:<id>:``)."""
+        return await asyncio.to_thread(self._keys, prefix)
+
+    async def forget_prefix(self, prefix: str) -> int:
+        """Delete every conversation whose key starts with ``prefix``; the events removed."""
+
+        def delete() -> int:
+            with self._lock:
+                return self._connect().execute(
+                    "DELETE FROM session_events WHERE conversation >= ? AND conversation < ?", _prefix_range(prefix)
+                ).rowcount
+
+        return await asyncio.to_thread(delete)
+
+    async def conversations_with(self, prefix: str, user: str) -> list[str]:
+        """Conversations under ``prefix`` where ``user`` spoke or started a turn (for ``/forget``)."""
+
+        def find() -> list[str]:
+            with self._lock:
+                rows = self._connect().execute(
+                    "SELECT DISTINCT conversation FROM session_events WHERE conversation >= ? AND conversation < ?"
+                    " AND ((kind = 'user' AND json_extract(payload, '$.user') = ?)"
+                    " OR (kind = 'turn_started' AND json_extract(payload, '$.learner') = ?))",
+                    (*_prefix_range(prefix), user, user),
+                ).fetchall()
+            return [row[0] for row in rows]
+
+        return await asyncio.to_thread(find)
+
+    async def rewrite(self, conversations: Sequence[str], edit: Callable[[list[Entry]], dict[int, LogEvent | None]]) -> int:
+        """Replace events in place (the one exception to append-only: erasure).  ``edit`` gets one
+        conversation's entries and returns ``{seq: new event, or None to delete}``; all in one transaction."""
+
+        def run() -> int:
+            with self._lock:
+                conn = self._connect()
+                changes: dict[int, LogEvent | None] = {}
+                for conversation in conversations:
+                    rows = conn.execute(
+                        "SELECT seq, payload FROM session_events WHERE conversation = ? ORDER BY seq", (conversation,)
+                    ).fetchall()
+                    changes |= edit([Entry(seq=seq, event=_EVENT.validate_json(payload)) for seq, payload in rows])
+                conn.execute("BEGIN")
+                try:
+                    for seq, event in changes.items():
+                        if event is None:
+                            conn.execute("DELETE FROM session_events WHERE seq = ?", (seq,))
+                        else:
+                            conn.execute("UPDATE session_events SET kind = ?, payload = ? WHERE seq = ?",
+                                         (event.kind, event.model_dump_json(), seq))
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return len(changes)
+
+        return await asyncio.to_thread(run)
+
+    async def merge(self, source: str, into: str) -> int:
+        """Fold ``source``'s conversation into ``into`` (two linked identities become one person).
+
+        Both logs are rewritten under ``into`` as one, turn by turn in the order the turns began, each
+        turn's events together; summaries are dropped (their ``covers_through`` points into the old
+        numbering) and the next turn summarizes again if the history outgrew the window.  Requests sent
+        before the merge can no longer be rebuilt from the merged log; their digests stay recorded."""
+
+        def rewrite() -> int:
+            with self._lock:
+                conn = self._connect()
+                rows = conn.execute(
+                    "SELECT conversation, kind, payload FROM session_events WHERE conversation IN (?, ?) ORDER BY seq",
+                    (source, into),
+                ).fetchall()
+                moved = sum(1 for key, _kind, _payload in rows if key == source)
+                if not moved:
+                    return 0
+                turns: dict[str, list[tuple[str, str]]] = {}  # first event's order = the order turns began
+                for _key, kind, payload in rows:
+                    if kind != "summary":
+                        turns.setdefault(_EVENT.validate_json(payload).turn, []).append((kind, payload))
+                conn.execute("BEGIN")
+                try:
+                    conn.execute("DELETE FROM session_events WHERE conversation IN (?, ?)", (source, into))
+                    conn.executemany(
+                        "INSERT INTO session_events (conversation, kind, payload) VALUES (?, ?, ?)",
+                        [(into, kind, payload) for events in turns.values() for kind, payload in events],
+                    )
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                return moved
+
+        return await asyncio.to_thread(rewrite)
+
+    async def checkpoint(self) -> None:
+        """Fold the write-ahead log into the file and empty it (after an erasure)."""
+
+        def fold() -> None:
+            with self._lock:
+                self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+        await asyncio.to_thread(fold)
 
     def close(self) -> None:
         with self._lock:

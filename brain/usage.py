@@ -1,7 +1,9 @@
 """Token usage and cost per turn, and the daily budgets that cap them.
 
 Budgets end a learner's day with a friendly message, not an error: a tutor
-that runs out says so kindly and says when it is back.
+that runs out says so kindly and says when it is back.  With a memory service
+the learner is the *person* (``person:<id>``), so a budget follows them across
+their linked chat apps; ``/forget`` erases their rows with everything else.
 """
 
 from __future__ import annotations
@@ -66,6 +68,33 @@ class UsageLedger:
     async def spent_today(self, partner: str, learner: str | None = None) -> int:
         """Tokens used today by one learner with this partner, or by the whole partner (learner None)."""
         return await asyncio.to_thread(self._spent, partner, learner)
+
+    def _merge(self, old: str, new: str) -> None:
+        with self._lock:
+            conn = self._connect()
+            conn.execute("BEGIN")
+            conn.execute(
+                "INSERT INTO usage_daily (day, partner, learner, tokens, cost, turns)"
+                " SELECT day, partner, ?, tokens, cost, turns FROM usage_daily WHERE learner = ? AND true"
+                " ON CONFLICT (day, partner, learner) DO UPDATE SET tokens = tokens + excluded.tokens,"
+                " cost = cost + excluded.cost, turns = turns + excluded.turns",
+                (new, old),
+            )
+            conn.execute("DELETE FROM usage_daily WHERE learner = ?", (old,))
+            conn.execute("COMMIT")
+
+    async def merge(self, old: str, new: str) -> None:
+        """Count ``old``'s usage as ``new``'s (two linked identities share one budget)."""
+        await asyncio.to_thread(self._merge, old, new)
+
+    async def forget(self, learner: str) -> int:
+        """Erase a learner's rows (``/forget``): the rows removed."""
+
+        def delete() -> int:
+            with self._lock:
+                return self._connect().execute("DELETE FROM usage_daily WHERE learner = ?", (learner,)).rowcount
+
+        return await asyncio.to_thread(delete)
 
     def close(self) -> None:
         with self._lock:

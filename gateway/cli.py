@@ -400,5 +400,9 @@ def pairing_deny(ctx: click.Context, code: str) -> None:
     _resolve(ctx, code, False)
 
 
+import gateway.cli_kb  # noqa: E402,F401 -- registers `partners kb` (imports only click until a kb command runs)
+import gateway.cli_memory  # noqa: E402,F401 -- registers `partners memory` and `partners people` (likewise)
+
+
 def main() -> None:
     cli(prog_name="partners")

@@ -10,7 +10,8 @@ model can read, never a silent widening of scope.
 
 Service handles are Protocols defined next to the tools that use them
 (``builtin.knowledge.KnowledgeSearch``, ``builtin.memory.MemoryGates``,
-``builtin.reminder.Scheduler``, ``builtin.handoff.Handoff``) and travel
+``builtin.history.HistorySearch``, ``builtin.reminder.Scheduler``,
+``builtin.handoff.Handoff``) and travel
 together as :class:`ToolServices`.  A handle left as ``None`` makes its tools
 answer with a clear error instead of failing.
 """
@@ -27,6 +28,7 @@ from gateway.turns import Turn
 
 if TYPE_CHECKING:
     from brain.tools.builtin.handoff import Handoff
+    from brain.tools.builtin.history import HistorySearch
     from brain.tools.builtin.knowledge import KnowledgeSearch
     from brain.tools.builtin.memory import MemoryGates
     from brain.tools.builtin.reminder import Scheduler
@@ -65,6 +67,7 @@ class ToolServices:
 
     knowledge: KnowledgeSearch | None = None
     memory: MemoryGates | None = None
+    history: HistorySearch | None = None
     scheduler: Scheduler | None = None
     handoff: Handoff | None = None
 

@@ -17,7 +17,6 @@ from brain.notes import NotesIndex, NotesResponder
 from brain.session_log import AssistantSaid, SessionLog, Summarized, TurnEnded, TurnStarted
 from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
-from brain.tools.builtin.memory import InMemoryGates
 from brain.usage import UsageLedger
 from gateway.config import ModelSettings, PartnerConfig
 from gateway.events import StreamDelta, StreamEnd, TurnEnd
@@ -63,7 +62,7 @@ def build(tmp_path, persona_dir, *, budget=None, history_tokens=6000) -> Brain:
         persona_for=persona_for,
         model=LitellmClient(ModelQuirks(), retry=RetryPolicy(transient_retries=1), sleep=lambda s: asyncio.sleep(0)),
         tools=default_registry(httpx.AsyncClient()),
-        services=ToolServices(knowledge=NotesKnowledge(index, lambda _p: persona_for("tiny-tutor")), memory=InMemoryGates()),
+        services=ToolServices(knowledge=NotesKnowledge(index, lambda _p: persona_for("tiny-tutor"))),
         log_=SessionLog(tmp_path / "brain.db"),
         usage=UsageLedger(tmp_path / "brain.db"),
         fallback=NotesResponder([persona_dir], index=index),

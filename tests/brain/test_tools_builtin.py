@@ -8,10 +8,14 @@ from typing import Any
 import httpx
 import pytest
 
+from brain.memory.scopes import Scope, ScopeKind
+from brain.memory.service import MemoryService
+from brain.memory.store import MemoryStore
+from brain.session_log import SessionLog
 from brain.tools.base import Citation, ToolContext, ToolServices
 from brain.tools.builtin import default_registry
 from brain.tools.builtin.knowledge import Passage
-from brain.tools.builtin.memory import InMemoryGates, MemoryEntry, MemoryScope, memory_scope
+from brain.tools.builtin.memory import MemoryEntry
 from brain.tools.builtin.reminder import ScheduleResult, parse_when
 from brain.types import ToolCall
 from gateway.config import PartnerConfig
@@ -19,7 +23,9 @@ from gateway.messages import Address, Conversation, ConversationKind, InboundMes
 from gateway.turns import Role, Turn
 
 NOW = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)
-EVERY_TOOL = {"knowledge_search", "memory_read", "memory_write", "schedule_reminder", "handoff_to_teacher", "fetch_page"}
+EVERY_TOOL = {
+    "knowledge_search", "memory_read", "memory_write", "history_search", "schedule_reminder", "handoff_to_teacher", "fetch_page",
+}
 
 
 def make_turn(user: str = "alice", *, group: str | None = None, thread: str | None = None, partner: str = "tutor") -> Turn:
@@ -80,57 +86,60 @@ async def test_knowledge_search_with_nothing_found_or_no_service(registry):
     assert missing.is_error and "no course material" in missing.text
 
 
-# --------------------------------------------------------------------------- memory: the gates
+# --------------------------------------------------------------------------- memory: the gates (the memory service)
 
 
-def scope(kind: str = "person", id: str = "alice", partner: str = "tutor") -> MemoryScope:
-    return MemoryScope(partner=partner, channel="telegram", account="default", kind=kind, id=id)  # type: ignore[arg-type]
+@pytest.fixture
+def gates(tmp_path):
+    """The real memory service on a fresh memory.db, its clock stopped at NOW (order comes from the trace)."""
+    service = MemoryService(MemoryStore(tmp_path / "memory.db"), SessionLog(tmp_path / "brain.db"), clock=NOW.timestamp)
+    yield service
+    service.store.close()
+    service.log.close()
 
 
-async def test_reads_never_cross_scopes():
-    gates = InMemoryGates(clock=lambda: NOW)
-    await gates.write(scope(id="alice"), MemoryEntry("exam on friday", key="exam"))
-    await gates.write(scope("group", "g1"), MemoryEntry("group works on chapter 3"))
-    assert [e.text for e in await gates.read(scope(id="alice"))] == ["exam on friday"]
-    assert await gates.read(scope(id="bob")) == []
-    assert await gates.read(scope(id="alice", partner="other")) == []
-    assert [e.text for e in await gates.read(scope("group", "g1"))] == ["group works on chapter 3"]
-    assert await gates.read(scope("group", "alice")) == []  # a group id equal to a user id is still another scope
+async def test_reads_never_cross_scopes(gates):
+    await gates.write(make_turn("alice"), MemoryEntry("exam on friday", key="exam"))
+    await gates.write(make_turn("alice", group="g1"), MemoryEntry("group works on chapter 3"))
+    assert [e.text for e in await gates.read(make_turn("alice"))] == ["exam on friday"]
+    assert await gates.read(make_turn("bob")) == []
+    assert await gates.read(make_turn("alice", partner="other")) == []  # another partner without owners: another teacher
+    assert [e.text for e in await gates.read(make_turn("bob", group="g1"))] == ["group works on chapter 3"]
+    assert await gates.read(make_turn("alice", group="alice")) == []  # a group id equal to a user id is still another scope
 
 
-async def test_a_duplicate_write_reports_the_existing_entry():
-    gates = InMemoryGates(clock=lambda: NOW)
-    first = await gates.write(scope(), MemoryEntry("Likes  chess", key="hobby"))
-    again = await gates.write(scope(), MemoryEntry("likes chess"))
+async def test_a_duplicate_write_reports_the_existing_entry(gates):
+    first = await gates.write(make_turn(), MemoryEntry("Likes  chess", key="hobby"))
+    again = await gates.write(make_turn(), MemoryEntry("likes chess"))
     assert first.created and first.existing is None
     assert not again.created
     assert again.existing == MemoryEntry("Likes  chess", key="hobby", created_at=NOW)
-    assert len(await gates.read(scope())) == 1
-    assert (await gates.write(scope(id="bob"), MemoryEntry("likes chess"))).created
+    assert len(await gates.read(make_turn())) == 1
+    assert (await gates.write(make_turn("bob"), MemoryEntry("likes chess"))).created
 
 
-async def test_reads_by_key_by_query_and_newest_first():
-    times = iter(NOW + timedelta(minutes=i) for i in range(10))
-    gates = InMemoryGates(clock=lambda: next(times))
+async def test_reads_by_key_by_query_and_newest_first(gates):
     for text, key in [("exam on friday", "exam"), ("likes chess", None), ("exam moved to monday", "exam"), ("wants help with algebra exam", None)]:
-        await gates.write(scope(), MemoryEntry(text, key=key))
-    assert [e.text for e in await gates.read(scope(), key="exam")] == ["exam moved to monday", "exam on friday"]
-    assert [e.text for e in await gates.read(scope(), query="chess")] == ["likes chess"]
-    assert [e.text for e in await gates.read(scope(), query="algebra exam")][0] == "wants help with algebra exam"
-    assert [e.text for e in await gates.read(scope(), limit=2)] == ["wants help with algebra exam", "exam moved to monday"]
+        await gates.write(make_turn(), MemoryEntry(text, key=key))
+    assert [e.text for e in await gates.read(make_turn(), key="exam")] == ["exam moved to monday", "exam on friday"]
+    assert [e.text for e in await gates.read(make_turn(), query="chess")] == ["likes chess"]
+    assert [e.text for e in await gates.read(make_turn(), query="algebra exam")][0] == "wants help with algebra exam"
+    assert [e.text for e in await gates.read(make_turn(), limit=2)] == ["wants help with algebra exam", "exam moved to monday"]
 
 
-def test_the_scope_comes_from_the_turn():
-    assert memory_scope(make_turn("alice")) == scope(id="alice")
-    assert memory_scope(make_turn("alice", group="g1")) == scope("group", "g1")
-    assert memory_scope(make_turn("bob", group="g1", thread="t7")) == scope("group", "g1")  # threads share the group's
+async def test_the_scope_comes_from_the_turn(gates):
+    alice = await gates.session(make_turn("alice"))
+    assert alice.writable == Scope(ScopeKind.LEARNER, "partner:tutor", alice.person)
+    assert (await gates.session(make_turn("alice", group="g1"))).writable == Scope(ScopeKind.GROUP, "partner:tutor", "telegram:default:g1")
+    threaded = await gates.session(make_turn("bob", group="g1", thread="t7"))
+    assert threaded.writable == Scope(ScopeKind.GROUP, "partner:tutor", "telegram:default:g1")  # threads share the group's
+    assert (await gates.session(make_turn("alice", group="g1"))).person == alice.person  # the speaker is still alice
 
 
 # --------------------------------------------------------------------------- memory: the tools
 
 
-async def test_a_learner_cannot_read_another_learners_memories(registry):
-    gates = InMemoryGates(clock=lambda: NOW)
+async def test_a_learner_cannot_read_another_learners_memories(registry, gates):
     wrote = await run(registry, "memory_write", '{"text": "struggles with fractions", "key": "weak_spot"}', context(make_turn("alice"), memory=gates))
     assert not wrote.is_error and wrote.text == "Noted about this person."
     bob = await run(registry, "memory_read", "{}", context(make_turn("bob"), memory=gates))
@@ -145,18 +154,17 @@ async def test_a_learner_cannot_read_another_learners_memories(registry):
         ("memory_read", '{"user": "alice"}'),
         ("memory_read", '{"scope": {"kind": "person", "id": "alice"}}'),
         ("memory_write", '{"text": "x", "learner": "alice"}'),
+        ("history_search", '{"query": "exam", "learner": "alice"}'),
     ],
 )
-async def test_naming_someone_else_is_not_an_argument(registry, name, arguments):
-    gates = InMemoryGates()
-    await gates.write(scope(id="alice"), MemoryEntry("secret of alice"))
-    result = await run(registry, name, arguments, context(make_turn("bob"), memory=gates))
+async def test_naming_someone_else_is_not_an_argument(registry, gates, name, arguments):
+    await gates.write(make_turn("alice"), MemoryEntry("secret of alice"))
+    result = await run(registry, name, arguments, context(make_turn("bob"), memory=gates, history=gates))
     assert result.is_error and "is not an argument of this tool" in result.text
     assert "secret" not in result.text
 
 
-async def test_group_memory_is_the_groups_and_not_a_members(registry):
-    gates = InMemoryGates(clock=lambda: NOW)
+async def test_group_memory_is_the_groups_and_not_a_members(registry, gates):
     await run(registry, "memory_write", '{"text": "we meet on tuesdays"}', context(make_turn("alice", group="g1"), memory=gates))
     in_group = await run(registry, "memory_read", "{}", context(make_turn("bob", group="g1"), memory=gates))
     assert "Noted about this group:\n- we meet on tuesdays" in in_group.text
@@ -164,8 +172,7 @@ async def test_group_memory_is_the_groups_and_not_a_members(registry):
     assert "tuesdays" not in in_dm.text
 
 
-async def test_writing_twice_reports_what_was_there(registry):
-    gates = InMemoryGates(clock=lambda: NOW)
+async def test_writing_twice_reports_what_was_there(registry, gates):
     ctx = context(make_turn("alice"), memory=gates)
     await run(registry, "memory_write", '{"text": "goal: pass the B2 exam", "key": "goal"}', ctx)
     again = await run(registry, "memory_write", '{"text": "Goal: pass the B2 exam"}', ctx)
@@ -173,9 +180,22 @@ async def test_writing_twice_reports_what_was_there(registry):
     assert again.text == "Already noted about this person:\n- [goal] goal: pass the B2 exam (noted 2025-03-10)"
 
 
+async def test_a_preference_goes_through_the_gate(registry, gates):
+    ctx = context(make_turn("alice"), memory=gates)
+    first = await run(registry, "memory_write", '{"text": "likes football examples", "key": "examples", "kind": "preference"}', ctx)
+    again = await run(registry, "memory_write", '{"text": "Likes football  examples", "kind": "preference"}', ctx)
+    changed = await run(registry, "memory_write", '{"text": "likes music examples", "key": "examples", "kind": "preference"}', ctx)
+    assert first.text == "Noted about this person."
+    assert again.text.startswith("Already noted about this person:\n- [examples] likes football examples (preference)")
+    assert changed.text.startswith("Noted about this person, replacing:\n- [examples] likes football examples (preference)")
+    assert [e.text for e in await gates.read(make_turn("alice"))] == ["likes music examples"]
+
+
 async def test_memory_tools_without_a_memory_service(registry):
     result = await run(registry, "memory_write", '{"text": "x"}', context(make_turn()))
     assert result.is_error and "nothing was noted" in result.text
+    search = await run(registry, "history_search", '{"query": "x"}', context(make_turn()))
+    assert search.is_error and "not available" in search.text
 
 
 # --------------------------------------------------------------------------- schedule_reminder

@@ -519,6 +519,7 @@ def main(argv: list[str] | None = None) -> None:
 
     state = StubState(rejects=set(options.reject))
     sock = _bind(options.host, options.port)
+    sock.listen(128)  # before saying so: connections wait in the backlog until uvicorn has started
     port = sock.getsockname()[1]
     config = uvicorn.Config(build_app(state), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
     print(f"model stub listening on http://{options.host}:{port}", flush=True)

@@ -593,6 +593,7 @@ def main(argv: list[str] | None = None) -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)  # proto set: asyncio then turns Nagle off
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((options.host, options.port))
+    sock.listen(4096)  # before saying so: connections wait in the backlog until uvicorn has started
     port = sock.getsockname()[1]
     config = uvicorn.Config(build_app(platform), log_level="warning", timeout_graceful_shutdown=1,
                             timeout_keep_alive=60, backlog=4096)

@@ -14,13 +14,16 @@ import httpx
 
 from brain.tools.builtin.fetch import FetchPageTool, Network, Resolver, resolve_host
 from brain.tools.builtin.handoff import HandoffTool
+from brain.tools.builtin.history import HistorySearchTool
 from brain.tools.builtin.knowledge import KnowledgeSearchTool
 from brain.tools.builtin.memory import MemoryReadTool, MemoryWriteTool
 from brain.tools.builtin.reminder import ScheduleReminderTool
 from brain.tools.registry import ToolRegistry
 
 
-BUILTIN_TOOLS = (KnowledgeSearchTool, MemoryReadTool, MemoryWriteTool, ScheduleReminderTool, HandoffTool, FetchPageTool)
+BUILTIN_TOOLS = (
+    KnowledgeSearchTool, MemoryReadTool, MemoryWriteTool, HistorySearchTool, ScheduleReminderTool, HandoffTool, FetchPageTool,
+)
 TOOL_NAMES: frozenset[str] = frozenset(tool.name for tool in BUILTIN_TOOLS)
 """Every built-in tool name, for checking a persona's tool list without building a registry."""
 
@@ -39,6 +42,7 @@ def default_registry(
             KnowledgeSearchTool(),
             MemoryReadTool(),
             MemoryWriteTool(),
+            HistorySearchTool(),
             ScheduleReminderTool(clock=clock),
             HandoffTool(),
             FetchPageTool(http, resolver=resolver, allowed_networks=allowed_networks),

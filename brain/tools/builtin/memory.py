@@ -1,26 +1,22 @@
 """``memory_read`` and ``memory_write``: what the partner remembers, scoped by the turn.
 
-Scope is never an argument.  :func:`memory_scope` reads it from the turn:
-in a direct conversation it is the person speaking; in a group it is the
-group (every thread of one chat shares it).  A scope also names the partner,
-channel and account, so two partners -- or two bots of one platform, whose
-user ids may differ per app -- never share memory.  The tools' argument
+Scope is never an argument.  The tools hand the memory service the *turn*,
+and the service computes whose memory that is in one place
+(``brain.memory.scopes``): in a direct conversation the person speaking,
+on whichever linked channel; in a group the group.  The tools' argument
 models reject unknown fields, so a model that tries ``{"user": "bob"}`` gets
 a validation error, not Bob's memories.
 
-:class:`MemoryGates` is the seam to the memory service.  :class:`InMemoryGates`
-is the reference implementation (process memory, lost on restart) used until
-that service lands; its behaviour is the contract: reads never cross scopes,
-and writing a fact already held in the scope changes nothing and reports the
-entry that was there.
+:class:`MemoryGates` is the seam to the memory service
+(``brain.memory.service.MemoryService``).  Its contract: reads never leave
+the turn's readable scopes; a fact or preference already held is not written
+again and the entry that was there is reported.
 """
 
 from __future__ import annotations
 
-import re
-from collections.abc import Callable
-from dataclasses import dataclass, replace
-from datetime import UTC, datetime
+from dataclasses import dataclass
+from datetime import datetime
 from typing import Literal, Protocol
 
 from pydantic import Field
@@ -33,22 +29,13 @@ KEY_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 
 
 @dataclass(frozen=True)
-class MemoryScope:
-    partner: str
-    channel: str
-    account: str
-    kind: Literal["person", "group"]
-    id: str
-    """The person's user id, or the group's chat id."""
-
-
-@dataclass(frozen=True)
 class MemoryEntry:
     text: str
     key: str | None = None
     """An optional topic label (``exam_date``) that ``read(key=...)`` finds exactly."""
+    kind: Literal["fact", "preference"] = "fact"
     created_at: datetime | None = None
-    """Set by the gates when the entry is stored."""
+    """Set by the service when the entry is stored."""
 
 
 @dataclass(frozen=True)
@@ -56,77 +43,31 @@ class WriteResult:
     created: bool
     existing: MemoryEntry | None = None
     """When ``created`` is False: the entry already holding this fact."""
+    replaced: MemoryEntry | None = None
+    """A preference of the same topic that this one replaced."""
+    refused: str | None = None
+    """Why nothing was written, when the service refused (not a duplicate)."""
 
 
 class MemoryGates(Protocol):
-    async def read(
-        self, scope: MemoryScope, *, query: str | None = None, key: str | None = None, limit: int = 10
-    ) -> list[MemoryEntry]:
-        """Entries of ``scope`` only: by exact ``key``, by ``query`` relevance, or newest first."""
+    async def read(self, turn: Turn, *, query: str | None = None, key: str | None = None, limit: int = 10) -> list[MemoryEntry]:
+        """Entries of the turn's own scope only: by exact ``key``, by ``query`` relevance, or newest first."""
         ...
 
-    async def write(self, scope: MemoryScope, entry: MemoryEntry) -> WriteResult:
-        """Store ``entry`` in ``scope`` unless the same fact is there; idempotent."""
+    async def write(self, turn: Turn, entry: MemoryEntry) -> WriteResult:
+        """Store ``entry`` in the turn's writable scope unless it is held already; idempotent."""
         ...
 
 
-def memory_scope(turn: Turn) -> MemoryScope:
-    conversation = turn.address.conversation
-    group = conversation.kind is ConversationKind.GROUP
-    return MemoryScope(
-        partner=turn.partner.id,
-        channel=turn.address.channel,
-        account=turn.address.account,
-        kind="group" if group else "person",
-        id=conversation.chat if group else turn.sender.user,
-    )
-
-
-def _normal(text: str) -> str:
-    return " ".join(text.casefold().split())
-
-
-def _terms(text: str) -> set[str]:
-    return {word for word in re.findall(r"\w+", text.casefold()) if len(word) > 1}
-
-
-class InMemoryGates:
-    """Reference :class:`MemoryGates`: scoped, idempotent, in process memory."""
-
-    def __init__(self, clock: Callable[[], datetime] = lambda: datetime.now(UTC)):
-        self._clock = clock
-        self._entries: dict[MemoryScope, list[MemoryEntry]] = {}
-
-    async def read(
-        self, scope: MemoryScope, *, query: str | None = None, key: str | None = None, limit: int = 10
-    ) -> list[MemoryEntry]:
-        newest_first = list(reversed(self._entries.get(scope, [])))
-        if key is not None:
-            newest_first = [e for e in newest_first if e.key == key]
-        if query:
-            wanted = _terms(query)
-            scored = [(len(wanted & _terms(f"{e.key or ''} {e.text}")), e) for e in newest_first]
-            scored.sort(key=lambda pair: -pair[0])  # stable: ties stay newest first
-            newest_first = [e for score, e in scored if score]
-        return newest_first[:limit]
-
-    async def write(self, scope: MemoryScope, entry: MemoryEntry) -> WriteResult:
-        held = self._entries.setdefault(scope, [])
-        for existing in held:
-            if _normal(existing.text) == _normal(entry.text):
-                return WriteResult(created=False, existing=existing)
-        held.append(replace(entry, created_at=entry.created_at or self._clock()))
-        return WriteResult(created=True)
-
-
-def _whose(scope: MemoryScope) -> str:
-    return "this group" if scope.kind == "group" else "this person"
+def _whose(turn: Turn) -> str:
+    return "this group" if turn.address.conversation.kind is ConversationKind.GROUP else "this person"
 
 
 def _line(entry: MemoryEntry) -> str:
     label = f"[{entry.key}] " if entry.key else ""
+    kind = " (preference)" if entry.kind == "preference" else ""
     when = f" (noted {entry.created_at:%Y-%m-%d})" if entry.created_at else ""
-    return f"- {label}{entry.text}{when}"
+    return f"- {label}{entry.text}{kind}{when}"
 
 
 class MemoryReadTool(Tool):
@@ -144,31 +85,38 @@ class MemoryReadTool(Tool):
     async def run(self, args: Arguments, context: ToolContext) -> ToolResult:
         if context.services.memory is None:
             return ToolResult.error("Memory is not available for this tutor. Answer without it.")
-        scope = memory_scope(context.turn)
-        entries = await context.services.memory.read(scope, query=args.query, key=args.key, limit=args.limit)
+        entries = await context.services.memory.read(context.turn, query=args.query, key=args.key, limit=args.limit)
+        whose = _whose(context.turn)
         if not entries:
-            return ToolResult(text=f"Nothing noted about {_whose(scope)} matches.")
-        return ToolResult(text=f"Noted about {_whose(scope)}:\n" + "\n".join(_line(e) for e in entries[: args.limit]))
+            return ToolResult(text=f"Nothing noted about {whose} matches.")
+        return ToolResult(text=f"Noted about {whose}:\n" + "\n".join(_line(e) for e in entries[: args.limit]))
 
 
 class MemoryWriteTool(Tool):
     name = "memory_write"
     description = (
         "Note one short fact worth remembering about the person you are talking with (in a direct chat) "
-        "or about this group (in a group chat), e.g. their goal or an exam date. Writing the same fact twice is harmless."
+        "or about this group (in a group chat), e.g. their goal or an exam date. Use kind 'preference' for how "
+        "they like to learn (pace, language, examples); a preference with the same key replaces the old one. "
+        "Writing the same thing twice is harmless."
     )
 
     class Arguments(ToolArguments):
         text: str = Field(min_length=1, max_length=500, description="The fact, in one sentence.")
         key: str | None = Field(default=None, pattern=KEY_PATTERN, description="Optional topic key, e.g. exam_date.")
+        kind: Literal["fact", "preference"] = Field(default="fact", description="fact (default) or preference.")
 
     async def run(self, args: Arguments, context: ToolContext) -> ToolResult:
         if context.services.memory is None:
             return ToolResult.error("Memory is not available for this tutor; nothing was noted.")
-        scope = memory_scope(context.turn)
-        result = await context.services.memory.write(scope, MemoryEntry(text=args.text, key=args.key))
+        result = await context.services.memory.write(context.turn, MemoryEntry(text=args.text, key=args.key, kind=args.kind))
+        whose = _whose(context.turn)
+        if result.refused:
+            return ToolResult.error(f"Nothing was noted: {result.refused}.")
+        if result.replaced is not None:
+            return ToolResult(text=f"Noted about {whose}, replacing:\n{_line(result.replaced)}")
         if result.created:
-            return ToolResult(text=f"Noted about {_whose(scope)}.")
+            return ToolResult(text=f"Noted about {whose}.")
         if result.existing is not None:
-            return ToolResult(text=f"Already noted about {_whose(scope)}:\n{_line(result.existing)}")
-        return ToolResult(text=f"Already noted about {_whose(scope)}.")
+            return ToolResult(text=f"Already noted about {whose}:\n{_line(result.existing)}")
+        return ToolResult(text=f"Already noted about {whose}.")

@@ -1,0 +1,265 @@
+"""``partners memory`` and ``partners people``: a teacher's controls over what partners remember.
+
+Registered on the ``partners`` group when :mod:`gateway.cli` is imported; like
+it, this module imports only click, and each command imports the memory code
+when it runs.  Every command works on the data dir of the loaded config
+(``memory.db`` and ``brain.db``) and names a partner, whose teacher scope it
+acts in (its first owner; see ``brain.memory.scopes``).  The same operations
+are Python methods of ``brain.memory.controls.MemoryControls``, returning
+plain data, for a web console's JSON API to call.
+
+A learner is named by an identity, ``CHANNEL:ACCOUNT:USER`` (``telegram:default:12345``);
+a group by ``CHANNEL:ACCOUNT:CHAT``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import click
+
+from gateway.cli import _load, cli
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from brain.memory.controls import MemoryControls
+    from brain.memory.scopes import Identity, Scope
+    from gateway.config import Config, PartnerConfig
+
+T = TypeVar("T")
+
+
+def _partner(config: Config, partner_id: str) -> PartnerConfig:
+    try:
+        return config.partner(partner_id)
+    except KeyError:
+        known = ", ".join(p.id for p in config.partners) or "none"
+        raise click.BadParameter(f"no partner {partner_id!r} (known: {known})", param_hint="--partner") from None
+
+
+def _identity(text: str, hint: str) -> Identity:
+    from brain.memory.scopes import Identity
+
+    try:
+        return Identity.parse(text)
+    except ValueError as error:
+        raise click.BadParameter(str(error), param_hint=hint) from None
+
+
+def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryControls, PartnerConfig], Awaitable[T]]) -> T:
+    """Run ``work`` against the config's memory and session log, closing both afterwards."""
+    from brain.memory import MEMORY_FILE
+    from brain.memory.controls import MemoryControls
+    from brain.memory.store import MemoryStore
+    from brain.session_log import SessionLog
+    from brain.usage import UsageLedger
+
+    config = _load(ctx)
+    partner = _partner(config, partner_id)
+    store, log, usage = MemoryStore(config.data_dir / MEMORY_FILE), SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
+    try:
+        return asyncio.run(work(MemoryControls(store, log, usage), partner))
+    finally:
+        store.close()
+        log.close()
+        usage.close()
+
+
+async def _scope(controls: MemoryControls, partner: PartnerConfig, who: dict[str, Any]) -> Scope:
+    from brain.memory.scopes import (
+        Scope,
+        ScopeKind,
+        learner_scope,
+        notes_scope,
+        teacher_of,
+    )
+
+    teacher = teacher_of(partner)
+    chosen = [name for name in ("learner", "group", "notes", "owner") if who.get(name)]
+    if len(chosen) != 1:
+        raise click.UsageError("name exactly one of --learner, --group, --notes or --owner")
+    if who.get("learner"):
+        identity = _identity(who["learner"], "--learner")
+        person = await controls.person(teacher, identity)
+        if person is None:
+            raise click.ClickException(f"{identity} has not written to {partner.id} or its teacher's other partners yet")
+        return learner_scope(teacher, person)
+    if who.get("group"):
+        group = _identity(who["group"], "--group")
+        return Scope(ScopeKind.GROUP, teacher, str(group))
+    if who.get("notes"):
+        return notes_scope(partner)
+    return Scope(ScopeKind.OWNER, teacher, "")
+
+
+def _scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed([
+        click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used)."),
+        click.option("--learner", help="A learner, by one of their identities: CHANNEL:ACCOUNT:USER."),
+        click.option("--group", help="A group chat: CHANNEL:ACCOUNT:CHAT."),
+        click.option("--notes", is_flag=True, help="The teacher's notes for this partner."),
+        click.option("--owner", is_flag=True, help="What the partners remember about the teacher."),
+    ]):
+        command = option(command)
+    return command
+
+
+@cli.group()
+def memory() -> None:
+    """See, export, delete or edit what partners remember about a learner or a group."""
+
+
+@memory.command("show")
+@_scope_options
+@click.option("--no-history", is_flag=True, help="Leave the conversations out.")
+@click.pass_context
+def memory_show(ctx: click.Context, partner_id: str, no_history: bool, **who: Any) -> None:
+    """Print the notes (with footnotes), facts, preferences and conversations as Markdown."""
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> str:
+        return await controls.markdown(await _scope(controls, partner, who), history=not no_history)
+
+    click.echo(_controlled(ctx, partner_id, work))
+
+
+@memory.command("export")
+@_scope_options
+@click.option("--output", "-o", type=click.Path(dir_okay=False, path_type=Path), help="Write to this file instead of stdout.")
+@click.pass_context
+def memory_export(ctx: click.Context, partner_id: str, output: Path | None, **who: Any) -> None:
+    """Everything kept, as JSON: notes with footnote provenance, facts, preferences, history."""
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, Any]:
+        return await controls.export(await _scope(controls, partner, who))
+
+    text = json.dumps(_controlled(ctx, partner_id, work), indent=2, ensure_ascii=False)
+    if output is None:
+        click.echo(text)
+    else:
+        output.write_text(text + "\n", encoding="utf-8")
+        click.echo(f"Wrote {output}.")
+
+
+@memory.command("delete")
+@_scope_options
+@click.option("--keep-history", is_flag=True, help="Delete the memory only, not the conversations.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def memory_delete(ctx: click.Context, partner_id: str, keep_history: bool, yes: bool, **who: Any) -> None:
+    """Delete the notes, facts and preferences (and, unless --keep-history, the conversations)."""
+    if not yes:
+        click.confirm("This cannot be undone. Delete?", abort=True)
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, int]:
+        return await controls.delete(await _scope(controls, partner, who), history=not keep_history)
+
+    counts = _controlled(ctx, partner_id, work)
+    click.echo("Deleted " + ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in counts.items()) + ".")
+
+
+@memory.command("edit")
+@_scope_options
+@click.option("--file", "path", required=True, type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Markdown that replaces the notes; footnotes [^n] kept from the old notes keep their provenance.")
+@click.pass_context
+def memory_edit(ctx: click.Context, partner_id: str, path: Path, **who: Any) -> None:
+    """Replace the consolidated notes (or, with --notes, the partner notes) with a file's Markdown."""
+    markdown = path.read_text(encoding="utf-8")
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> int:
+        doc = await controls.edit(await _scope(controls, partner, who), markdown)
+        return len(doc.footnotes)
+
+    kept = _controlled(ctx, partner_id, work)
+    click.echo(f"Notes replaced ({kept} footnote(s) kept).")
+
+
+# --------------------------------------------------------------------------- people
+
+
+@cli.group()
+def people() -> None:
+    """Link a learner's identities on several chat apps into one person, or undo it."""
+
+
+@people.command("show")
+@click.argument("identity")
+@click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used).")
+@click.pass_context
+def people_show(ctx: click.Context, identity: str, partner_id: str) -> None:
+    """List every identity linked to IDENTITY's person."""
+    who = _identity(identity, "IDENTITY")
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> list[str]:
+        from brain.memory.scopes import teacher_of
+
+        person = await controls.person(teacher_of(partner), who)
+        if person is None:
+            raise click.ClickException(f"{who} is not known to {partner.id}'s teacher yet")
+        return [f"{a.identity}" + (f" ({a.display_name})" if a.display_name else "") for a in await controls.accounts(person)]
+
+    click.echo("\n".join(_controlled(ctx, partner_id, work)))
+
+
+@people.command("link")
+@click.argument("keep")
+@click.argument("other")
+@click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used).")
+@click.pass_context
+def people_link(ctx: click.Context, keep: str, other: str, partner_id: str) -> None:
+    """Make OTHER's person part of KEEP's: memory and history follow the learner on both."""
+    first, second = _identity(keep, "KEEP"), _identity(other, "OTHER")
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> bool:
+        from brain.memory.scopes import teacher_of
+
+        return (await controls.link(teacher_of(partner), first, second)).merged
+
+    merged = _controlled(ctx, partner_id, work)
+    click.echo(f"Linked {second} to {first}." if merged else f"{first} and {second} were already linked.")
+
+
+@people.command("unlink")
+@click.argument("identity")
+@click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used).")
+@click.pass_context
+def people_unlink(ctx: click.Context, identity: str, partner_id: str) -> None:
+    """Give IDENTITY a fresh person; what was remembered so far stays with the others."""
+    who = _identity(identity, "IDENTITY")
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> bool:
+        from brain.memory.scopes import teacher_of
+
+        return await controls.unlink(teacher_of(partner), who) is not None
+
+    if _controlled(ctx, partner_id, work):
+        click.echo(f"Unlinked {who}: it starts fresh; the memory stays with the identities it was linked to.")
+    else:
+        click.echo(f"{who} is not linked to another identity.", err=True)
+        ctx.exit(1)
+
+
+@people.command("forget")
+@click.argument("identity")
+@click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used).")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_context
+def people_forget(ctx: click.Context, identity: str, partner_id: str, yes: bool) -> None:
+    """Erase IDENTITY's person: every identity, all memory and every conversation (what /forget does)."""
+    who = _identity(identity, "IDENTITY")
+    if not yes:
+        click.confirm("This erases the learner on every linked identity and cannot be undone. Go ahead?", abort=True)
+
+    async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, int]:
+        from brain.memory.scopes import teacher_of
+
+        person = await controls.person(teacher_of(partner), who)
+        if person is None:
+            raise click.ClickException(f"{who} is not known to {partner.id}'s teacher")
+        return await controls.forget(person)
+
+    counts = _controlled(ctx, partner_id, work)
+    click.echo("Erased " + ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in sorted(counts.items())) + ".")
