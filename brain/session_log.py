@@ -14,6 +14,8 @@ conversations.
 from __future__ import annotations
 
 import asyncio
+from bisect import bisect_right
+from collections import OrderedDict
 import sqlite3
 import threading
 from collections.abc import Callable, Sequence
@@ -144,10 +146,15 @@ class SessionLog:
     Append-only for the tutor: only the memory controls rewrite it -- merging two people's logs when
     they are linked, and deleting or redacting what a learner asked to forget."""
 
+    CACHED_CONVERSATIONS = 512
+
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
+        self._cache: OrderedDict[str, tuple[int, list[Entry]]] = OrderedDict()
+        """Parsed entries of recently read conversations.  Every round reads its whole conversation;
+        re-parsing it each time made a round's cost grow with the conversation's length."""
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -161,6 +168,9 @@ class SessionLog:
                 " seq INTEGER PRIMARY KEY, conversation TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL)"
             )
             conn.execute("CREATE INDEX IF NOT EXISTS session_events_by_conversation ON session_events (conversation, seq)")
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS session_versions (conversation TEXT PRIMARY KEY, version INTEGER NOT NULL)"
+            )
             self._conn = conn
         return self._conn
 
@@ -176,15 +186,36 @@ class SessionLog:
                 for event in events
             ]
             conn.execute("COMMIT")
+            cached = self._cache.get(conversation)
+            if cached is not None:
+                cached[1].extend(Entry(seq=seq, event=event) for seq, event in zip(seqs, events) if seq is not None)  # type: ignore[arg-type]
             return [s for s in seqs if s is not None]
 
     def _read(self, conversation: str, after: int) -> list[Entry]:
         with self._lock:
-            rows = self._connect().execute(
-                "SELECT seq, payload FROM session_events WHERE conversation = ? AND seq > ? ORDER BY seq",
-                (conversation, after),
-            ).fetchall()
-        return [Entry(seq=seq, event=_EVENT.validate_json(payload)) for seq, payload in rows]
+            conn = self._connect()
+            # One indexed probe tells whether the cached copy is still the log: another process (the
+            # memory CLI) may have appended, erased or -- bumping the version -- rewritten it in place.
+            count, last, version = conn.execute(
+                "SELECT COUNT(*), COALESCE(MAX(seq), 0),"
+                " (SELECT version FROM session_versions WHERE conversation = ?)"
+                " FROM session_events WHERE conversation = ?",
+                (conversation, conversation),
+            ).fetchone()
+            version = version or 0
+            cached = self._cache.get(conversation)
+            entries = cached[1] if cached else []
+            if cached is None or cached[0] != version or len(entries) != count or (entries[-1].seq if entries else 0) != last:
+                rows = conn.execute(
+                    "SELECT seq, payload FROM session_events WHERE conversation = ? ORDER BY seq", (conversation,)
+                ).fetchall()
+                entries = [Entry(seq=seq, event=_EVENT.validate_json(payload)) for seq, payload in rows]
+                self._cache[conversation] = (version, entries)
+                if len(self._cache) > self.CACHED_CONVERSATIONS:
+                    self._cache.popitem(last=False)
+            self._cache.move_to_end(conversation)
+            start = bisect_right([e.seq for e in entries], after) if after else 0
+            return list(entries[start:])
 
     async def append(self, conversation: str, *events: _Event) -> list[int]:
         return await asyncio.to_thread(self._append, conversation, events)
@@ -260,6 +291,11 @@ class SessionLog:
                         else:
                             conn.execute("UPDATE session_events SET kind = ?, payload = ? WHERE seq = ?",
                                          (event.kind, event.model_dump_json(), seq))
+                    conn.executemany(
+                        "INSERT INTO session_versions (conversation, version) VALUES (?, 1)"
+                        " ON CONFLICT (conversation) DO UPDATE SET version = version + 1",
+                        [(conversation,) for conversation in conversations],
+                    )
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise

@@ -10,6 +10,8 @@ paths, addresses or secrets).  Cancellation still propagates.
 
 from __future__ import annotations
 
+from functools import cache
+
 import asyncio
 import json
 import logging
@@ -145,6 +147,7 @@ def _problem(item: Any, allowed: str) -> str:
     return f"{where!r}: {item['msg'].removeprefix('Value error, ')}"
 
 
+@cache
 def parameters_schema(model: type[ToolArguments]) -> dict[str, Any]:
     """The argument model's JSON schema as function-calling APIs like it.
 
