@@ -188,6 +188,18 @@ def _divert_commands(turn: Turn, commands: list[InboundMessage]) -> Turn:
     return dataclasses.replace(turn, messages=[m for m in turn.messages if not command_of(m)], take_arrivals=take_arrivals)
 
 
+@dataclass(frozen=True)
+class _RoundOutcome:
+    """What one model call produced, logged in one write after it."""
+
+    requested: ModelRequested
+    result: ModelResult
+    visible: str
+    reasoning: str
+    calls: tuple[ToolCall, ...]
+    nudges: tuple[Nudged, ...]
+
+
 class _TurnRun:
     """The state of one turn: its id, surface, rounds and what it has shown so far."""
 
@@ -295,12 +307,12 @@ class _TurnRun:
                 if round_no > 0:
                     await self._merge_arrivals()
                 try:
-                    result, visible, reasoning, calls = None, "", "", ()
+                    outcome: _RoundOutcome | None = None
                     async for item in self._round(round_no):
                         if isinstance(item, StreamDelta):
                             yield item
                         else:
-                            result, visible, reasoning, calls = item
+                            outcome = item
                 except ModelError as error:
                     if error.kind is ModelErrorKind.UNSUPPORTED_TOOLS and not text_protocol:
                         text_protocol = True
@@ -308,11 +320,17 @@ class _TurnRun:
                         await self.start(surface, text_protocol, said=False)
                         continue
                     raise
+                assert outcome is not None, "a round always ends with its outcome"
+                result, visible, calls = outcome.result, outcome.visible, outcome.calls
+                # One write per round: the request's digest, the answer and its usage (and any
+                # complaint about malformed tool markup, which the next request carries).
                 await self.brain.log.append(
                     self.conversation,
-                    AssistantSaid(turn=self.id, text=visible, tool_calls=calls, reasoning=reasoning),
+                    outcome.requested,
+                    AssistantSaid(turn=self.id, text=visible, tool_calls=calls, reasoning=outcome.reasoning),
                     ModelAnswered(turn=self.id, model=result.model or self.settings.model,
                                   finish_reason=result.finish_reason.value, usage=result.usage),
+                    *outcome.nudges,
                 )
                 if calls:
                     await self._run_tools(calls, surface)
@@ -343,10 +361,10 @@ class _TurnRun:
         yield StreamEnd(markdown=answer)
         yield TurnEnd()
 
-    async def _round(self, round_no: int) -> AsyncIterator[StreamDelta | tuple]:
+    async def _round(self, round_no: int) -> AsyncIterator[StreamDelta | _RoundOutcome]:
         entries = await self.brain.log.read(self.conversation)
         request = build_request(entries, self.settings, history_tokens=self.brain.settings.history_tokens, group=self.group)
-        await self.brain.log.append(self.conversation, ModelRequested(turn=self.id, round=round_no, digest=request_digest(request)))
+        requested = ModelRequested(turn=self.id, round=round_no, digest=request_digest(request))
         visible_filter = OutputFilter()
         result: ModelResult | None = None
         async for item in self.brain.model.stream(request):
@@ -359,26 +377,28 @@ class _TurnRun:
         assert result is not None, "a model client always ends with a ModelResult"
         visible, reasoning = visible_filter.finish()
         calls = result.tool_calls
+        nudges: tuple[Nudged, ...] = ()
         if not calls:
             parsed, problems = parse_tool_markup(result.text)
             calls = tuple(parsed)
             if problems:
-                await self.brain.log.append(self.conversation, Nudged(turn=self.id, text="; ".join(problems)))
+                nudges = (Nudged(turn=self.id, text="; ".join(problems)),)
         self.usage = Usage(
             prompt_tokens=self.usage.prompt_tokens + result.usage.prompt_tokens,
             completion_tokens=self.usage.completion_tokens + result.usage.completion_tokens,
             cost=self.usage.cost + result.usage.cost,
         )
-        yield (result, visible, reasoning, calls)
+        yield _RoundOutcome(requested, result, visible, reasoning, calls, nudges)
 
     async def _run_tools(self, calls: tuple[ToolCall, ...], surface: ToolSurface) -> None:
         context = ToolContext(partner=self.turn.partner.id, turn=self.turn, surface=surface.tools, services=self.brain.services)
+        returned = []
         for call in calls:
             outcome = await self.brain.tools.call(call, context)
-            await self.brain.log.append(
-                self.conversation,
-                ToolReturned(turn=self.id, call_id=call.id, name=call.name, text=outcome.text, is_error=outcome.is_error),
+            returned.append(
+                ToolReturned(turn=self.id, call_id=call.id, name=call.name, text=outcome.text, is_error=outcome.is_error)
             )
+        await self.brain.log.append(self.conversation, *returned)
 
     async def _merge_arrivals(self) -> None:
         arrivals = self.turn.take_arrivals()
