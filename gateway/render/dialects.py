@@ -35,7 +35,7 @@ from gateway.capabilities import Dialect
 from gateway.messages import Style
 from gateway.render.layout import Renderer, join_nonempty, prefix_lines, wrap_marks
 from gateway.render.markdown import (
-    Align, Block, Image, Inline, Link, ListBlock, Paragraph, Table, Text, inline_text, link_text,
+    Align, Block, Emphasis, Image, Inline, Link, ListBlock, Paragraph, Strong, Table, Text, inline_text, link_text,
 )
 
 
@@ -213,7 +213,9 @@ class MarkdownRenderer(Renderer):
     dialect = Dialect.MARKDOWN
     rule = "___"  # "---" under a paragraph line is a heading, "- ---" a rule instead of an item
     remarks_continued_items = True
-    _other_markers = False
+    _families: dict[Style, str]  # the delimiter ("*" or "_") of each emphasis style open around the node
+    _other_markers = False  # this list needs the other delimiter, or it would merge with the one before
+    _line_bullet: str | None = None  # the bullet of the item whose marker line the next block starts on
     _ALWAYS = re.compile(r"([\\`*_\[\]<>~|])")
     _ENTITY = re.compile(r"&(?=#?[0-9A-Za-z]+;)")
     _LINE_END = re.compile(r"(?m)[ \t]+$")
@@ -222,6 +224,10 @@ class MarkdownRenderer(Renderer):
     _ALIGN_RULE: ClassVar[dict[Align, str]] = {
         Align.NONE: "---", Align.LEFT: ":---", Align.CENTER: ":---:", Align.RIGHT: "---:",
     }
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._families = {}
 
     def escape(self, text: str) -> str:
         return self._ENTITY.sub(r"\\&", self._ALWAYS.sub(r"\\\1", text))
@@ -261,16 +267,39 @@ class MarkdownRenderer(Renderer):
     def list_markers(self) -> tuple[str, str]:
         return ("* ", ") ") if self._other_markers else ("- ", ". ")
 
+    def list(self, block: ListBlock) -> str:
+        """A list whose item starts with another bullet list switches bullets ("- * - ").
+
+        Nested lists that each open their parent item share one line, and a
+        line of one bullet repeated ("- - - ", "* * * ") is a thematic break.
+        """
+        outer = self._line_bullet
+        self._line_bullet = None if block.ordered else self.list_markers()[0]
+        try:
+            return super().list(block)
+        finally:
+            self._line_bullet = outer
+
     def _join_siblings(self, blocks: Sequence[Block], tight: bool) -> str:
         """Join sibling blocks so they parse back as siblings.
 
         Two paragraphs need a blank line or they merge; two lists of one kind
-        need different markers or they merge.
+        need different markers or they merge; a bullet list opening an item
+        needs a bullet other than the item's (see :meth:`list`).
         """
+        line_bullet, self._line_bullet = self._line_bullet, None  # only this item's first block shares its line
+        try:
+            return self._join(blocks, tight, line_bullet)
+        finally:
+            self._line_bullet = line_bullet
+
+    def _join(self, blocks: Sequence[Block], tight: bool, line_bullet: str | None) -> str:
         out, previous, other = "", None, False
         for child in blocks:
             if isinstance(previous, ListBlock) and isinstance(child, ListBlock):
                 other = child.ordered == previous.ordered and not other
+            elif previous is None and isinstance(child, ListBlock) and not child.ordered:
+                other = line_bullet == "- "
             else:
                 other = False
             self._other_markers = other
@@ -287,6 +316,71 @@ class MarkdownRenderer(Renderer):
         if isinstance(node, Text) and rendered.endswith("!") and isinstance(following, (Link, Image)):
             rendered = rendered[:-1] + "\\!"  # "!" before "[" would make the link an image
         return rendered
+
+    def inlines(self, nodes: tuple[Inline, ...]) -> str:
+        """Spell siblings so delimiter runs cannot merge: ``*a*`` then ``*b*`` is ``*a*_b_``, not ``*a**b*``.
+
+        An emphasis or strong run is spelled with ``*`` unless the text before
+        it already ends in ``*`` (the two runs would merge into one delimiter
+        run) or the same style is open around it with ``*`` (``*a *b**`` does
+        not nest); then ``_`` is used if the flanking rules let ``_`` open and
+        close there (no letter or digit on either side), else the run before
+        is switched to ``_``, else the nested style is dropped.
+        """
+        pieces: list[str] = []
+        for i, node in enumerate(nodes):
+            following = nodes[i + 1] if i + 1 < len(nodes) else None
+            before = pieces[-1] if pieces else ""
+            style = _MARKABLE.get(type(node))
+            if style is None:
+                pieces.append(self.inline(node, following))
+                continue
+            nested = self._families.get(style)
+            touching = _ends_with_mark(before, "*")
+            if nested != "*" and not touching:
+                pieces.append(self._styled_with(node, style, "*"))
+            elif nested != "_" and self._under_allowed(before, following):
+                pieces.append(self._styled_with(node, style, "_"))
+            elif nested != "*" and self._switch_previous(pieces, nodes, i - 1, node):
+                pieces.append(self._styled_with(node, style, "*"))
+            else:
+                pieces.append(self.inlines(node.children))  # type: ignore[union-attr]  # no spelling keeps it
+        return "".join(pieces)
+
+    def _switch_previous(self, pieces: list[str], nodes: tuple[Inline, ...], index: int, node: Inline) -> bool:
+        """Respell the run before ``node`` with ``_`` so the two no longer touch with ``*``."""
+        previous = nodes[index] if index >= 0 else None
+        style = _MARKABLE.get(type(previous))
+        if style is None or style in self._families or not pieces[-1].startswith("*"):
+            return False
+        earlier = pieces[-2] if len(pieces) > 1 else ""
+        if not self._under_allowed(earlier, node):
+            return False
+        pieces[-1] = self._styled_with(previous, style, "_")  # type: ignore[arg-type]
+        return True
+
+    def _under_allowed(self, before: str, following: Inline | None) -> bool:
+        """Whether ``_`` delimiters open and close between ``before`` and ``following``.
+
+        Unlike ``*``, ``_`` cannot open after or close before a letter or digit,
+        and must not touch another ``_`` run; an escaped ``\\_`` is text and fine.
+        """
+        after = self.escape(following.text)[:1] if isinstance(following, Text) else ""
+        last = before[-1:]
+        return not (last.isalnum() or after.isalnum() or _ends_with_mark(before, "_"))
+
+    def _styled_with(self, node: Inline, style: Style, family: str) -> str:
+        outer = self._families.get(style)
+        self._families[style] = family
+        try:
+            content = self.inlines(node.children)  # type: ignore[union-attr]
+        finally:
+            if outer is None:
+                del self._families[style]
+            else:
+                self._families[style] = outer
+        mark = self._MARKS[style] if family == "*" else "_" * len(self._MARKS[style])
+        return wrap_marks(mark, content)
 
     def styled(self, style: Style, content: str) -> str:
         return wrap_marks(self._MARKS[style], content)
@@ -316,6 +410,16 @@ class MarkdownRenderer(Renderer):
     def line_break(self, hard: bool) -> str:
         return "\\\n" if hard else "\n"
 
+
+def _ends_with_mark(rendered: str, mark: str) -> bool:
+    """Whether Markdown ends in an unescaped ``mark`` (a delimiter another run could merge with)."""
+    if not rendered.endswith(mark):
+        return False
+    rest = rendered[: -len(mark)]
+    return (len(rest) - len(rest.rstrip("\\"))) % 2 == 0
+
+
+_MARKABLE: dict[type, Style] = {Strong: Style.BOLD, Emphasis: Style.ITALIC}
 
 _RENDERERS: dict[Dialect, type[Renderer]] = {
     cls.dialect: cls

@@ -215,7 +215,11 @@ def _list(node: SyntaxTreeNode) -> ListBlock:
     items = tuple(
         ListItem(start + i if ordered else None, _blocks(item.children)) for i, item in enumerate(node.children)
     )
-    paragraphs = [child for item in node.children for child in item.children if child.type == "paragraph"]
+    # only paragraphs that are kept decide: a dropped blank one ("- \u00a0") must not make the list loose
+    paragraphs = [
+        child for item in node.children for child in item.children
+        if child.type == "paragraph" and _inline_children(child)
+    ]
     return ListBlock(ordered, items, tight=all(p.hidden for p in paragraphs))
 
 

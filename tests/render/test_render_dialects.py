@@ -94,6 +94,30 @@ def test_markdown_output_parses_back_to_the_same_tree(markdown: str) -> None:
     assert once == parse(markdown)
 
 
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        # lists that each open their parent item share a line; one bullet repeated would be a thematic break
+        ("- - - - - - - - - - *", "- * - * - * - * - * - "),
+        ("- -", "- * "),
+        ("+ - *", "- * - "),
+        ("1. - - - *", "1. - * - * "),
+        ("- - x\n- - y\n\n* - z", "- * x\n- * y\n\n* - z"),
+        ("- - a\n  - - b", "- * a\n  * - b"),
+        # real rules inside and after lists
+        ("- * * *", "- ___"),
+        ("1. - - -", "1. ___"),
+        ("- a\n---", "- a\n\n___"),
+        ("- a\n- - -", "- a\n\n___"),
+    ],
+)
+def test_markdown_nested_bullets_do_not_become_rules(markdown: str, expected: str) -> None:
+    once = render(markdown, Dialect.MARKDOWN)
+    assert once == expected
+    assert parse(once) == parse(markdown)
+    assert render(once, Dialect.MARKDOWN) == once
+
+
 # --------------------------------------------------------------------------- telegram
 
 
@@ -238,3 +262,10 @@ def test_javascript_never_becomes_a_link(dialect: Dialect) -> None:
     elif dialect is Dialect.SLACK_MRKDWN:
         assert "<javascript" not in out.lower() and "<data" not in out
     assert "alert(1)" in out  # shown, as text
+
+
+def test_markdown_blank_list_items_stay_tight() -> None:
+    # the "\u00a0" paragraph is dropped, so it must not make the list loose ("- \n\n- " parses back tight)
+    once = render("- \u00a0\n\n- ", Dialect.MARKDOWN)
+    assert once == "- \n- "
+    assert render(once, Dialect.MARKDOWN) == once

@@ -1,0 +1,35 @@
+"""Markdown output keeps nested and adjacent emphasis: delimiter runs must not merge on re-parse."""
+
+from __future__ import annotations
+
+import pytest
+
+from gateway.capabilities import Dialect
+from gateway.render.dialects import renderer_for
+from gateway.render.markdown import parse
+
+
+def render(markdown: str) -> str:
+    return renderer_for(Dialect.MARKDOWN).render(parse(markdown))
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        # an emphasis inside an emphasis, then another one: found by a stress run ("*\_0**0*\*" re-parsed differently)
+        ("*_*0***0**", "*\\__0_*_0_\\*"),
+        ("**a*b*c**", "**a*b*c**"),
+        ("*a**b**c*", "*a**b**c*"),
+        ("_a_*b*", "*a*_b_"),  # "*a**b*" would be one emphasis
+        ("_a_*b*c", "_a_*b*c"),  # "_" cannot close before "c", so the first run takes it
+        ("***a***", "***a***"),
+        ("*_x_*", "*_x_*"),
+        ("**a**_b_", "**a**_b_"),
+        ("*a*_b_*c*", "*a*_b_*c*"),
+    ],
+)
+def test_markdown_emphasis_runs_do_not_merge(markdown: str, expected: str) -> None:
+    once = render(markdown)
+    assert once == expected
+    assert parse(once) == parse(markdown)
+    assert render(once) == once
