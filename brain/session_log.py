@@ -16,8 +16,6 @@ from __future__ import annotations
 import asyncio
 from bisect import bisect_right
 from collections import OrderedDict
-import sqlite3
-import threading
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Annotated, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
+from brain.sqlite_file import SqliteFile
 from brain.types import ToolCall, ToolSpec, Usage
 
 
@@ -140,7 +139,7 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
-class SessionLog:
+class SessionLog(SqliteFile):
     """Append-only per-conversation log in SQLite; one short lock-protected write at a time.
 
     Append-only for the tutor: only the memory controls rewrite it -- merging two people's logs when
@@ -148,31 +147,18 @@ class SessionLog:
 
     CACHED_CONVERSATIONS = 512
 
+    schema = """
+        CREATE TABLE IF NOT EXISTS session_events (
+            seq INTEGER PRIMARY KEY, conversation TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL);
+        CREATE INDEX IF NOT EXISTS session_events_by_conversation ON session_events (conversation, seq);
+        CREATE TABLE IF NOT EXISTS session_versions (conversation TEXT PRIMARY KEY, version INTEGER NOT NULL);
+    """
+
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
+        super().__init__(path)
         self._cache: OrderedDict[str, tuple[int, list[Entry]]] = OrderedDict()
         """Parsed entries of recently read conversations.  Every round reads its whole conversation;
         re-parsing it each time made a round's cost grow with the conversation's length."""
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA secure_delete=ON")  # what a learner asks to forget is overwritten, not left in free pages
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS session_events ("
-                " seq INTEGER PRIMARY KEY, conversation TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL)"
-            )
-            conn.execute("CREATE INDEX IF NOT EXISTS session_events_by_conversation ON session_events (conversation, seq)")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS session_versions (conversation TEXT PRIMARY KEY, version INTEGER NOT NULL)"
-            )
-            self._conn = conn
-        return self._conn
 
     def _append(self, conversation: str, events: Sequence[_Event]) -> list[int]:
         with self._lock:
@@ -341,17 +327,3 @@ class SessionLog:
 
         return await asyncio.to_thread(rewrite)
 
-    async def checkpoint(self) -> None:
-        """Fold the write-ahead log into the file and empty it (after an erasure)."""
-
-        def fold() -> None:
-            with self._lock:
-                self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-        await asyncio.to_thread(fold)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None

@@ -9,11 +9,10 @@ their linked chat apps; ``/forget`` erases their rows with everything else.
 from __future__ import annotations
 
 import asyncio
-import sqlite3
-import threading
 from datetime import datetime, timezone
 from pathlib import Path
 
+from brain.sqlite_file import SqliteFile
 from brain.types import Usage
 
 
@@ -21,23 +20,11 @@ def today() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%d")
 
 
-class UsageLedger:
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS usage_daily (day TEXT NOT NULL, partner TEXT NOT NULL, learner TEXT NOT NULL,"
-                " tokens INTEGER NOT NULL, cost REAL NOT NULL, turns INTEGER NOT NULL, PRIMARY KEY (day, partner, learner))"
-            )
-            self._conn = conn
-        return self._conn
+class UsageLedger(SqliteFile):
+    schema = """
+        CREATE TABLE IF NOT EXISTS usage_daily (day TEXT NOT NULL, partner TEXT NOT NULL, learner TEXT NOT NULL,
+            tokens INTEGER NOT NULL, cost REAL NOT NULL, turns INTEGER NOT NULL, PRIMARY KEY (day, partner, learner));
+    """
 
     def _record(self, partner: str, learner: str, usage: Usage) -> None:
         tokens = usage.prompt_tokens + usage.completion_tokens
@@ -96,8 +83,3 @@ class UsageLedger:
 
         return await asyncio.to_thread(delete)
 
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None

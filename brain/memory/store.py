@@ -23,10 +23,11 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
+
+from brain.sqlite_file import SqliteFile
 
 T = TypeVar("T")
 
@@ -64,24 +65,10 @@ CREATE TABLE IF NOT EXISTS documents (
 """
 
 
-class MemoryStore:
+class MemoryStore(SqliteFile):
     """The connection to ``memory.db``; ``run`` executes one operation as one transaction."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-
-    def _connect(self) -> sqlite3.Connection:
-        if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA secure_delete=ON")  # erased memory is overwritten, not left in free pages
-            conn.executescript(SCHEMA)
-            self._conn = conn
-        return self._conn
+    schema = SCHEMA
 
     def run_sync(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:
@@ -98,17 +85,3 @@ class MemoryStore:
     async def run(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         return await asyncio.to_thread(self.run_sync, operation)
 
-    async def checkpoint(self) -> None:
-        """Fold the write-ahead log into the file and empty it, so nothing erased lingers in the WAL."""
-
-        def fold() -> None:
-            with self._lock:
-                self._connect().execute("PRAGMA wal_checkpoint(TRUNCATE)")
-
-        await asyncio.to_thread(fold)
-
-    def close(self) -> None:
-        with self._lock:
-            if self._conn is not None:
-                self._conn.close()
-                self._conn = None
