@@ -200,6 +200,8 @@ class HttpConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8780, ge=0, le=65535)
     public_url: str | None = None
+    admin_token: EnvSecret | None = None
+    """Turns on the teachers' JSON API (``/api/v1``); requests carry it as a bearer token."""
 
 
 class PipelineConfig(_Model):

@@ -111,6 +111,11 @@ def build_app(gateway: ServedGateway) -> Starlette:
         Route("/webhooks/{channel}/{account}", webhook, methods=["POST"]),
         Mount("/channels/{channel}/{account}", app=ChannelRoutes(gateway)),
     ]
+    config = getattr(gateway, "config", None)
+    if config is not None:
+        from gateway.http.admin import admin_routes
+
+        routes += admin_routes(config)
     return Starlette(
         routes=routes,
         middleware=[Middleware(InternalErrorGuard), Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
