@@ -54,7 +54,6 @@ class NotesKnowledge:
 def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff) -> Brain:
     search = persona_dirs(config)
     persona_for = partial(load_persona, search=search)
-    partners = {p.id: p for p in config.partners}
     index = NotesIndex(config.data_dir / "notes-index.db")
     quirks_path = config.data_dir / "model-quirks.json"
     model = LitellmClient(ModelQuirks.load(quirks_path) if quirks_path.exists() else ModelQuirks(path=quirks_path))
@@ -62,7 +61,7 @@ def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff) -> Br
     usage = UsageLedger(config.data_dir / "brain.db")
     store = MemoryStore(config.data_dir / MEMORY_FILE)
     memory = MemoryService(
-        store, log_, consolidator=Consolidator(store, model),
+        store, log_, consolidator=Consolidator(store, model, usage=usage),
         settings_for=lambda partner: partner.model or persona_for(partner.persona).model,
     )
     services = ToolServices(

@@ -252,6 +252,8 @@ class _TurnRun:
         except ModelError as error:
             log.info("summary skipped conversation=%s error=%s", self.conversation, error)
             return
+        if result is not None:
+            self.add_usage(result.usage)  # a summary is part of this turn's cost
         if result is not None and result.text.strip():
             visible, _reasoning = split_output(result.text)
             await self.brain.log.append(
@@ -383,12 +385,15 @@ class _TurnRun:
             calls = tuple(parsed)
             if problems:
                 nudges = (Nudged(turn=self.id, text="; ".join(problems)),)
-        self.usage = Usage(
-            prompt_tokens=self.usage.prompt_tokens + result.usage.prompt_tokens,
-            completion_tokens=self.usage.completion_tokens + result.usage.completion_tokens,
-            cost=self.usage.cost + result.usage.cost,
-        )
+        self.add_usage(result.usage)
         yield _RoundOutcome(requested, result, visible, reasoning, calls, nudges)
+
+    def add_usage(self, usage: Usage) -> None:
+        self.usage = Usage(
+            prompt_tokens=self.usage.prompt_tokens + usage.prompt_tokens,
+            completion_tokens=self.usage.completion_tokens + usage.completion_tokens,
+            cost=self.usage.cost + usage.cost,
+        )
 
     async def _run_tools(self, calls: tuple[ToolCall, ...], surface: ToolSurface) -> None:
         context = ToolContext(partner=self.turn.partner.id, turn=self.turn, surface=surface.tools, services=self.brain.services)

@@ -34,6 +34,7 @@ from brain.memory.scopes import Scope, ScopeKind
 from brain.memory.store import MemoryStore
 from brain.model import ModelClient, ModelError
 from brain.types import ChatMessage, ModelRequest, ModelResult, ModelSettings
+from brain.usage import UsageLedger
 
 log = logging.getLogger(__name__)
 
@@ -178,27 +179,33 @@ class Consolidator:
     """Runs consolidations in the background, at most one per scope at a time."""
 
     def __init__(self, store: MemoryStore, model: ModelClient, *, threshold: int = 5,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, usage: UsageLedger | None = None) -> None:
         self.store = store
         self.model = model
+        self.usage = usage
+        """Where the tokens of background consolidations are charged (the learner's and partner's day)."""
         self.threshold = threshold
         self.clock = clock
         self._running: dict[Scope, asyncio.Task[Document | None]] = {}
 
-    def maybe_start(self, scope: Scope, settings: ModelSettings | None, new_facts: int) -> asyncio.Task[Document | None] | None:
-        """Start a background consolidation once ``new_facts`` (uncovered facts) reach the threshold."""
+    def maybe_start(self, scope: Scope, settings: ModelSettings | None, new_facts: int, *,
+                    charge_to: tuple[str, str] | None = None) -> asyncio.Task[Document | None] | None:
+        """Start a background consolidation once ``new_facts`` (uncovered facts) reach the threshold.
+
+        ``charge_to`` is ``(partner, budget key)``: whose daily budget the model's tokens count against."""
         if settings is None or new_facts < self.threshold or scope.kind is ScopeKind.PARTNER_NOTES:
             return None
-        return self._task(scope, settings)
+        return self._task(scope, settings, charge_to)
 
-    async def consolidate(self, scope: Scope, settings: ModelSettings) -> Document | None:
+    async def consolidate(self, scope: Scope, settings: ModelSettings, *,
+                          charge_to: tuple[str, str] | None = None) -> Document | None:
         """Consolidate now (or join the one running); the document stored afterwards, if any."""
-        return await asyncio.shield(self._task(scope, settings))
+        return await asyncio.shield(self._task(scope, settings, charge_to))
 
-    def _task(self, scope: Scope, settings: ModelSettings) -> asyncio.Task[Document | None]:
+    def _task(self, scope: Scope, settings: ModelSettings, charge_to: tuple[str, str] | None) -> asyncio.Task[Document | None]:
         running = self._running.get(scope)
         if running is None:
-            running = asyncio.create_task(self._run(scope, settings), name=f"consolidate:{scope}")
+            running = asyncio.create_task(self._run(scope, settings, charge_to), name=f"consolidate:{scope}")
             self._running[scope] = running
             running.add_done_callback(lambda done: self._finished(scope, done))
         return running
@@ -214,7 +221,7 @@ class Consolidator:
         while self._running:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
 
-    async def _run(self, scope: Scope, settings: ModelSettings) -> Document | None:
+    async def _run(self, scope: Scope, settings: ModelSettings, charge_to: tuple[str, str] | None) -> Document | None:
         def read(conn: sqlite3.Connection) -> tuple[Document | None, list[trace.Fact]]:
             return load(conn, scope), trace.facts(conn, scope, limit=MAX_FACTS)
 
@@ -223,7 +230,7 @@ class Consolidator:
             return previous
         messages, numbering = prompt(scope, previous, facts)
         try:
-            text = await self._ask(ModelRequest(settings=settings, messages=tuple(messages)))
+            text = await self._ask(ModelRequest(settings=settings, messages=tuple(messages)), charge_to)
         except ModelError as error:
             log.info("consolidation skipped scope=%s kind=%s error=%s", scope.kind.value, error.kind.value, error)
             return previous
@@ -250,9 +257,11 @@ class Consolidator:
         log.info("consolidated scope=%s facts=%d footnotes=%d", scope.kind.value, len(facts), len(footnotes))
         return doc
 
-    async def _ask(self, request: ModelRequest) -> str:
+    async def _ask(self, request: ModelRequest, charge_to: tuple[str, str] | None) -> str:
         result: ModelResult | None = None
         async for item in self.model.stream(request):
             if isinstance(item, ModelResult):
                 result = item
+        if result is not None and self.usage is not None and charge_to is not None:
+            await self.usage.record(*charge_to, result.usage)
         return result.text if result is not None else ""

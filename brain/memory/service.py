@@ -127,7 +127,8 @@ class MemoryService:
         fact, created, uncovered = await self.store.run(append)
         log.info("fact noted scope=%s fact=%d created=%s", scope.kind.value, fact.id, created)
         if created and self.consolidator is not None:
-            self.consolidator.maybe_start(scope, self.settings_for(turn.partner), uncovered)
+            self.consolidator.maybe_start(scope, self.settings_for(turn.partner), uncovered,
+                                          charge_to=(turn.partner.id, session.usage_key))
         return WriteResult(created=True) if created else WriteResult(created=False, existing=_entry(fact, "fact"))
 
     # ------------------------------------------------------------------ HistorySearch

@@ -160,7 +160,7 @@ async def rig(stub, tmp_path, persona_dir):
     log = SessionLog(data / "brain.db")
     usage = UsageLedger(data / "brain.db")
     store = MemoryStore(data / "memory.db")
-    consolidator = Consolidator(store, model, threshold=50, clock=clock)
+    consolidator = Consolidator(store, model, threshold=50, clock=clock, usage=usage)
     memory = MemoryService(store, log, consolidator=consolidator,
                            settings_for=lambda partner: partner.model or persona_for(partner.persona).model, clock=clock)
     controls = MemoryControls(store, log, usage, clock=clock)

@@ -133,3 +133,13 @@ async def test_partner_notes_are_the_teachers_and_read_only_to_the_model(rig):
     assert set(tools["memory_write"]["function"]["parameters"]["properties"]) == {"text", "key", "kind"}  # no scope to pick
     with sqlite3.connect(rig.data_dir / "memory.db") as conn:
         assert conn.execute("SELECT COUNT(*) FROM trace WHERE scope_kind = 'partner_notes'").fetchone() == (0,)
+
+
+async def test_consolidation_tokens_count_against_the_learners_day(rig):
+    turn = rig.turn("ann", "-")
+    await rig.memory.write(turn, MemoryEntry("Ann is revising fractions"))
+    session = await rig.memory.session(turn)
+    before = await rig.usage.spent_today(rig.partner.id, session.usage_key)
+    rig.stub.script(Reply.text("Ann revises fractions.[^1]\n\n[^1]: fact 1", usage={"prompt_tokens": 120, "completion_tokens": 30}))
+    await rig.consolidator.consolidate(session.writable, rig.partner.model, charge_to=(rig.partner.id, session.usage_key))
+    assert await rig.usage.spent_today(rig.partner.id, session.usage_key) == before + 150
