@@ -21,7 +21,7 @@ from datetime import datetime, timezone
 
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
-from gateway import __version__
+from gateway import __version__, datadir
 from gateway.capabilities import ChannelCapabilities
 from gateway.config import AccessPolicy, Config, MidTurn, PartnerConfig, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
@@ -126,6 +126,7 @@ class Gateway:
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = datetime.now(timezone.utc)
         self.ready = False
+        self._data_lock: int | None = None
 
     # ------------------------------------------------------------------ wiring
 
@@ -199,6 +200,7 @@ class Gateway:
 
     async def start(self) -> None:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
+        self._data_lock = datadir.hold_shared(self.config.data_dir)
         await self.store.open()
         for name, accounts in self.config.channels.items():
             for account in accounts:
@@ -277,6 +279,9 @@ class Gateway:
             except Exception:
                 log.exception("channel close failed platform=%s account=%s", channel.name, channel.account)
         await self.store.close()
+        if self._data_lock is not None:
+            datadir.release(self._data_lock)
+            self._data_lock = None
         log.info("gateway stopped")
 
     async def __aenter__(self) -> "Gateway":

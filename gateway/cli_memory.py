@@ -49,8 +49,24 @@ def _identity(text: str, hint: str) -> Identity:
         raise click.BadParameter(str(error), param_hint=hint) from None
 
 
-def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryControls, PartnerConfig], Awaitable[T]]) -> T:
-    """Run ``work`` against the config's memory and session log, closing both afterwards."""
+def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryControls, PartnerConfig], Awaitable[T]],
+                *, rewrites: bool = False) -> T:
+    """Run ``work`` against the config's memory and session log, closing both afterwards.
+
+    ``rewrites``: the work moves or erases a learner's data, so no gateway may be running on the
+    data directory (a turn in progress would finish writing under the old key)."""
+    if rewrites:
+        from gateway.datadir import DataDirBusy, exclusive
+
+        config = _load(ctx)
+        try:
+            with exclusive(config.data_dir):
+                return _controlled(ctx, partner_id, work)
+        except DataDirBusy:
+            raise click.ClickException(
+                f"a gateway is running on {config.data_dir}: stop it first, or let the learner use "
+                "/link, /unlink or /forget in chat, which the running gateway handles safely"
+            ) from None
     from brain.memory import MEMORY_FILE
     from brain.memory.controls import MemoryControls
     from brain.memory.store import MemoryStore
@@ -156,7 +172,7 @@ def memory_delete(ctx: click.Context, partner_id: str, keep_history: bool, yes: 
     async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, int]:
         return await controls.delete(await _scope(controls, partner, who), history=not keep_history)
 
-    counts = _controlled(ctx, partner_id, work)
+    counts = _controlled(ctx, partner_id, work, rewrites=True)
     click.echo("Deleted " + ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in counts.items()) + ".")
 
 
@@ -173,7 +189,7 @@ def memory_edit(ctx: click.Context, partner_id: str, path: Path, **who: Any) -> 
         doc = await controls.edit(await _scope(controls, partner, who), markdown)
         return len(doc.footnotes)
 
-    kept = _controlled(ctx, partner_id, work)
+    kept = _controlled(ctx, partner_id, work, rewrites=True)
     click.echo(f"Notes replaced ({kept} footnote(s) kept).")
 
 
@@ -218,7 +234,7 @@ def people_link(ctx: click.Context, keep: str, other: str, partner_id: str) -> N
 
         return (await controls.link(teacher_of(partner), first, second)).merged
 
-    merged = _controlled(ctx, partner_id, work)
+    merged = _controlled(ctx, partner_id, work, rewrites=True)
     click.echo(f"Linked {second} to {first}." if merged else f"{first} and {second} were already linked.")
 
 
@@ -235,7 +251,7 @@ def people_unlink(ctx: click.Context, identity: str, partner_id: str) -> None:
 
         return await controls.unlink(teacher_of(partner), who) is not None
 
-    if _controlled(ctx, partner_id, work):
+    if _controlled(ctx, partner_id, work, rewrites=True):
         click.echo(f"Unlinked {who}: it starts fresh; the memory stays with the identities it was linked to.")
     else:
         click.echo(f"{who} is not linked to another identity.", err=True)
@@ -261,5 +277,5 @@ def people_forget(ctx: click.Context, identity: str, partner_id: str, yes: bool)
             raise click.ClickException(f"{who} is not known to {partner.id}'s teacher")
         return await controls.forget(person)
 
-    counts = _controlled(ctx, partner_id, work)
+    counts = _controlled(ctx, partner_id, work, rewrites=True)
     click.echo("Erased " + ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in sorted(counts.items())) + ".")

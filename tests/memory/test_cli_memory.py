@@ -126,3 +126,19 @@ def test_bad_names_are_clear_errors(setup):
     assert unknown.exit_code == 2 and "no partner 'nobody'" in unknown.output
     assert invoke("people", "link", "webchat:default:ann", "webchat:default:ann", "--partner", "tutor").output.endswith(
         "were already linked.\n")
+
+
+def test_commands_that_rewrite_a_learner_refuse_while_a_gateway_runs(setup, tmp_path):
+    from gateway import datadir
+
+    invoke = setup
+    fd = datadir.hold_shared(load_config(tmp_path / "partners.yaml").data_dir)  # what a running gateway holds
+    try:
+        refused = invoke("people", "forget", "webchat:default:ann", "--partner", "tutor", "--yes")
+        assert refused.exit_code == 1 and "a gateway is running" in refused.output
+        shown = invoke("memory", "show", "--partner", "tutor", "--learner", "webchat:default:ann")
+        assert shown.exit_code == 0  # reading is fine while it runs
+    finally:
+        datadir.release(fd)
+    done = invoke("people", "forget", "webchat:default:ann", "--partner", "tutor", "--yes")
+    assert done.exit_code == 0, done.output
