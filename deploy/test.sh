@@ -8,7 +8,12 @@ cd "$(dirname "$0")/.."
 
 venv="${PARTNERS_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# local-embeddings brings sentence-transformers, and so torch: take a CPU build from /opt/wheels when the
+# machine has one (PyPI's Linux torch is the CUDA build, gigabytes of it), else plain PyPI.
+pyver="$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
+cpu_torch="$(ls /opt/wheels/torch-*+cpu-cp"$pyver"-cp"$pyver"-*linux*_x86_64.whl 2>/dev/null | sort -V | tail -n 1 || true)"
+"$venv/bin/python" -m pip install --quiet --disable-pip-version-check ${cpu_torch:+"$cpu_torch"} \
+  -e '.[test,local-embeddings]'
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

@@ -2,9 +2,10 @@
 
 The stub's embeddings are hash vectors: equal texts get equal vectors, any two
 others are unrelated.  So vector search is checked with a passage's own
-indexed text as the query (it must come first), the graph with an entity the
-scripted "model" extracts (``graph_responder``), and meaningful ranking with
-a local bag-of-words embedding model in place of sentence-transformers.
+indexed text as the query (it must come first), and the graph with an entity the
+scripted "model" extracts (``graph_responder``).  How ``local:NAME`` finds and loads
+a model, and its errors, with a bag-of-words stand-in for sentence-transformers;
+ranking by meaning with the real local model is in test_kb_local_embedding.py.
 """
 
 from __future__ import annotations
@@ -176,7 +177,7 @@ def local_model(tmp_path, monkeypatch):
     return package / "model"
 
 
-async def test_a_local_embedding_model_ranks_by_meaning(tmp_path, local_model, lightrag_settings, model_settings):
+async def test_a_local_model_package_is_found_and_loaded_once(tmp_path, local_model, lightrag_settings, model_settings):
     raw = {**lightrag_settings(mode="naive"), "embedding": {"model": "local:kb-test-model", "dimensions": 384}}
     engine = engine_for(tmp_path / "kb", raw, model_settings)
     try:
