@@ -29,7 +29,7 @@ def default_config(data_dir: Path) -> Config:
                 {"id": SAMPLE_PARTNER, "name": "Study Buddy", "persona": "study-buddy", "greeting": SAMPLE_GREETING}
             ],
             "bindings": [{"partner": SAMPLE_PARTNER, "channel": "webchat", "account": "default"}],
-            "channels": {"webchat": {"default": {"access": {"dm": "open"}}}},
+            "channels": {"webchat": {"default": {"access": {"dm": "open", "allow_from": ["*"]}}}},
         },
         source="<embedded default>",
     )
@@ -116,6 +116,7 @@ channels:
       #   disabled  - no direct messages
       access:
         dm: open
+        allow_from: ["*"]   # everyone who reaches the page is a learner (strangers get fewer tools)
 
   #telegram:
     #default:
