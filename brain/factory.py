@@ -7,14 +7,12 @@ takeovers through its pipeline); everything else is the brain's own.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable
 from functools import partial
 
 import httpx
 
-from brain.knowledge.service import KnowledgeService
 from brain.commands import Commands
+from brain.knowledge.service import KnowledgeService
 from brain.loop import Brain
 from brain.memory import MEMORY_FILE
 from brain.memory.consolidate import Consolidator
@@ -27,28 +25,10 @@ from brain.session_log import SessionLog
 from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
 from brain.tools.builtin.handoff import Handoff
-from brain.tools.builtin.knowledge import Passage
 from brain.tools.builtin.reminder import Scheduler
 from brain.usage import UsageLedger
 from gateway.config import Config
-from personas.loader import Persona, load_persona, persona_dirs
-
-
-class NotesKnowledge:
-    """``knowledge_search`` over a partner persona's notes, through the same FTS5 index the
-    offline responder uses (one index, two readers)."""
-
-    def __init__(self, index: NotesIndex, persona_of_partner: Callable[[str], Persona]) -> None:
-        self.index = index
-        self.persona_of_partner = persona_of_partner
-
-    async def search(self, partner_id: str, query: str, limit: int) -> list[Passage]:
-        persona = self.persona_of_partner(partner_id)
-        found = await asyncio.to_thread(self.index.search, persona, query, limit)
-        return [
-            Passage(title=f"{p.title} — {p.heading}" if p.heading else p.title, text=p.text, source=f"{persona.id}/{p.path}")
-            for p in found
-        ]
+from personas.loader import load_persona, persona_dirs
 
 
 def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff) -> Brain:

@@ -11,6 +11,7 @@ import httpx
 import pytest
 import yaml
 
+from brain.knowledge.service import KnowledgeService
 from brain.loop import APOLOGY, BUDGET_LEARNER, FORCED, MODEL_DOWN, SUMMARIZE, WRAP_UP, Brain, BrainSettings
 from brain.model import LitellmClient, ModelQuirks, RetryPolicy
 from brain.notes import NotesIndex, NotesResponder
@@ -56,13 +57,12 @@ def build(tmp_path, persona_dir, *, budget=None, history_tokens=6000) -> Brain:
         spec_path.write_text(yaml.safe_dump(spec))
     index = NotesIndex(tmp_path / "notes.db")
     persona_for = lambda name: load_persona(name, [persona_dir])  # noqa: E731
-    from brain.factory import NotesKnowledge
-
     return Brain(
         persona_for=persona_for,
         model=LitellmClient(ModelQuirks(), retry=RetryPolicy(transient_retries=1), sleep=lambda s: asyncio.sleep(0)),
         tools=default_registry(httpx.AsyncClient()),
-        services=ToolServices(knowledge=NotesKnowledge(index, lambda _p: persona_for("tiny-tutor"))),
+        services=ToolServices(knowledge=KnowledgeService(tmp_path / "knowledge", notes=index,
+                                                         persona_of=lambda _p: persona_for("tiny-tutor"))),
         log_=SessionLog(tmp_path / "brain.db"),
         usage=UsageLedger(tmp_path / "brain.db"),
         fallback=NotesResponder([persona_dir], index=index),
