@@ -56,6 +56,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+from tests.peers import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 DIMENSIONS = 384
@@ -497,15 +498,7 @@ class ModelStubProcess:
         return self._control("GET", "/_stub/requests")["requests"]
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process.stdout:
-            self.process.stdout.close()
+        stop_process(self.process)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -74,6 +74,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+from tests.peers import stop_process
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEXT_LIMIT = 500
@@ -519,15 +520,7 @@ class RelayPeer:
         return cls(process, line.split("listening on ", 1)[1].strip())
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        if self.process.stdout:
-            self.process.stdout.close()
+        stop_process(self.process)
 
 
 class RelayClient:
