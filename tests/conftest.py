@@ -6,6 +6,10 @@
 - ``loopback_only`` (autouse) fails any test that connects to a non-loopback
   address: offline tests must never reach the network.
 - ``relay_peer``: one relay platform process for the session (bots are per test).
+- Each real channel's peer fixtures (a Bot API emulator, Dovecot with an SMTP
+  server, Synapse) live in ``tests/peers/<channel>_fixtures.py`` and are
+  registered below, so the contract suite and the channel's own tests share
+  one peer per session.
 """
 
 from __future__ import annotations
@@ -31,6 +35,12 @@ PLUGINS = ROOT / "tests" / "plugins"
 for _path in (str(PLUGINS), str(ROOT)):
     if _path not in sys.path:
         sys.path.insert(0, _path)
+
+pytest_plugins = [
+    "tests.peers.telegram_fixtures",
+    "tests.peers.email_fixtures",
+    "tests.peers.matrix_fixtures",
+]
 
 
 def _is_loopback(address: object) -> bool:

@@ -1,0 +1,1 @@
+"""Session fixtures for the Telegram Bot API emulator, shared by the contract suite and tests/channels/telegram."""
