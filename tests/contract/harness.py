@@ -14,8 +14,10 @@ it -- they are absent, not skipped.
 
 Features: ``groups`` (group chats with mention addressing), ``own_echo``
 (the platform can deliver a message written by the bot's own account),
-``faults`` (the peer can answer the next send with 429, 401, 503 or 400, or
-with 504 after posting it -- a lost response),
+``faults`` (the peer can answer the next send with 429, 401, 503 or 400),
+``lost_response`` (the peer can answer the next send with 504 *after* posting
+it, and deduplicates a retried send by its idempotency key, so one message
+shows -- only platforms that take an idempotency key can promise this),
 ``outage`` (the peer can go down and come back), ``slow_send`` (the peer can
 answer sends slowly, after posting them).
 """
@@ -88,7 +90,8 @@ class Harness(Protocol):
     async def seen(self, chat: str) -> list[Seen]: ...
 
     async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
-        """Feature ``faults``: the peer answers the next send with ``status`` (429 with ``retry_after``)."""
+        """Feature ``faults``: the peer answers the next send with ``status`` (429 with ``retry_after``);
+        feature ``lost_response``: 504 means "posted, but the answer is lost"."""
 
     async def rate_limited_sends(self) -> int:
         """Feature ``faults``: how many sends the peer answered with 429."""

@@ -18,7 +18,7 @@ _chats = itertools.count(1)
 class RelayHarness:
     channel = "relay"
     account = "main"
-    features = frozenset({"groups", "own_echo", "faults", "outage", "slow_send"})
+    features = frozenset({"groups", "own_echo", "faults", "lost_response", "outage", "slow_send"})
 
     @classmethod
     def create(cls, request: Any) -> "RelayHarness":

@@ -267,7 +267,7 @@ async def test_account_reports_the_outage_and_recovers_without_losing_messages(r
     assert account.state == "running" and account.restarts >= 1
 
 
-@rigs(with_feature("faults"))
+@rigs(with_feature("lost_response"))
 @pytest.mark.parametrize("streamed", [False, True], ids=["final", "streamed-preview"])
 async def test_a_send_whose_response_is_lost_still_shows_one_message(rig: Rig, streamed: bool):
     """The platform posted the message but the answer never came back (504): the retry must not add a second."""
