@@ -1,0 +1,88 @@
+"""Start the Telegram Bot API emulator as a process, and play its users through the test-control API."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.peers import stop_process
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class TelegramPeer:
+    """A running emulator process on a free loopback port, stopped by its pid."""
+
+    def __init__(self, process: subprocess.Popen, url: str) -> None:
+        self.process, self.url = process, url
+
+    @classmethod
+    def start(cls, log: Path, *, seed: int = 0) -> "TelegramPeer":
+        args = [sys.executable, "-m", "tests.peers.telegram_server", "--port", "0", "--seed", str(seed)]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+        with open(log, "ab") as errors:
+            process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=errors)
+        line = process.stdout.readline().decode()  # type: ignore[union-attr]
+        if "listening on " not in line:
+            process.kill()
+            raise RuntimeError(f"the Telegram Bot API emulator did not start (see {log}): {line!r}")
+        return cls(process, line.split("listening on ", 1)[1].strip())
+
+    def stop(self) -> None:
+        stop_process(self.process)
+
+
+class TelegramUsers:
+    """The emulator's test-control API for one bot token: users speak, tests look."""
+
+    def __init__(self, url: str, token: str) -> None:
+        self.url, self.token = url, token
+        self.http = httpx.AsyncClient(base_url=url, timeout=30, trust_env=False)
+
+    async def _post(self, path: str, **body: Any) -> Any:
+        response = await self.http.post(path, json={"token": self.token, **body})
+        if response.status_code != 200:
+            raise AssertionError(f"emulator refused {path}: {response.status_code} {response.text}")
+        return response.json()
+
+    async def _get(self, path: str) -> Any:
+        response = await self.http.get(path, params={"token": self.token})
+        response.raise_for_status()
+        return response.json()
+
+    async def register(self, *, username: str | None = None, privacy: bool = True) -> dict:
+        return await self._post("/test/bots", username=username, privacy=privacy)
+
+    async def say(self, chat: int | dict, text: str, *, user: int | dict | None = None, **options: Any) -> dict:
+        """A user says ``text`` in ``chat`` (an id: positive private, negative group; or a chat dict)."""
+        chat = chat if isinstance(chat, dict) else {"id": chat}
+        if user is None:
+            user = {"id": chat["id"]}
+        user = user if isinstance(user, dict) else {"id": user}
+        return await self._post("/test/say", chat=chat, user=user, text=text, **options)
+
+    async def raw(self, update: dict) -> int:
+        return (await self._post("/test/raw", update=update))["update_id"]
+
+    async def redeliver(self, update_id: int) -> None:
+        await self._post("/test/redeliver", update_id=update_id)
+
+    async def faults(self, **faults: Any) -> dict:
+        return await self._post("/test/faults", **faults)
+
+    async def seen(self) -> dict[str, list[dict]]:
+        return (await self._get("/test/seen"))["chats"]
+
+    async def attempts(self) -> dict:
+        return await self._get("/test/attempts")
+
+    async def info(self) -> dict:
+        return await self._get("/test/bot")
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
