@@ -107,6 +107,7 @@ class Harness(Protocol):
 
 HARNESSES: dict[str, str] = {
     "relay": "tests.contract.relay_harness:RelayHarness",
+    "telegram": "tests.contract.telegram_harness:TelegramHarness",
     "webchat": "tests.contract.webchat_harness:WebchatHarness",
 }
 """channel name -> harness class.  A new channel adds one line here (and its harness module)."""

@@ -1,0 +1,228 @@
+"""TelegramChannel: a bot account on the Telegram Bot API, by long polling or by webhook.
+
+Inbound, in either mode, an update is confirmed to Telegram only after
+``await sink.accept(...)`` returned: the poll offset is stored and sent past
+an update only then, and a webhook is answered 200 only then.  A crash in
+between makes Telegram hand the same update (same ``update_id``) out again,
+and the gateway's dedup answers it once.  Updates are fetched as raw JSON and
+parsed one by one, so a single update python-telegram-bot cannot parse is
+recorded as invalid and confirmed instead of blocking the queue forever.
+
+Outbound, Telegram takes no idempotency key.  Within one process a part that
+needs several messages (text, then files) remembers what it already sent, so
+a retry after a later failure does not repeat the text; a send whose answer
+was lost may still show twice (see docs/adr/0010-telegram-channel.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import warnings
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from telegram import Bot, BotCommand, Update, User
+
+from channels.base import Channel, ChannelContext, Heartbeat
+from channels.telegram.config import TelegramConfig
+from channels.telegram.decode import decode
+from channels.telegram.media import download_media
+from channels.telegram.outbound import Where, draft_id_for, edit_text, send_attachment, send_draft, send_text
+from channels.telegram.transport import PLATFORM, call, new_bot
+from gateway.config import AccountConfig
+from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from gateway.messages import (
+    Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage,
+)
+from gateway.supervisor import ChannelState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from starlette.requests import Request
+    from starlette.responses import Response
+
+log = logging.getLogger(__name__)
+
+ALLOWED_UPDATES = ["message"]
+DRAFT = "draft:"
+WEBHOOK_CHECK_S = 30.0
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+
+
+class TelegramChannel(Channel):
+    name: ClassVar[str] = "telegram"
+    config_model: ClassVar[type[AccountConfig]] = TelegramConfig
+
+    def __init__(self, context: ChannelContext) -> None:
+        super().__init__(context)
+        self.settings: TelegramConfig = context.config  # type: ignore[assignment]
+        self._bot: Bot | None = None
+        self._me: User | None = None
+        self._ready_lock = asyncio.Lock()
+        self._drafts = self.settings.drafts
+        self._heartbeat: Heartbeat | None = None
+        self._progress: dict[str, dict[str, int]] = {}
+        """Idempotency key -> the messages of that part already on screen (text, each attachment)."""
+
+    async def _ready(self) -> tuple[Bot, User]:
+        """The initialized bot and who it is (getMe; a wrong token fails here as AuthFailed)."""
+        async with self._ready_lock:
+            if self._bot is None:
+                self._bot = new_bot(self.settings, poll_timeout=self.settings.poll_timeout)
+            if self._me is None:
+                await call("getMe", self._bot.initialize())
+                self._me = self._bot.bot
+        return self._bot, self._me
+
+    # ------------------------------------------------------------------ inbound
+
+    async def run(self, heartbeat: Heartbeat) -> None:
+        bot, me = await self._ready()
+        self._heartbeat = heartbeat
+        if self.settings.commands:
+            commands = [BotCommand(name, text) for name, text in self.settings.commands.items()]
+            await call("setMyCommands", bot.set_my_commands(commands))
+        if self.settings.mode == "webhook":
+            await self._serve_webhook(bot, heartbeat)
+        else:
+            await self._poll(bot, heartbeat)
+
+    async def _poll(self, bot: Bot, heartbeat: Heartbeat) -> None:
+        await call("deleteWebhook", bot.delete_webhook(drop_pending_updates=False))  # polling and a webhook exclude each other
+        heartbeat.set_state(ChannelState.RUNNING)
+        offset = int(await self.context.cursors.get("offset") or 0)
+        log.info("telegram polling account=%s bot=%s offset=%d", self.account, self._me.username, offset)
+        timeout = self.settings.poll_timeout
+        while True:
+            with warnings.catch_warnings():  # raw JSON on purpose (see the module docstring), so PTB's hint is moot
+                warnings.simplefilter("ignore")
+                updates = await call("getUpdates", bot.do_api_request(
+                    "getUpdates", api_kwargs={"offset": offset or None, "timeout": timeout, "allowed_updates": ALLOWED_UPDATES},
+                    read_timeout=timeout + 10))
+            heartbeat.beat()
+            if not updates:
+                continue
+            await self._accept(bot, updates)
+            heartbeat.event()
+            ids = [u["update_id"] for u in updates if isinstance(u, dict) and isinstance(u.get("update_id"), int)]
+            if ids:
+                offset = max(offset, max(ids) + 1)
+                await self.context.cursors.put("offset", str(offset))
+
+    async def _serve_webhook(self, bot: Bot, heartbeat: Heartbeat) -> None:
+        secret = self.settings.webhook_secret.get_secret_value()  # type: ignore[union-attr]
+        await call("setWebhook", bot.set_webhook(self.settings.webhook_url, secret_token=secret,
+                                                 allowed_updates=ALLOWED_UPDATES))
+        heartbeat.set_state(ChannelState.RUNNING)
+        log.info("telegram webhook set account=%s bot=%s", self.account, self._me.username)
+        while True:  # Telegram pushes; we only prove the account is alive, and notice a lost webhook
+            info = await call("getWebhookInfo", bot.get_webhook_info())
+            if info.url != self.settings.webhook_url:
+                await call("setWebhook", bot.set_webhook(self.settings.webhook_url, secret_token=secret,
+                                                         allowed_updates=ALLOWED_UPDATES))
+            heartbeat.beat()
+            await asyncio.sleep(WEBHOOK_CHECK_S)
+
+    async def _accept(self, bot: Bot, updates: list[Any]) -> None:
+        """Decode, download media, and make the batch durable; only then may Telegram forget it."""
+        batch: list[InboundMessage] = []
+        me = self._me
+        for raw in updates:
+            try:
+                if not isinstance(raw, dict):
+                    raise InvalidEvent(f"telegram update is not an object: {str(raw)[:100]}")
+                message = decode(Update.de_json(raw, bot), account=self.account, me=me)
+            except InvalidEvent as error:
+                self.context.sink.invalid(str(error))
+                continue
+            except Exception as error:  # PTB could not parse it: record why and move on, never block the queue
+                self.context.sink.invalid(f"telegram update {raw.get('update_id')} could not be parsed: "
+                                          f"{type(error).__name__}: {str(error)[:200]}")
+                continue
+            batch.append(await download_media(bot, message, self.context.data_dir / "media",
+                                              self.settings.max_download_bytes))
+        if batch:
+            await self.context.sink.accept(batch)
+
+    async def handle_webhook(self, request: "Request") -> "Response":
+        from starlette.responses import JSONResponse
+
+        secret = self.settings.webhook_secret
+        if self.settings.mode != "webhook" or secret is None:
+            raise Unsupported(PLATFORM, "this account polls; it has no webhook")
+        given = request.headers.get(SECRET_HEADER, "").encode()
+        if not hmac.compare_digest(given, secret.get_secret_value().encode()):
+            raise ForgedRequest(f"telegram webhook for account {self.account}: secret token does not match")
+        try:
+            update = json.loads(await request.body())
+        except ValueError:
+            raise InvalidEvent("telegram webhook body is not JSON") from None
+        bot, _ = await self._ready()
+        await self._accept(bot, [update])
+        if self._heartbeat is not None:
+            self._heartbeat.event()
+        return JSONResponse({"ok": True})
+
+    # ------------------------------------------------------------------ outbound
+
+    def _where(self, target: Address, reply_to: MessageId | None = None) -> Where:
+        thread = target.conversation.thread
+        return Where(int(target.conversation.chat), int(thread) if thread else None,
+                     int(reply_to) if reply_to and reply_to.isdigit() else None)
+
+    async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
+        bot, _ = await self._ready()
+        where = self._where(target, referrer.message if part.index == 0 else None)
+        if not part.final and self._drafts and target.conversation.kind is ConversationKind.DIRECT:
+            draft = draft_id_for(idempotency_key)
+            try:
+                await send_draft(bot, where, draft, part.text)
+                return SentMessage(message=MessageId(f"{DRAFT}{draft}"))
+            except Unsupported as error:
+                self._drafts = False
+                log.info("telegram drafts unavailable, previews are edited messages account=%s reason=%s", self.account, error)
+        return await self._send_part(bot, where, part, idempotency_key)
+
+    async def _send_part(self, bot: Bot, where: Where, part: RenderedPart, key: str) -> SentMessage:
+        done = self._progress.setdefault(key, {})
+        if part.text.strip() and "text" not in done:
+            done["text"] = (await send_text(bot, where, part.text)).message_id
+            where.reply_to = None  # the files follow the text; only the first message answers
+        for index, attachment in enumerate(part.attachments):
+            step = f"file{index}"
+            if step not in done:
+                done[step] = (await send_attachment(bot, where, attachment)).message_id
+        del self._progress[key]
+        first = done.get("text") or next(iter(done.values()), None)
+        if first is None:
+            raise Unsupported(PLATFORM, "a part with neither text nor attachments cannot be sent")
+        log.info("telegram sent account=%s chat=%s message=%s part=%d", self.account, where.chat, first, part.index)
+        return SentMessage(message=MessageId(str(first)))
+
+    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+        bot, _ = await self._ready()
+        where = self._where(target)
+        if message.startswith(DRAFT):
+            if not final:
+                await send_draft(bot, where, int(message.removeprefix(DRAFT)), part.text)
+            else:  # a draft is ephemeral: the final text becomes a real message now
+                await self._send_part(bot, where, part, f"final:{message}:{target.conversation.key}")
+            return
+        if part.text.strip():
+            await edit_text(bot, where.chat, int(message), part.text)
+        if final and part.attachments:
+            await self._send_part(bot, where, part.model_copy(update={"text": ""}), f"edit:{message}:{target.conversation.key}")
+
+    async def typing(self, target: Address) -> None:
+        bot, _ = await self._ready()
+        where = self._where(target)
+        await call("sendChatAction", bot.send_chat_action(where.chat, "typing", message_thread_id=where.thread))
+
+    async def close(self) -> None:
+        if self._bot is not None:
+            bot, self._bot = self._bot, None
+            try:
+                await bot.shutdown()
+            except Exception as error:  # closing must not raise over the supervisor's own shutdown
+                log.debug("telegram bot shutdown account=%s error=%s", self.account, error)

@@ -1,0 +1,66 @@
+"""Inbound files: getFile + download into the account's data dir, within a size limit.
+
+A downloaded file becomes a :class:`Media` element whose ``url`` is the local
+``file://`` path (under ``context.data_dir / "media"``) and whose
+``platform_ref`` keeps the ``file_id``.  A file over the limit -- the cloud
+Bot API serves at most 20 MB through getFile, and the teacher may set less --
+is not downloaded; the message still arrives, with a note that says which file
+was left out and why, so the partner can tell the learner instead of
+pretending it saw it.  A failed download is a note too: the words of a
+message are never lost for the sake of its attachment.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from telegram import Bot
+
+from channels.telegram.transport import call
+from gateway.errors import GatewayError
+from gateway.messages import Element, InboundMessage, Media, Text
+
+log = logging.getLogger(__name__)
+
+
+def _megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+def _note(media: Media, reason: str) -> Text:
+    label = f"{media.kind} {media.name}".strip()
+    return Text(text=f"\n[{label} not downloaded: {reason}]")
+
+
+async def _fetch(bot: Bot, media: Media, folder: Path, limit: int) -> tuple[Media, Text | None]:
+    if media.size is not None and media.size > limit:
+        return media, _note(media, f"{_megabytes(media.size)} is over the {_megabytes(limit)} limit")
+    try:
+        file = await call("getFile", bot.get_file(media.platform_ref))
+        if file.file_size is not None and file.file_size > limit:
+            return media, _note(media, f"{_megabytes(file.file_size)} is over the {_megabytes(limit)} limit")
+        suffix = Path(file.file_path or "").suffix or Path(media.name).suffix
+        path = folder / f"{file.file_unique_id}{suffix}"
+        folder.mkdir(parents=True, exist_ok=True)
+        await call("downloadFile", file.download_to_drive(path))
+    except GatewayError as error:
+        log.warning("telegram media not downloaded ref=%s reason=%s", media.platform_ref, error)
+        return media, _note(media, f"Telegram refused it ({getattr(error, 'detail', error)})")
+    return media.model_copy(update={"url": path.as_uri(), "size": path.stat().st_size}), None
+
+
+async def download_media(bot: Bot, message: InboundMessage, folder: Path, limit: int) -> InboundMessage:
+    """The message with its files downloaded (or noted as left out); unchanged when it has none."""
+    if not any(isinstance(e, Media) and e.platform_ref and not e.url for e in message.elements):
+        return message
+    elements: list[Element] = []
+    notes: list[Text] = []
+    for element in message.elements:
+        if isinstance(element, Media) and element.platform_ref and not element.url:
+            element, note = await _fetch(bot, element, folder, limit)
+            if note is not None:
+                log.info("telegram media left out event=%s reason=%s", message.event_id, note.text.strip())
+                notes.append(note)
+        elements.append(element)
+    return message.model_copy(update={"elements": (*elements, *notes)})

@@ -1,0 +1,105 @@
+"""The wire to the Bot API: python-telegram-bot's ``Bot``, and the one place its errors are translated.
+
+The channel uses PTB at the ``Bot`` layer, not its ``Application``/``Updater``:
+the Updater confirms updates (advances the offset) as soon as it has fetched
+them, before anything is durable, and the gateway must confirm only after
+``sink.accept`` returned.
+
+PTB's own error mapping folds every 5xx into ``NetworkError`` and loses the
+status code, which the gateway's messages name ("telegram says 503: ...").  So
+the request class below (PTB's documented ``BaseRequest`` seam) raises
+:class:`BotApiError` with the status for non-2xx answers -- except 429, which
+PTB turns into ``RetryAfter`` itself.  Translation, most specific first::
+
+    RetryAfter (429, parameters.retry_after)    -> RateLimited(retry_after), per chat
+    404 "method not found" (an older server)    -> Unsupported
+    401, 404 (bad token)                        -> AuthFailed
+    403 (blocked by the user, kicked)           -> NotFound (that chat is gone for the bot)
+    400 "... not found"                         -> NotFound
+    400, other 4xx                              -> BadRequest
+    409 (a webhook or another poller)           -> PeerUnavailable
+    5xx, TimedOut, NetworkError                 -> PeerUnavailable
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from datetime import timedelta
+from typing import Any
+
+from telegram import Bot
+from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.request import HTTPXRequest
+
+from channels.telegram.config import TelegramConfig
+from gateway.errors import AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, RateLimited, Unsupported
+
+PLATFORM = "telegram"
+
+
+class BotApiError(TelegramError):
+    """A non-2xx Bot API answer with its HTTP status kept."""
+
+    def __init__(self, status: int, description: str) -> None:
+        super().__init__(description)
+        self.status, self.description = status, description
+
+
+class StatusKeepingRequest(HTTPXRequest):
+    async def do_request(self, url: str, method: str, request_data: Any = None, **timeouts: Any) -> tuple[int, bytes]:
+        status, payload = await super().do_request(url, method, request_data, **timeouts)
+        if 200 <= status < 300 or status == 429:
+            return status, payload
+        try:
+            description = str(json.loads(payload).get("description") or "")
+        except (ValueError, AttributeError):
+            description = ""
+        raise BotApiError(status, description or payload[:200].decode("utf-8", "replace") or f"HTTP {status}")
+
+
+def new_bot(config: TelegramConfig, *, poll_timeout: float) -> Bot:
+    """A PTB Bot on ``config``'s endpoints; the long poll gets its own small connection pool."""
+    calls = StatusKeepingRequest(connection_pool_size=4, read_timeout=20.0, write_timeout=20.0, connect_timeout=10.0,
+                                 pool_timeout=10.0, httpx_kwargs={"trust_env": False})
+    polls = StatusKeepingRequest(connection_pool_size=1, read_timeout=poll_timeout + 10.0, connect_timeout=10.0,
+                                 httpx_kwargs={"trust_env": False})
+    return Bot(config.token.get_secret_value(), base_url=config.bot_url, base_file_url=config.download_url,
+               request=calls, get_updates_request=polls)
+
+
+def retry_seconds(error: RetryAfter) -> float:
+    with warnings.catch_warnings():  # PTB warns while it moves retry_after from int to timedelta
+        warnings.simplefilter("ignore")
+        value = error.retry_after
+    return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def translate(error: TelegramError, method: str) -> GatewayError:
+    """The gateway error for a failed Bot API call."""
+    if isinstance(error, RetryAfter):
+        return RateLimited(PLATFORM, retry_seconds(error), code=429, scope="chat")
+    if isinstance(error, BotApiError):
+        status, where = error.status, f"{method}: {error.description}"
+        if status == 404 and "method" in error.description.lower():
+            return Unsupported(PLATFORM, f"{method}: this Bot API server does not know the method", code=status)
+        if status in (401, 404):
+            return AuthFailed(PLATFORM, where, code=status)
+        if status == 403 or (status == 400 and "not found" in error.description):
+            return NotFound(PLATFORM, where, code=status)
+        if status == 409 or status >= 500:
+            return PeerUnavailable(PLATFORM, where, code=status)
+        return BadRequest(PLATFORM, where, code=status)
+    if isinstance(error, InvalidToken):
+        return AuthFailed(PLATFORM, f"{method}: {error.message}", code=401)
+    if isinstance(error, (TimedOut, NetworkError)):
+        return PeerUnavailable(PLATFORM, f"{method}: {type(error).__name__}: {error.message}")
+    return BadRequest(PLATFORM, f"{method}: {error.message}")
+
+
+async def call(method: str, operation: Any) -> Any:
+    """Await one PTB call; raise its failure as a gateway error."""
+    try:
+        return await operation
+    except TelegramError as error:
+        raise translate(error, method) from error
