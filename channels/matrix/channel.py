@@ -1,0 +1,269 @@
+"""MatrixChannel: a bot account on a Matrix homeserver, through matrix-nio.
+
+Inbound is ``/sync`` long-polling from a stored sync token.  The token is
+the cursor: it is written to ``context.cursors`` only after the events of
+that sync were handed to ``sink.accept`` and it returned (durable), so a
+crash in between makes the next start sync from the old token and see the
+same events again -- the gateway's dedup (by Matrix event id) answers each
+once.  A sync whose room timeline was cut short (``limited``) has the gap
+paged in with ``/messages`` back to the old token, so a long outage drops
+nothing.  The very first start has no token: its initial sync only takes one,
+and history from before the gateway existed is not answered.
+
+Outbound sends pass the idempotency key as the transaction id; the
+homeserver returns the first event for a repeated ``(device, txnId)``, so a
+retry after a lost response, or a resumed reply after a restart, shows one
+message.  Streaming edits are ``m.replace`` events.
+
+A room is *direct* when it has at most two members counting pending invites
+(the bot and one learner), whatever the ``m.direct`` flag says: that flag is
+the learner's own account data, which the bot cannot read, and a DM that a
+third person joins must start obeying group mention rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from typing import Any, ClassVar
+
+from nio import AsyncClient, MessageDirection
+
+from channels.base import Channel, ChannelContext, Heartbeat
+from channels.matrix.config import MatrixConfig
+from channels.matrix.decode import RoomView, Skipped, decode, media_ref, reply_target
+from channels.matrix.encode import edit_content, media_content, text_content
+from channels.matrix.media import download, media_dir, upload
+from channels.matrix.transport import call, new_client
+from gateway.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
+from gateway.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.supervisor import ChannelState
+
+log = logging.getLogger(__name__)
+CURSOR = "sync_token"
+GAP_LIMIT = 5000
+"""Most events paged in to fill one room's gap after a long outage (beyond it, the rest is logged as dropped)."""
+
+
+class MatrixChannel(Channel):
+    name: ClassVar[str] = "matrix"
+    config_model: ClassVar[type[MatrixConfig]] = MatrixConfig  # type: ignore[assignment]
+
+    def __init__(self, context: ChannelContext) -> None:
+        super().__init__(context)
+        self.settings: MatrixConfig = context.config  # type: ignore[assignment]
+        self._client: AsyncClient | None = None
+        self._login = asyncio.Lock()
+        self._names: tuple[str, ...] = ()
+        self._shown: dict[str, str] = {}
+        """event id -> text it was last edited to, so an unchanged final edit is not sent again."""
+
+    @property
+    def me(self) -> str:
+        return self.settings.user_id
+
+    # ------------------------------------------------------------------ session
+
+    async def _ready(self) -> AsyncClient:
+        """The logged-in client; sends may come before ``run`` (resumed replies), so both paths log in."""
+        async with self._login:
+            if self._client is not None:
+                return self._client
+            settings = self.settings
+            client = new_client(settings.homeserver, settings.user_id, settings.device_id)
+            try:
+                if settings.access_token is not None:
+                    client.restore_login(settings.user_id, settings.device_id or "", settings.access_token.get_secret_value())
+                    who = await call("whoami", client.whoami())
+                    if who.user_id != settings.user_id:
+                        raise AuthFailed("matrix", f"the access token belongs to {who.user_id}, not {settings.user_id}")
+                else:
+                    assert settings.password is not None
+                    await call("login", client.login(settings.password.get_secret_value(), device_name=settings.device_name))
+                profile = await call("displayname", client.get_displayname(settings.user_id))
+                self._names = tuple(n for n in [getattr(profile, "displayname", None)] if n)
+            except BaseException:
+                await client.close()
+                raise
+            log.info("matrix logged in account=%s user=%s device=%s", self.account, settings.user_id, client.device_id)
+            self._client = client
+            return client
+
+    # ------------------------------------------------------------------ inbound
+
+    def _filter(self) -> dict[str, Any]:
+        return {"room": {"timeline": {"limit": self.settings.timeline_limit}}, "presence": {"not_types": ["*"]}}
+
+    async def run(self, heartbeat: Heartbeat) -> None:
+        client = await self._ready()  # a wrong token fails here, as AuthFailed
+        heartbeat.set_state(ChannelState.RUNNING)
+        since = await self.context.cursors.get(CURSOR)
+        full_state = True  # the first sync of a run loads every room's members (for direct-vs-group)
+        if since is None:
+            first = await call("sync", client.sync(timeout=0, sync_filter=self._filter(), full_state=True))
+            await self.context.cursors.put(CURSOR, first.next_batch)
+            skipped = sum(len(room.timeline.events) for room in first.rooms.join.values())
+            log.info("matrix first start account=%s: history before now is not answered (%d events)", self.account, skipped)
+            await self._invites(client, first)
+            since, full_state = first.next_batch, False
+        log.info("matrix syncing account=%s user=%s", self.account, self.me)
+        while True:
+            response = await call("sync", client.sync(
+                timeout=int(self.settings.sync_timeout_s * 1000), since=since, full_state=full_state,
+                sync_filter=self._filter(),
+            ))
+            full_state = False
+            heartbeat.beat()
+            await self._invites(client, response)
+            batch = await self._messages(client, response, since)
+            if batch:
+                await self.context.sink.accept(batch)
+                heartbeat.event()
+            if response.next_batch != since:
+                await self.context.cursors.put(CURSOR, response.next_batch)
+                since = response.next_batch
+
+    async def _invites(self, client: AsyncClient, response: Any) -> None:
+        """Join or decline each invitation, by the account's invite policy."""
+        for room_id, info in response.rooms.invite.items():
+            inviter = next((e.source.get("sender") for e in info.invite_state
+                            if getattr(e, "source", {}).get("type") == "m.room.member"
+                            and e.source.get("state_key") == self.me), None) or "unknown"
+            try:
+                if self.settings.invite_allowed(inviter):
+                    await call("join", client.join(room_id))
+                    log.info("matrix joined account=%s room=%s invited_by=%s", self.account, room_id, inviter)
+                else:
+                    await call("leave", client.room_leave(room_id))
+                    log.info("matrix invite declined account=%s room=%s invited_by=%s reason=invite policy %s",
+                             self.account, room_id, inviter, self.settings.invites.value)
+            except TransientError:
+                raise  # the token is not advanced: the invite comes back with the next sync
+            except GatewayError as error:
+                log.warning("matrix invite not handled account=%s room=%s reason=%s", self.account, room_id, error)
+
+    async def _messages(self, client: AsyncClient, response: Any, since: str) -> list[InboundMessage]:
+        batch: list[InboundMessage] = []
+        for room_id, info in response.rooms.join.items():
+            events = [e.source for e in info.timeline.events]
+            if info.timeline.limited and info.timeline.prev_batch:
+                events = await self._gap(client, room_id, info.timeline.prev_batch, since) + events
+            events = self._after_invite(room_id, events)
+            view = self._view(client, room_id)
+            for event in events:
+                try:
+                    message = await self._decode(client, event, view)
+                except InvalidEvent as error:
+                    self.context.sink.invalid(str(error))
+                    continue
+                except Skipped as reason:
+                    log.info("matrix event not answered account=%s room=%s reason=%s", self.account, room_id, reason)
+                    continue
+                if message is not None:
+                    batch.append(message)
+        return batch
+
+    async def _gap(self, client: AsyncClient, room_id: str, prev_batch: str, since: str) -> list[dict]:
+        """The events a limited timeline left out, oldest first: paged back from ``prev_batch`` to ``since``."""
+        older: list[dict] = []
+        token = prev_batch
+        while len(older) < GAP_LIMIT:
+            page = await call("messages", client.room_messages(room_id, start=token, end=since,
+                                                               direction=MessageDirection.back, limit=100))
+            older.extend(e.source for e in page.chunk)
+            if not page.chunk or not page.end or page.end == token:
+                break
+            token = page.end
+        else:
+            log.warning("matrix gap too long account=%s room=%s: only the latest %d events were paged in",
+                        self.account, room_id, GAP_LIMIT)
+        log.info("matrix gap filled account=%s room=%s events=%d", self.account, room_id, len(older))
+        return list(reversed(older))
+
+    def _after_invite(self, room_id: str, events: list[dict]) -> list[dict]:
+        """Drop what was said in a room before the bot was invited to it: not said to the bot."""
+        cut = None
+        for index, event in enumerate(events):
+            content = event.get("content") if isinstance(event.get("content"), dict) else {}
+            if (event.get("type") == "m.room.member" and event.get("state_key") == self.me
+                    and content.get("membership") == "invite"):
+                cut = index
+        if cut is None:
+            return events
+        earlier = sum(1 for e in events[:cut] if e.get("type") == "m.room.message")
+        if earlier:
+            log.info("matrix history not answered account=%s room=%s events=%d reason=said before the bot was invited",
+                     self.account, room_id, earlier)
+        return events[cut + 1:]
+
+    def _view(self, client: AsyncClient, room_id: str) -> RoomView:
+        room = client.rooms.get(room_id)
+        members = room.joined_count + room.invited_count if room else 2
+        kind = ConversationKind.DIRECT if members <= 2 else ConversationKind.GROUP
+        title = room.named_room_name() if room and kind is ConversationKind.GROUP else None
+        return RoomView(room_id=room_id, kind=kind, me=self.me, my_names=self._names, title=title)
+
+    async def _decode(self, client: AsyncClient, event: dict, view: RoomView) -> InboundMessage | None:
+        content = event.get("content") if isinstance(event.get("content"), dict) else {}
+        quoted = None
+        if event.get("type") == "m.room.message" and event.get("sender") != self.me and (target := reply_target(content)):
+            try:
+                quoted = (await call("event", client.room_get_event(view.room_id, target))).event.source
+            except GatewayError as error:
+                log.info("matrix quoted event unavailable account=%s event=%s reason=%s", self.account, target, error)
+        media_path = None
+        ref = media_ref(event)
+        if ref is not None and event.get("sender") != self.me:
+            media_path = await download(
+                client, ref[0], event_id=str(event.get("event_id")), declared=ref[2],
+                folder=media_dir(self.context.data_dir, self.account), max_bytes=self.capabilities().media_max_bytes,
+            )
+        room = client.rooms.get(view.room_id)
+        sender = event.get("sender")
+        name = (room.user_name(sender) if room and isinstance(sender, str) else None) or ""
+        return decode(event, view, account=self.account, sender_name=name, quoted=quoted, media_path=media_path)
+
+    # ------------------------------------------------------------------ outbound
+
+    async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
+        client = await self._ready()
+        room, thread = target.conversation.chat, target.conversation.thread
+        in_group = target.conversation.kind is ConversationKind.GROUP
+        reply_to = referrer.message if part.index == 0 and (thread or in_group) else None
+        first: str | None = None
+        if part.text.strip() or not part.attachments:
+            content = text_content(part.text, thread=thread, reply_to=reply_to)
+            sent = await call("send", client.room_send(room, "m.room.message", content, tx_id=idempotency_key))
+            first = sent.event_id
+        for number, attachment in enumerate(part.attachments):
+            url, size = await upload(client, attachment, max_bytes=self.capabilities().media_max_bytes)
+            content = media_content(attachment, url, size=size, thread=thread)
+            sent = await call("send", client.room_send(room, "m.room.message", content,
+                                                        tx_id=f"{idempotency_key}.a{number}"))
+            first = first or sent.event_id
+        assert first is not None
+        log.info("matrix sent account=%s room=%s event=%s part=%d attachments=%d", self.account, room, first,
+                 part.index, len(part.attachments))
+        return SentMessage(message=MessageId(first))
+
+    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+        if self._shown.get(message) == part.text:
+            return
+        client = await self._ready()
+        content = edit_content(message, part.text)
+        await call("edit", client.room_send(target.conversation.chat, "m.room.message", content,
+                                            tx_id=f"edit.{uuid.uuid4().hex}"))
+        self._shown[message] = part.text
+        if len(self._shown) > 1000:
+            self._shown.pop(next(iter(self._shown)))
+
+    async def typing(self, target: Address) -> None:
+        client = await self._ready()
+        timeout_ms = int((self.capabilities().typing_interval + 5) * 1000)
+        await call("typing", client.room_typing(target.conversation.chat, True, timeout=timeout_ms))
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()

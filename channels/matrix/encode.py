@@ -1,0 +1,112 @@
+"""Rendered parts -> Matrix event content.  The only module that knows Matrix's message shapes.
+
+A text part is HTML (the renderer's ``Dialect.HTML``): it goes as
+``formatted_body`` with ``format: org.matrix.custom.html``, beside a plain
+``body`` for clients that show no HTML.  Streaming edits are ``m.replace``
+events whose ``m.new_content`` carries the whole new text; their top-level
+fallback body is cut short, because the full text already rides in
+``m.new_content`` and the whole event must stay under 65,536 bytes.
+
+Relations: in a thread every part carries ``rel_type: m.thread`` with the
+reply fallback Matrix asks for (``is_falling_back``); in a group room the
+first part is a rich reply (``m.in_reply_to``) to the message it answers, so
+the asker can tell which question it is; in a direct room a reply needs no
+such pointer and gets none.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from html.parser import HTMLParser
+
+from gateway.messages import Attachment
+
+HTML_FORMAT = "org.matrix.custom.html"
+EDIT_FALLBACK_CHARS = 1000
+MSGTYPE_OF = {"image": "m.image", "audio": "m.audio", "video": "m.video", "file": "m.file"}
+_BLOCKS = {"p", "div", "pre", "blockquote", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "table", "tr"}
+
+
+class _PlainText(HTMLParser):
+    """HTML -> what a text-only client should show: blocks on their own lines, links keep their URL."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self._links: list[tuple[str, int]] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag == "br":
+            self.out.append("\n")
+        elif tag == "li":
+            self.out.append("\n- ")
+        elif tag in _BLOCKS and self.out:
+            self.out.append("\n\n")
+        if tag == "a":
+            self._links.append((dict(attrs).get("href") or "", len(self.out)))
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "a" and self._links:
+            href, start = self._links.pop()
+            label = "".join(self.out[start:])
+            if href and href != label and not href.startswith("https://matrix.to/"):
+                self.out.append(f" ({href})")
+
+    def handle_data(self, data: str) -> None:
+        self.out.append(data)
+
+
+def plain_body(markup: str) -> str:
+    parser = _PlainText()
+    parser.feed(markup)
+    parser.close()
+    text = "".join(parser.out)
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def relations(*, thread: str | None, reply_to: str | None) -> dict:
+    if thread is not None:
+        return {"m.relates_to": {"rel_type": "m.thread", "event_id": thread, "is_falling_back": True,
+                                 "m.in_reply_to": {"event_id": reply_to or thread}}}
+    if reply_to is not None:
+        return {"m.relates_to": {"m.in_reply_to": {"event_id": reply_to}}}
+    return {}
+
+
+def text_content(markup: str, *, thread: str | None = None, reply_to: str | None = None) -> dict:
+    content = {"msgtype": "m.text", "body": plain_body(markup), "format": HTML_FORMAT, "formatted_body": markup,
+               "m.mentions": {}}
+    content.update(relations(thread=thread, reply_to=reply_to))
+    return content
+
+
+def edit_content(original: str, markup: str) -> dict:
+    """An ``m.replace`` of ``original`` showing ``markup`` (``m.mentions: {}``: an edit pings nobody again)."""
+    new = {"msgtype": "m.text", "body": plain_body(markup), "format": HTML_FORMAT, "formatted_body": markup,
+           "m.mentions": {}}
+    fallback = new["body"]
+    if len(fallback) > EDIT_FALLBACK_CHARS:
+        fallback = fallback[:EDIT_FALLBACK_CHARS] + "…"
+    return {"msgtype": "m.text", "body": f"* {fallback}", "m.new_content": new,
+            "m.relates_to": {"rel_type": "m.replace", "event_id": original}, "m.mentions": {}}
+
+
+def media_content(attachment: Attachment, url: str, *, size: int | None, thread: str | None = None) -> dict:
+    """An m.image / m.audio / m.video / m.file event for an uploaded (mxc://) or linked file.
+
+    A linked http(s) file keeps its URL in ``url`` and in the body, so a client that cannot
+    fetch it still shows where it is."""
+    name = attachment.name or (attachment.path or attachment.url or "file").rstrip("/").rsplit("/", 1)[-1]
+    info: dict = {}
+    if attachment.mime_type:
+        info["mimetype"] = attachment.mime_type
+    if size is not None:
+        info["size"] = size
+    body = name if url.startswith("mxc://") else f"{name}: {url}"
+    content = {"msgtype": MSGTYPE_OF[attachment.kind], "body": body, "filename": name, "url": url, "info": info}
+    if not url.startswith("mxc://"):
+        content["format"] = HTML_FORMAT
+        content["formatted_body"] = f'<a href="{html.escape(url, quote=True)}">{html.escape(name)}</a>'
+    content.update(relations(thread=thread, reply_to=None))
+    return content

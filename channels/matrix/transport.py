@@ -1,0 +1,75 @@
+"""The nio client of one account, and the one place Matrix errors become gateway errors.
+
+nio retries 429s and timeouts by itself unless told not to; the gateway's
+outbound path already retries every channel's sends, so the client is built
+with ``max_limit_exceeded=0`` and ``max_timeouts=0`` -- one layer of retries,
+not two.
+
+Translation, most specific first::
+
+    M_LIMIT_EXCEEDED / 429                      -> RateLimited(retry_after_ms / 1000)
+    M_UNKNOWN_TOKEN, M_MISSING_TOKEN,
+    M_FORBIDDEN / 401, 403                      -> AuthFailed
+    5xx, connection errors, timeouts            -> PeerUnavailable
+    M_NOT_FOUND / 404                           -> NotFound
+    M_BAD_JSON, M_NOT_JSON, M_TOO_LARGE, other  -> BadRequest
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+from typing import Any, TypeVar
+
+import aiohttp
+from nio import AsyncClient, AsyncClientConfig, ErrorResponse
+
+from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PlatformError, RateLimited
+
+PLATFORM = "matrix"
+AUTH_CODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"}
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+def new_client(homeserver: str, user_id: str, device_id: str | None) -> AsyncClient:
+    config = AsyncClientConfig(
+        max_limit_exceeded=0, max_timeouts=0, encryption_enabled=False, store_sync_tokens=False, request_timeout=30,
+    )
+    return AsyncClient(homeserver.rstrip("/"), user_id, device_id=device_id or "", config=config)
+
+
+def http_status(response: ErrorResponse) -> int | None:
+    transport = getattr(response, "transport_response", None)
+    return getattr(transport, "status", None)
+
+
+def translate(action: str, response: ErrorResponse) -> PlatformError:
+    """The gateway error for a nio error response."""
+    status = http_status(response)
+    errcode = response.status_code or ""
+    where = f"{action}: {errcode or 'error'} {response.message or ''}".strip()
+    code = status or errcode or None
+    if errcode == "M_LIMIT_EXCEEDED" or status == 429:
+        retry_after = (response.retry_after_ms or 1000) / 1000
+        return RateLimited(PLATFORM, retry_after, code=status or 429)
+    if errcode in AUTH_CODES or status in (401, 403):
+        return AuthFailed(PLATFORM, where, code=code)
+    if status is not None and status >= 500:
+        return PeerUnavailable(PLATFORM, where, code=status)
+    if errcode == "M_NOT_FOUND" or status == 404:
+        return NotFound(PLATFORM, where, code=code)
+    return BadRequest(PLATFORM, where, code=code)
+
+
+async def call(action: str, request: Awaitable[T]) -> T:
+    """Await one nio request; return its response or raise the translated gateway error."""
+    try:
+        response: Any = await request
+    except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError) as error:
+        raise PeerUnavailable(PLATFORM, f"{action}: {type(error).__name__}: {error}") from error
+    result = response[0] if isinstance(response, tuple) else response  # upload answers (response, keys)
+    if isinstance(result, ErrorResponse):
+        raise translate(action, result)
+    return response
