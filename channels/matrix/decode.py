@@ -106,21 +106,25 @@ def _strip_reply_fallback(body: str) -> str:
     return "\n".join(lines[index:])
 
 
-def _text_with_mentions(body: str, view: RoomView, mentioned: bool) -> list[Element]:
-    """Split the body at the first naming of the bot; a mention only in ``m.mentions`` leads the text."""
-    names = [n for n in (view.me, *view.my_names) if n]
-    pattern = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
-    match = re.search(rf"(?<![\w@])@?(?:{pattern})(?!\w)", body, re.IGNORECASE) if pattern else None
+def _text_with_mentions(body: str, view: RoomView, mentioned: bool, *, intentional: bool) -> list[Element]:
+    """Split the body at the first naming of the bot; a mention only in ``m.mentions`` leads the text.
+
+    A client that sends ``m.mentions`` (``intentional``) says exactly whom it mentions, so its body is
+    not searched for the bot's name: "the tutor said" in a group is not a call to the tutor."""
+    search = not intentional or mentioned
+    names = [re.escape(view.me)] + [f"@?{re.escape(n)}" for n in view.my_names if n]  # the full MXID first
+    pattern = "|".join(names)
+    match = re.search(rf"(?<![\w@])(?:{pattern})(?!\w)", body, re.IGNORECASE) if search else None
     me = Mention(user=UserId(view.me), display_name=view.my_names[0] if view.my_names else view.me, is_self=True)
     if match is None:
         elements: list[Element] = [me] if mentioned else []
-        return [*elements, Text(text=body)] if body else elements
+        return [*elements, Text(text=f" {body}" if elements else body)] if body else elements
     before, after = body[: match.start()], body[match.end() :]
     if not before.strip():
-        after = re.sub(r"^[:,]?\s*", "", after)  # "Tutor: what is ..." -- the separator is not what was said
+        after = re.sub(r"^[:,]?\s*", " ", after)  # "Tutor: what is ..." -- the separator is not what was said
     elements = [Text(text=before)] if before else []
     elements.append(me)
-    if after:
+    if after.strip():
         elements.append(Text(text=after))
     return elements
 
@@ -174,6 +178,8 @@ def decode(
                               author=UserId(author) if isinstance(author, str) else None, is_self=author == view.me))
     if msgtype in MEDIA_TYPES:
         ref = media_ref(event)
+        if ref is None:
+            raise InvalidEvent(f"matrix {msgtype} event {event_id} has no mxc url to fetch the file from")
         info = content.get("info") if isinstance(content.get("info"), dict) else {}
         filename = content.get("filename") if isinstance(content.get("filename"), str) else body
         caption = body if filename != body else ""
@@ -190,7 +196,7 @@ def decode(
             elements.append(Mention(user=UserId(view.me), display_name=view.my_names[0] if view.my_names else view.me,
                                     is_self=True))
     else:
-        elements.extend(_text_with_mentions(body, view, mentioned))
+        elements.extend(_text_with_mentions(body, view, mentioned, intentional=isinstance(mentions, dict)))
 
     addressed = view.kind is ConversationKind.DIRECT or any(
         isinstance(e, (Mention, Quote)) and e.is_self for e in elements

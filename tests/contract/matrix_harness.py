@@ -61,17 +61,21 @@ class MatrixHarness:
         await bot.set_displayname("Tutor")
 
     def gateway_config(self, data_dir: Path) -> Config:
-        return parse_config({
+        return parse_config(self.raw_config(data_dir))
+
+    def raw_config(self, data_dir: Path, **account: Any) -> dict[str, Any]:
+        """The config as a dict; ``account`` overrides the Matrix account's settings."""
+        return {
             "data_dir": str(data_dir),
             "partners": [{"id": "tutor", "name": "Tutor"}],
             "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
             "channels": {self.channel: {self.account: {
                 "homeserver": self.proxy.url, "user_id": self.bot.user_id, "access_token": f"env:{self.env}",
                 "device_id": self.bot.device_id, "sync_timeout_s": 1,
-                "access": {"dm": "open", "group": "mention"},
+                "access": {"dm": "open", "group": "mention"}, **account,
             }}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-        })
+        }
 
     async def attach(self, gateway: Any) -> None:
         pass

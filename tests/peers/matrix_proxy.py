@@ -12,7 +12,9 @@ be told to:
 - answer every send slowly, after forwarding it;
 - go down (every request answered 502) and come back;
 - hand out a /sync response it already handed out once more (a redelivery:
-  the same events reach the gateway twice, as after a lost sync answer).
+  the same events reach the gateway twice, as after a lost sync answer);
+- add a raw event to the next /sync answer -- content Synapse's client API
+  would refuse, as events federated from a laxer server can still carry.
 
 Everything else -- what was posted, deduplication by txnId, media -- is the
 real homeserver's doing.  The proxy runs in the test's event loop (uvicorn on
@@ -53,6 +55,7 @@ class MatrixFaultProxy:
         self.outcomes: Counter[str] = Counter()
         self.syncs: list[bytes] = []
         self.replay: bytes | None = None
+        self.injected: list[tuple[str, dict]] = []
         self._http = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0))
         self._server: Any = None
         self._task: asyncio.Task | None = None
@@ -70,6 +73,19 @@ class MatrixFaultProxy:
                 self.replay = body
                 return
         raise AssertionError(f"no /sync answer carried {event_id}")
+
+    def inject(self, room_id: str, event: dict) -> None:
+        """Put ``event`` into ``room_id``'s timeline in the next /sync answer that carries that room or none."""
+        self.injected.append((room_id, event))
+
+    def _with_injected(self, body: bytes) -> bytes:
+        answer = json.loads(body)
+        for room_id, event in self.injected:
+            rooms = answer.setdefault("rooms", {}).setdefault("join", {})
+            timeline = rooms.setdefault(room_id, {}).setdefault("timeline", {"events": [], "limited": False})
+            timeline.setdefault("events", []).append(event)
+        self.injected.clear()
+        return json.dumps(answer).encode()
 
     # ------------------------------------------------------------------ serving
 
@@ -121,9 +137,11 @@ class MatrixFaultProxy:
                 self.outcomes["sync_replayed"] += 1
                 return 200, [(b"content-type", b"application/json")], body
             response = await self._forward(scope, body)
+            content = response.content
             if response.status_code == 200:
-                self.syncs = [*self.syncs[-KEPT_SYNCS + 1:], response.content]
-            return response.status_code, _headers(response), response.content
+                content = self._with_injected(content) if self.injected else content
+                self.syncs = [*self.syncs[-KEPT_SYNCS + 1:], content]
+            return response.status_code, _headers(response), content
         fault = self.next_faults.pop(0) if is_send and self.next_faults else None
         if fault is not None and fault[0] != 504:
             status, retry_after = fault
