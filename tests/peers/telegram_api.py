@@ -103,6 +103,8 @@ class Bot:
     actions: Counter = field(default_factory=Counter)
     drafts: list[dict] = field(default_factory=list)
     attempts: list[dict] = field(default_factory=list)
+    polls: list[int] = field(default_factory=list)
+    """The offset of every getUpdates call, in order."""
     faults: Faults = field(default_factory=Faults)
     generation: int = 0
     wakeup: asyncio.Event | None = None
@@ -280,6 +282,7 @@ class TelegramPlatform:
     async def get_updates(self, bot: Bot, offset: int, timeout: float, limit: int) -> list[dict]:
         if bot.webhook is not None:
             raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
+        bot.polls.append(offset)
         if offset:
             bot.updates = [u for u in bot.updates if u["update_id"] >= offset]
         bot.generation += 1

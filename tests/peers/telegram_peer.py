@@ -66,6 +66,10 @@ class TelegramUsers:
         user = user if isinstance(user, dict) else {"id": user}
         return await self._post("/test/say", chat=chat, user=user, text=text, **options)
 
+    async def open_chat(self, chat: dict) -> dict:
+        """Make a chat exist at the platform without anyone saying anything (for hand-made updates)."""
+        return await self._post("/test/chat", chat=chat)
+
     async def raw(self, update: dict) -> int:
         return (await self._post("/test/raw", update=update))["update_id"]
 

@@ -18,7 +18,7 @@ with uploads) or as a JSON body; answers in Telegram's envelope
 Test control (JSON): ``POST /test/bots {token, username?, privacy?}``,
 ``POST /test/say {token, chat: {id, type?, title?, is_forum?}, user?: {id, first_name?, username?},
 text, mention?, mention_name?, command?, command_to?, reply_to?, thread?, media?: {kind, name?, size?, hex?}}``,
-``POST /test/raw {token, update}`` (a malformed update), ``POST /test/redeliver {token, update_id}``,
+``POST /test/chat {chat}`` (a chat exists, nothing said yet), ``POST /test/raw {token, update}`` (a malformed update), ``POST /test/redeliver {token, update_id}``,
 ``POST /test/faults {token, next?, rate_429?, rate_5xx?, rate_lost?, retry_after?, down?, send_latency?}``,
 ``GET /test/seen?token=`` (the bot's messages per chat as users see them),
 ``GET /test/attempts?token=``, ``GET /test/bot?token=`` (commands, webhook, queue, drafts, chat actions).
@@ -216,7 +216,7 @@ def build_app(platform: TelegramPlatform) -> Starlette:
     def bot_info(query: dict) -> dict:
         bot = platform.bot(query.get("token"))
         return {"user": bot.user, "commands": bot.commands, "webhook": bot.webhook, "queued": [u["update_id"] for u in bot.updates],
-                "polling": bot.wakeup is not None, "drafts": bot.drafts, "actions": dict(bot.actions)}
+                "polling": bot.wakeup is not None, "polls": bot.polls, "drafts": bot.drafts, "actions": dict(bot.actions)}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -228,6 +228,7 @@ def build_app(platform: TelegramPlatform) -> Starlette:
         Route("/file/bot{token}/{path:path}", file_download, methods=["GET"]),
         Route("/test/bots", control(bots), methods=["POST"]),
         Route("/test/say", control(lambda b: platform.say(platform.bot(b.get("token")), b)), methods=["POST"]),
+        Route("/test/chat", control(lambda b: platform.chat(b["chat"])), methods=["POST"]),
         Route("/test/raw", control(lambda b: {"update_id": platform.queue_raw(platform.bot(b.get("token")), b["update"])}),
               methods=["POST"]),
         Route("/test/redeliver", control(redeliver), methods=["POST"]),

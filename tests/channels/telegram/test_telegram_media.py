@@ -1,0 +1,105 @@
+"""Files in (getFile + download into the account's data dir, within a limit) and out (sendPhoto/Voice/Document)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import unquote, urlparse
+
+import pytest
+
+from gateway.messages import Attachment, Media
+from tests.channels.telegram.conftest import new_id
+from tests.contract.harness import eventually
+
+pytestmark = pytest.mark.timeout(60)
+
+PICTURE = bytes(range(256)) * 40
+
+
+def local_path(media: Media) -> Path:
+    assert media.url and media.url.startswith("file://"), media
+    return Path(unquote(urlparse(media.url).path))
+
+
+async def test_a_photo_is_downloaded_into_the_data_dir_and_handed_on_with_its_caption(open_rig):
+    rig = await open_rig()
+    chat = new_id()
+    await rig.users.say(chat, "is my drawing right?", media={"kind": "photo", "hex": PICTURE.hex()})
+    await rig.replies(chat, 1)
+    [message] = rig.responder.turns[0].messages
+    [media] = [e for e in message.elements if isinstance(e, Media)]
+    path = local_path(media)
+    assert media.kind == "image" and media.platform_ref
+    assert path.read_bytes() == PICTURE
+    assert path.is_relative_to(rig.data_dir)
+    assert "is my drawing right?" in message.text
+
+
+async def test_a_voice_note_and_a_document_arrive_as_audio_and_file(open_rig):
+    rig = await open_rig()
+    chat = new_id()
+    await rig.users.say(chat, "", media={"kind": "voice", "hex": b"OggS-voice".hex()})
+    await rig.users.say(chat, "", media={"kind": "document", "name": "essay.txt", "hex": b"My essay.".hex()})
+    await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 2, what="both messages in turns")
+    kinds = {e.kind: local_path(e).read_bytes() for t in rig.responder.turns for m in t.messages for e in m.elements
+             if isinstance(e, Media)}
+    assert kinds == {"audio": b"OggS-voice", "file": b"My essay."}
+
+
+async def test_a_file_over_the_limit_is_not_downloaded_and_the_message_says_why(open_rig):
+    rig = await open_rig()
+    chat = new_id()
+    await rig.users.say(chat, "here is the video", media={"kind": "document", "name": "lesson.mp4", "size": 25 * 1024 * 1024})
+    await rig.replies(chat, 1)
+    [message] = rig.responder.turns[0].messages
+    [media] = [e for e in message.elements if isinstance(e, Media)]
+    assert media.url is None
+    assert "here is the video" in message.text
+    assert "file lesson.mp4 not downloaded: 25.0 MB is over the 20.0 MB limit" in message.text
+    assert not (rig.data_dir / "channels" / "telegram" / "main" / "media").exists()
+
+
+async def test_a_lower_limit_set_by_the_teacher_applies_to_what_telegram_would_serve(open_rig):
+    rig = await open_rig(max_download_bytes=1000)
+    chat = new_id()
+    await rig.users.say(chat, "", media={"kind": "photo", "hex": PICTURE.hex()})
+    await rig.replies(chat, 1)
+    [message] = rig.responder.turns[0].messages
+    assert "over the 0.0 MB limit" in message.text and "not downloaded" in message.text
+
+
+async def test_attachments_go_out_as_photo_voice_and_document_after_the_text(open_rig, tmp_path):
+    drawing, voice, sheet = tmp_path / "triangle.png", tmp_path / "hint.ogg", tmp_path / "sheet.pdf"
+    drawing.write_bytes(b"\x89PNG...")
+    voice.write_bytes(b"OggS...")
+    sheet.write_bytes(b"%PDF...")
+    rig = await open_rig()
+    rig.responder.attachments = (
+        Attachment(kind="image", path=str(drawing), name="triangle.png"),
+        Attachment(kind="audio", path=str(voice), name="hint.ogg"),
+        Attachment(kind="file", path=str(sheet), name="sheet.pdf"),
+    )
+    chat = new_id()
+    asked = await rig.users.say(chat, "show me")
+    shown = await rig.replies(chat, 4)
+    await rig.quiet()
+    assert [(m["kind"], m["attachment"]) for m in shown] == [
+        ("text", None), ("photo", "triangle.png"), ("voice", "hint.ogg"), ("document", "sheet.pdf")]
+    assert shown[0]["reply_to"] == asked["message_id"]
+    assert len((await rig.users.seen())[str(chat)]) == 4
+
+
+async def test_a_failed_file_send_retries_without_repeating_the_text(open_rig, tmp_path):
+    drawing = tmp_path / "graph.png"
+    drawing.write_bytes(b"\x89PNG...")
+    rig = await open_rig()
+    rig.responder.attachments = (Attachment(kind="image", path=str(drawing), name="graph.png"),)
+    await rig.users.faults(next=["", "503"])  # the text goes through, the photo fails once
+    chat = new_id()
+    await rig.users.say(chat, "plot it")
+    await rig.replies(chat, 2)
+    await rig.quiet()
+    shown = (await rig.users.seen())[str(chat)]
+    assert [m["kind"] for m in shown] == ["text", "photo"]
+    outcomes = [a["outcome"] for a in (await rig.users.attempts())["attempts"]]
+    assert outcomes == ["posted", "unavailable", "posted"]
