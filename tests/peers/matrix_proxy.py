@@ -10,6 +10,8 @@ be told to:
 - forward the next room send and then answer 504 -- the message is posted,
   the response is lost, exactly as when a load balancer times out;
 - answer every send slowly, after forwarding it;
+- answer a random share of sends with 429 or with 504-after-forwarding
+  (``rate_429``, ``rate_lost``; seeded), for the crash test;
 - go down (every request answered 502) and come back;
 - hand out a /sync response it already handed out once more (a redelivery:
   the same events reach the gateway twice, as after a lost sync answer);
@@ -26,6 +28,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import random
 import re
 from collections import Counter
 from typing import Any
@@ -46,12 +49,15 @@ CANNED = {
 
 
 class MatrixFaultProxy:
-    def __init__(self, upstream: str) -> None:
+    def __init__(self, upstream: str, *, seed: int = 0) -> None:
         self.upstream = upstream.rstrip("/")
         self.url = ""
         self.next_faults: list[tuple[int, float]] = []
         self.down = False
         self.send_latency = 0.0
+        self.rate_429 = 0.0
+        self.rate_lost = 0.0
+        self.rng = random.Random(seed)
         self.outcomes: Counter[str] = Counter()
         self.syncs: list[bytes] = []
         self.replay: bytes | None = None
@@ -143,6 +149,12 @@ class MatrixFaultProxy:
                 self.syncs = [*self.syncs[-KEPT_SYNCS + 1:], content]
             return response.status_code, _headers(response), content
         fault = self.next_faults.pop(0) if is_send and self.next_faults else None
+        if is_send and fault is None and (self.rate_429 or self.rate_lost):
+            roll = self.rng.random()
+            if roll < self.rate_429:
+                fault = (429, 0.2)
+            elif roll < self.rate_429 + self.rate_lost:
+                fault = (504, 0.0)
         if fault is not None and fault[0] != 504:
             status, retry_after = fault
             self.outcomes["rate_limited" if status == 429 else f"failed_{status}"] += 1
