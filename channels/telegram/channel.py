@@ -178,7 +178,8 @@ class TelegramChannel(Channel):
             draft = draft_id_for(idempotency_key)
             try:
                 await send_draft(bot, where, draft, part.text)
-                return SentMessage(message=MessageId(f"{DRAFT}{draft}"))
+                # The id carries what the final message answers: edit() is not handed the referrer.
+                return SentMessage(message=MessageId(f"{DRAFT}{draft}:{where.reply_to or ''}"))
             except Unsupported as error:
                 self._drafts = False
                 log.info("telegram drafts unavailable, previews are edited messages account=%s reason=%s", self.account, error)
@@ -202,13 +203,15 @@ class TelegramChannel(Channel):
 
     async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
         bot, _ = await self._ready()
-        where = self._where(target)
         if message.startswith(DRAFT):
+            draft, _, reply_to = message.removeprefix(DRAFT).partition(":")
+            where = self._where(target, MessageId(reply_to) if reply_to else None)
             if not final:
-                await send_draft(bot, where, int(message.removeprefix(DRAFT)), part.text)
+                await send_draft(bot, where, int(draft), part.text)
             else:  # a draft is ephemeral: the final text becomes a real message now
                 await self._send_part(bot, where, part, f"final:{message}:{target.conversation.key}")
             return
+        where = self._where(target)
         if part.text.strip():
             await edit_text(bot, where.chat, int(message), part.text)
         if final and part.attachments:
