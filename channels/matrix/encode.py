@@ -35,8 +35,10 @@ class _PlainText(HTMLParser):
         super().__init__(convert_charrefs=True)
         self.out: list[str] = []
         self._links: list[tuple[str, int]] = []
+        self._pre = 0
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self._pre += tag == "pre"
         if tag == "br":
             self.out.append("\n")
         elif tag == "li":
@@ -47,6 +49,7 @@ class _PlainText(HTMLParser):
             self._links.append((dict(attrs).get("href") or "", len(self.out)))
 
     def handle_endtag(self, tag: str) -> None:
+        self._pre -= tag == "pre" and self._pre > 0
         if tag == "a" and self._links:
             href, start = self._links.pop()
             label = "".join(self.out[start:])
@@ -54,6 +57,8 @@ class _PlainText(HTMLParser):
                 self.out.append(f" ({href})")
 
     def handle_data(self, data: str) -> None:
+        if not self._pre and "\n" in data and not data.strip():
+            return  # the renderer's line breaks between blocks; blocks bring their own
         self.out.append(data)
 
 
