@@ -1,0 +1,181 @@
+"""EmailChannel: a partner's mailbox, read over IMAP and answered over SMTP.
+
+Inbound, per mailbox, the cursor is ``"<uidvalidity>:<last uid>"``, written
+only after ``sink.accept`` returned for every mail up to that UID -- including
+mail screened out, which is recorded with its reason and never read again.
+After a crash the same UIDs are fetched again and the gateway's dedup (keyed
+by Message-ID) answers each once.
+
+- No cursor yet (first start): unread mail is taken, read mail is left alone.
+- UIDVALIDITY changed (the mailbox was rebuilt, UIDs mean nothing now): mail of
+  the redelivery horizon is fetched again; dedup by Message-ID keeps anything
+  already answered from being answered twice.
+
+Outbound, each part is one mail (see ``compose``), submitted over SMTP, and
+recorded in the sent ledger so a retried key is never submitted twice by us.
+"""
+
+from __future__ import annotations
+
+import email
+import email.policy
+import logging
+from datetime import datetime, timedelta, timezone
+from typing import ClassVar
+
+from channels.base import Channel, ChannelContext, Heartbeat
+from channels.email.compose import Thread, compose
+from channels.email.config import EmailConfig
+from channels.email.decode import decode
+from channels.email.imap import ImapSession, MailboxState
+from channels.email.ledger import SentLedger
+from channels.email.screening import SenderScreen, automatic_reason
+from channels.email.smtp import SmtpSubmitter
+from gateway.config import AccountConfig
+from gateway.errors import InvalidEvent
+from gateway.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.supervisor import ChannelState
+
+log = logging.getLogger(__name__)
+BATCH = 25
+
+
+class EmailChannel(Channel):
+    name: ClassVar[str] = "email"
+    config_model: ClassVar[type[AccountConfig]] = EmailConfig
+
+    def __init__(self, context: ChannelContext) -> None:
+        super().__init__(context)
+        self.settings: EmailConfig = context.config  # type: ignore[assignment]
+        self.me = self.settings.address.lower()
+        self.screen = SenderScreen(self.settings.allowed_senders, self.settings.allowed_domains,
+                                   self.settings.max_mails_per_sender_hour)
+        self.smtp = SmtpSubmitter(self.settings)
+        self._ledger: SentLedger | None = None
+        self._imap: ImapSession | None = None
+
+    @property
+    def cursor_name(self) -> str:
+        return f"imap:{self.settings.mailbox}"
+
+    @property
+    def ledger(self) -> SentLedger:
+        if self._ledger is None:
+            self._ledger = SentLedger(self.context.data_dir / "sent.sqlite3")
+        return self._ledger
+
+    # ------------------------------------------------------------------ inbound
+
+    async def run(self, heartbeat: Heartbeat) -> None:
+        imap = self._imap = ImapSession(self.settings)
+        try:
+            state = await imap.open()
+            heartbeat.set_state(ChannelState.RUNNING)
+            log.info("email reading account=%s mailbox=%s uidvalidity=%d idle=%s", self.account,
+                     self.settings.mailbox, state.uidvalidity, self.settings.idle and imap.can_idle)
+            while True:
+                # Drain until a search finds nothing and no new-mail notice came meanwhile: the
+                # server announces a mail once, and not again once IDLE starts.
+                notices = imap.exists_notices
+                found = await self._drain(imap, state)
+                heartbeat.beat()
+                if found or imap.exists_notices != notices:
+                    continue
+                await imap.wait_for_mail(self.settings.idle)
+                heartbeat.beat()
+        finally:
+            self._imap = None
+            await imap.close()
+
+    async def _pending_uids(self, imap: ImapSession, state: MailboxState) -> list[int]:
+        """UIDs to read now, in order."""
+        saved = await self.context.cursors.get(self.cursor_name)
+        if saved is None:
+            return await imap.search("UNSEEN")
+        validity, _, last = saved.partition(":")
+        if int(validity) != state.uidvalidity:
+            horizon = datetime.now(timezone.utc) - timedelta(seconds=self.capabilities().redelivery_horizon_s)
+            log.warning("email UIDVALIDITY changed account=%s mailbox=%s was=%s now=%d: re-reading mail since %s",
+                        self.account, self.settings.mailbox, validity, state.uidvalidity, horizon.date())
+            return await imap.search("SINCE", horizon.strftime("%d-%b-%Y"))
+        last_uid = int(last)
+        return [u for u in await imap.search("UID", f"{last_uid + 1}:*") if u > last_uid]
+
+    async def _drain(self, imap: ImapSession, state: MailboxState) -> bool:
+        """Read, screen and accept every pending mail, advancing the cursor after each accepted batch;
+        say whether there was any.
+
+        Mail below the UIDNEXT seen at SELECT that was not pending (read mail on a first start,
+        mail past the horizon after a UIDVALIDITY change) is passed over on purpose."""
+        uids = await self._pending_uids(imap, state)
+        for start in range(0, len(uids), BATCH):
+            chunk = uids[start : start + BATCH]
+            sizes = await imap.sizes(chunk)
+            accepted: list[InboundMessage] = []
+            for uid in chunk:
+                message = await self._read(imap, uid, sizes.get(uid))
+                if message is not None:
+                    accepted.append(message)
+            if accepted:
+                await self.context.sink.accept(accepted)
+            await self._advance(state.uidvalidity, chunk[-1])
+            await imap.mark_seen(chunk)
+        saved = await self.context.cursors.get(self.cursor_name)
+        if saved is None or saved.partition(":")[0] != str(state.uidvalidity) or int(saved.partition(":")[2]) < state.uidnext - 1:
+            await self._advance(state.uidvalidity, max(state.uidnext - 1, uids[-1] if uids else 0))
+        return bool(uids)
+
+    async def _advance(self, uidvalidity: int, uid: int) -> None:
+        await self.context.cursors.put(self.cursor_name, f"{uidvalidity}:{uid}")
+
+    async def _read(self, imap: ImapSession, uid: int, size: int | None) -> InboundMessage | None:
+        """Fetch, decode and screen one mail; None (with the reason recorded) when it is not to be answered."""
+        limit = self.settings.max_message_bytes
+        if size is not None and size > limit:
+            return self._refuse(uid, f"mail of {size} bytes is over max_message_bytes ({limit})")
+        raw = await imap.fetch(uid)
+        if raw is None:
+            return self._refuse(uid, "mail disappeared before it could be read (expunged)")
+        try:
+            mail = email.message_from_bytes(raw, policy=email.policy.default)
+            received = decode(mail, raw, account=self.account, me=self.me,
+                              media_dir=self.context.data_dir / "attachments",
+                              media_max_bytes=self.capabilities().media_max_bytes)
+        except InvalidEvent as error:
+            return self._refuse(uid, str(error))
+        except Exception as error:  # the stdlib parser is lenient; anything it still chokes on is the mail's fault
+            return self._refuse(uid, f"unreadable mail ({type(error).__name__}: {error})")
+        if received.message.from_self:
+            return received.message  # the pipeline drops it as an own message
+        reason = automatic_reason(received.mail, received.sender) or self.screen.refusal(received.sender)
+        if reason:
+            return self._refuse(uid, f"{reason}; Message-ID {received.message.event_id}")
+        return received.message
+
+    def _refuse(self, uid: int, reason: str) -> None:
+        self.context.sink.invalid(f"email uid {uid}: {reason}")
+        return None
+
+    # ------------------------------------------------------------------ outbound
+
+    async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
+        known = self.ledger.sent(idempotency_key)
+        if known is not None:
+            log.info("email already sent account=%s key=%s message=%s", self.account, idempotency_key, known)
+            return SentMessage(message=MessageId(known))
+        thread = Thread.from_referrer(referrer.message, referrer.token)
+        to = thread.reply_to or target.conversation.chat
+        mail = compose(part, thread, sender=self.settings.address, sender_name=self.settings.display_name, to=to,
+                       bcc=self.settings.address if self.settings.copy_to_self else None,
+                       idempotency_key=idempotency_key, fallback_subject=self.settings.new_subject)
+        recipients = [to] + ([self.settings.address] if self.settings.copy_to_self else [])
+        await self.smtp.submit(mail, recipients)
+        message_id = str(mail["Message-ID"])
+        self.ledger.record(idempotency_key, message_id)
+        log.info("email sent account=%s to=%s message=%s part=%d", self.account, to, message_id, part.index)
+        return SentMessage(message=MessageId(message_id))
+
+    async def close(self) -> None:
+        if self._ledger is not None:
+            self._ledger.close()
+            self._ledger = None

@@ -1,0 +1,84 @@
+"""EmailConfig: one mailbox the partner reads over IMAP and answers from over SMTP.
+
+Every endpoint is configurable, because teachers bring their own provider
+(Gmail, Outlook, a school's server).  ``security = none`` is refused for
+anything but a loopback host: it exists for the test peer, never for a
+password crossing a network in clear text.
+"""
+
+from __future__ import annotations
+
+from enum import Enum
+
+from pydantic import Field, model_validator
+
+from gateway.config import AccountConfig, EnvSecret
+
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+class ImapSecurity(str, Enum):
+    TLS = "tls"  # implicit TLS, port 993 (aioimaplib has no IMAP STARTTLS)
+    NONE = "none"  # loopback only
+
+
+class SmtpSecurity(str, Enum):
+    STARTTLS = "starttls"  # submission port 587
+    TLS = "tls"  # implicit TLS, port 465
+    NONE = "none"  # loopback only
+
+
+class EmailConfig(AccountConfig):
+    address: str = Field(pattern=r"^[^@\s]+@[^@\s]+$")
+    """The partner's own address: mail is sent from it, and mail from it is never answered."""
+    display_name: str = ""
+    username: str | None = None
+    """IMAP and SMTP login; the address when unset."""
+    password: EnvSecret
+    """An app password, given as ``env:NAME``."""
+
+    imap_host: str
+    imap_port: int = Field(default=993, ge=1, le=65535)
+    imap_security: ImapSecurity = ImapSecurity.TLS
+    mailbox: str = "INBOX"
+
+    smtp_host: str
+    smtp_port: int = Field(default=587, ge=1, le=65535)
+    smtp_security: SmtpSecurity = SmtpSecurity.STARTTLS
+    smtp_username: str | None = None
+    """SMTP login when it differs from the IMAP one."""
+    smtp_password: EnvSecret | None = None
+
+    idle: bool = True
+    """Wait for new mail with IMAP IDLE when the server offers it; poll otherwise."""
+    idle_renew_s: float = Field(default=60.0, gt=0, le=1740)
+    """Re-issue IDLE this often (servers drop idle clients after 30 min; the supervisor wants a beat within 90 s)."""
+    poll_interval_s: float = Field(default=30.0, gt=0, le=80)
+    timeout_s: float = Field(default=30.0, gt=0)
+
+    allowed_senders: tuple[str, ...] = ()
+    """Addresses that may write to the partner; with ``allowed_domains``, empty means anyone."""
+    allowed_domains: tuple[str, ...] = ()
+    max_mails_per_sender_hour: int = Field(default=30, ge=1)
+    """Loop protection: mail from one sender beyond this many in an hour is not answered."""
+    max_message_bytes: int = Field(default=26214400, ge=1024)
+    """Mail larger than this is not downloaded; it is dropped with the reason."""
+    copy_to_self: bool = False
+    """Bcc every reply to the partner's own address, so the mailbox holds both sides of each thread."""
+    new_subject: str = "A message from your study partner"
+    """Subject of mail the partner starts itself (reminders), not replying to anything."""
+
+    @model_validator(mode="after")
+    def _clear_text_only_on_loopback(self) -> "EmailConfig":
+        for kind, host, security in (("imap", self.imap_host, self.imap_security), ("smtp", self.smtp_host, self.smtp_security)):
+            if security.value == "none" and host not in LOOPBACK_HOSTS:
+                raise ValueError(f"{kind}_security none sends the password in clear text; use tls or starttls for {host}")
+        return self
+
+    @property
+    def login(self) -> str:
+        return self.username or self.address
+
+    @property
+    def domain(self) -> str:
+        return self.address.rsplit("@", 1)[1]

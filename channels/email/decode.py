@@ -1,0 +1,170 @@
+"""A received mail -> InboundMessage, with the stdlib ``email`` package doing all MIME parsing.
+
+Identity and threading:
+
+- the event id is the ``Message-ID``: the same mail fetched again (a restart,
+  a changed UIDVALIDITY, a second copy) keeps it, so the gateway's dedup
+  answers it once.  Mail without one gets a hash of its bytes instead;
+- the conversation is (sender address, thread root), the root being the first
+  ``References`` id, else ``In-Reply-To``, else the mail's own id: every mail
+  of a thread lands in one conversation, and two learners never share one;
+- what the reply needs (subject, references, the quoted text, the date and
+  name for "On <date>, <name> wrote:") rides in the :class:`Referrer` token.
+
+Attachments within the platform's ``media_max_bytes`` are saved under the
+account's data dir and become Media elements; larger ones become a note.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.message import EmailMessage
+from email.utils import getaddresses, parseaddr
+from pathlib import Path
+
+from channels.email.plaintext import html_to_text
+from gateway.errors import InvalidEvent
+from gateway.messages import (
+    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Element, EventId,
+    InboundMessage, Media, MessageId, Referrer, Sender, Text, UserId,
+)
+
+CHANNEL = ChannelName("email")
+MSGID = re.compile(r"<[^<>\s]+>")
+QUOTE_CHARS = 2000
+MAX_REFERENCES = 20
+ATTRIBUTION = re.compile(r"^(On .{3,200} wrote:|-+ ?Original Message ?-+)\s*$", re.M)
+
+
+@dataclass(frozen=True)
+class Received:
+    """A parsed mail before screening: the sender, and the message it becomes."""
+
+    sender: str
+    mail: EmailMessage
+    message: InboundMessage
+
+
+def message_ids(value: object) -> list[str]:
+    return MSGID.findall(str(value or ""))
+
+
+def thread_root(mail: EmailMessage, own_id: str) -> str:
+    references = message_ids(mail.get("References"))
+    if references:
+        return references[0]
+    in_reply_to = message_ids(mail.get("In-Reply-To"))
+    return in_reply_to[0] if in_reply_to else own_id
+
+
+def event_id_of(mail: EmailMessage, raw: bytes) -> str:
+    ids = message_ids(mail.get("Message-ID"))
+    return ids[0] if ids else "sha256:" + hashlib.sha256(raw).hexdigest()
+
+
+def strip_quoted(text: str) -> str:
+    """The new part of a reply: drop the quoted history under an "On ... wrote:" line and trailing '>' lines."""
+    match = ATTRIBUTION.search(text)
+    if match and match.start() > 0:
+        text = text[: match.start()]
+    lines = text.rstrip().splitlines()
+    while lines and lines[-1].lstrip().startswith(">"):
+        lines.pop()
+    return "\n".join(lines).strip()
+
+
+def body_text(mail: EmailMessage) -> str:
+    part = mail.get_body(preferencelist=("plain", "html"))
+    if part is None:
+        return ""
+    try:
+        content = part.get_content()
+    except (LookupError, ValueError, AssertionError):  # unknown charset, broken transfer encoding
+        payload = part.get_payload(decode=True) or b""
+        content = payload.decode("utf-8", errors="replace")
+    if not isinstance(content, str):
+        return ""
+    return html_to_text(content) if part.get_content_type() == "text/html" else content.replace("\r\n", "\n")
+
+
+def _kind(content_type: str) -> str:
+    major = content_type.split("/", 1)[0]
+    return major if major in ("image", "audio", "video") else "file"
+
+
+def _safe_name(name: str, index: int) -> str:
+    cleaned = re.sub(r"[^\w.\- ]+", "_", Path(name or "").name).strip(" .")[:120]
+    return cleaned or f"attachment-{index}"
+
+
+def attachments(mail: EmailMessage, folder: Path, max_bytes: int) -> list[Element]:
+    """Save each attachment under ``folder`` (within ``max_bytes``) and describe it as an element."""
+    elements: list[Element] = []
+    for index, part in enumerate(mail.iter_attachments(), 1):
+        name = _safe_name(part.get_filename() or "", index)
+        content_type = part.get_content_type()
+        payload = part.get_payload(decode=True)
+        if not isinstance(payload, bytes):
+            continue  # an attached message/rfc822: its text is not homework we can keep as a file
+        if len(payload) > max_bytes:
+            elements.append(Text(text=f"\n[attachment {name} not kept: {len(payload)} bytes is over the {max_bytes}-byte limit]"))
+            continue
+        folder.mkdir(parents=True, exist_ok=True)
+        path = folder / f"{index:02d}-{name}"
+        path.write_bytes(payload)
+        elements.append(Media(kind=_kind(content_type), url=path.resolve().as_uri(), platform_ref=str(path),
+                              name=name, mime_type=content_type, size=len(payload)))
+    return elements
+
+
+def referrer_for(mail: EmailMessage, event_id: str, name: str, text: str, reply_to: str | None) -> Referrer:
+    references = message_ids(mail.get("References")) or message_ids(mail.get("In-Reply-To"))
+    if not event_id.startswith("sha256:"):
+        references = references + [event_id]
+    if len(references) > MAX_REFERENCES:  # keep the root and the most recent ones (RFC 5322 3.6.4)
+        references = references[:1] + references[-(MAX_REFERENCES - 1):]
+    token = {
+        "subject": str(mail.get("Subject", "") or ""),
+        "references": references,
+        "date": str(mail.get("Date", "") or ""),
+        "name": name,
+        "reply_to": reply_to,
+        "quote": text[:QUOTE_CHARS],
+    }
+    message = MessageId(event_id) if not event_id.startswith("sha256:") else None
+    return Referrer(message=message, token=json.dumps(token, ensure_ascii=False))
+
+
+def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media_dir: Path, media_max_bytes: int) -> Received:
+    """Decode one parsed mail; raise InvalidEvent with the reason when it cannot be answered at all."""
+    try:
+        name, sender = parseaddr(str(mail.get("From", "") or ""))
+    except (TypeError, ValueError, IndexError) as error:
+        raise InvalidEvent(f"email with an unreadable From header: {error}") from None
+    sender = sender.strip().lower()
+    if "@" not in sender:
+        raise InvalidEvent(f"email without a sender address (From: {str(mail.get('From', ''))[:100]!r})")
+    event_id = event_id_of(mail, raw)
+    root = thread_root(mail, event_id)
+    text = strip_quoted(body_text(mail))
+    folder = media_dir / hashlib.blake2b(event_id.encode(), digest_size=8).hexdigest()
+    elements: list[Element] = [Text(text=text)] if text else []
+    elements += attachments(mail, folder, media_max_bytes)
+    reply_to = [a for _, a in getaddresses([str(mail.get("Reply-To", "") or "")]) if "@" in a]
+    subject = str(mail.get("Subject", "") or "")
+    message = InboundMessage(
+        event_id=EventId(event_id),
+        address=Address(channel=CHANNEL, account=account, conversation=Conversation(
+            chat=ChatId(sender), kind=ConversationKind.DIRECT, thread=root, title=subject[:200] or None)),
+        sender=Sender(user=UserId(sender), display_name=name),
+        elements=tuple(elements),
+        referrer=referrer_for(mail, event_id, name or sender, text, reply_to[0] if reply_to else None),
+        received_at=datetime.now(timezone.utc),
+        addressed=True,
+        from_self=sender == me.lower(),
+    )
+    return Received(sender=sender, mail=mail, message=message)

@@ -1,0 +1,344 @@
+"""The email channel's loopback peer: a real Dovecot (IMAP + LMTP) and a real SMTP server in front of it.
+
+Dovecot runs from a config written into a temp dir that reads nothing from
+/etc/dovecot.  Any address at any domain has a mailbox (static userdb), and
+every account logs in with the peer's one password (static passdb), so a test
+makes a fresh bot address instead of editing a users file.
+
+The SMTP server is aiosmtpd, in its own thread and event loop (the crash test
+SIGKILLs the gateway; its mail server must outlive it).  It requires AUTH and
+hands each accepted message to Dovecot over LMTP, as a real MTA would.  When
+LMTP is unreachable (Dovecot stopped for an outage test) the message waits in
+a queue and is retried, as a real MTA's queue would.
+
+Fault injection: :meth:`SmtpPeer.fail_next` makes the next DATA answer with a
+chosen SMTP reply -- before delivering (an ordinary refusal) or after
+delivering (the message is posted but the client is told it failed: the lost
+response SMTP cannot deduplicate).
+
+Learners' mailboxes are read from Dovecot's Maildir on disk with the stdlib
+:mod:`mailbox` module: what Dovecot delivered, without a second IMAP client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email
+import email.policy
+import os
+import pwd
+import shutil
+import smtplib
+import socket
+import subprocess
+import threading
+import time
+import warnings
+from collections import Counter, deque
+from dataclasses import dataclass
+from email.message import EmailMessage
+from pathlib import Path
+
+warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS", category=UserWarning)
+
+PASSWORD = "peer-pass"
+DOMAIN = "school.test"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _wait_listening(port: int, what: str, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:g} s")
+            time.sleep(0.02)
+
+
+class Dovecot:
+    """One Dovecot instance in ``root`` (config, state, logs and mail all live there)."""
+
+    def __init__(self, root: Path) -> None:
+        for tool in ("dovecot", "doveadm"):
+            if shutil.which(tool) is None:
+                raise AssertionError(
+                    f"`{tool}` is not installed: the email channel's tests need Dovecot. "
+                    "Run `bash deploy/peers/dovecot.sh` (apt: dovecot-imapd dovecot-lmtpd)."
+                )
+        self.root = root
+        self.imap_port, self.lmtp_port = free_port(), free_port()
+        self.conf = root / "dovecot.conf"
+        self.running = False
+        self._write_config()
+
+    def _write_config(self) -> None:
+        root = self.root
+        for sub in ("run", "state", "mail"):
+            (root / sub).mkdir(parents=True, exist_ok=True)
+        root.chmod(0o755)  # Dovecot's own processes must reach the mail dir
+        if os.geteuid() == 0:
+            try:
+                account = pwd.getpwnam("vmail")
+            except KeyError:
+                raise AssertionError("user `vmail` is missing: run `bash deploy/peers/dovecot.sh`") from None
+            os.chown(root / "mail", account.pw_uid, account.pw_gid)
+            users = f"mail_uid = vmail\nmail_gid = vmail\n"
+        else:  # unprivileged: every Dovecot process runs as the test user
+            me = pwd.getpwuid(os.geteuid()).pw_name
+            users = (f"mail_uid = {me}\nmail_gid = {os.getegid()}\ndefault_internal_user = {me}\n"
+                     f"default_login_user = {me}\n")
+        self.conf.write_text(f"""\
+base_dir = {root}/run
+state_dir = {root}/state
+log_path = {root}/dovecot.log
+protocols = imap lmtp
+listen = 127.0.0.1
+ssl = no
+disable_plaintext_auth = no
+auth_mechanisms = plain login
+mail_location = maildir:{root}/mail/%u/Maildir
+{users}first_valid_uid = 1
+passdb {{
+  driver = static
+  args = password={PASSWORD}
+}}
+userdb {{
+  driver = static
+  args = home={root}/mail/%u allow_all_users=yes
+}}
+service imap-login {{
+  inet_listener imap {{
+    address = 127.0.0.1
+    port = {self.imap_port}
+  }}
+  inet_listener imaps {{
+    port = 0
+  }}
+}}
+service lmtp {{
+  inet_listener lmtp {{
+    address = 127.0.0.1
+    port = {self.lmtp_port}
+  }}
+}}
+protocol lmtp {{
+  postmaster_address = postmaster@{DOMAIN}
+}}
+""")
+
+    def start(self) -> None:
+        # Dovecot daemonizes and its master keeps inherited pipes open: give it files, not pipes.
+        errors = self.root / "start.err"
+        with errors.open("wb") as err:
+            code = subprocess.call(["dovecot", "-c", str(self.conf)], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=err)
+        if code != 0:
+            raise AssertionError(f"dovecot failed to start ({code}): {errors.read_text().strip()}")
+        _wait_listening(self.imap_port, "Dovecot IMAP")
+        _wait_listening(self.lmtp_port, "Dovecot LMTP")
+        self.running = True
+
+    def stop(self) -> None:
+        """Stop Dovecot and wait until its IMAP port refuses connections."""
+        self.running = False
+        subprocess.call(["doveadm", "-c", str(self.conf), "stop"], stdin=subprocess.DEVNULL,
+                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.imap_port), timeout=0.5).close()
+            except OSError:
+                return
+            time.sleep(0.02)
+        raise AssertionError("dovecot did not stop within 10 s")
+
+    def doveadm(self, *args: str) -> str:
+        result = subprocess.run(["doveadm", "-c", str(self.conf), *args], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise AssertionError(f"doveadm {' '.join(args)} failed: {result.stderr.strip()}")
+        return result.stdout
+
+    def maildir(self, address: str) -> Path:
+        return self.root / "mail" / address / "Maildir"
+
+    def received(self, address: str) -> list[EmailMessage]:
+        """Every message in the address's INBOX, oldest first (Dovecot's Maildir file names start with the time).
+
+        Read straight from the Maildir's ``new`` and ``cur`` folders; a folder Dovecot has not made yet,
+        or a file it moved from ``new`` to ``cur`` while we looked, is simply not there yet."""
+        found: list[tuple[str, EmailMessage]] = []
+        for folder in ("new", "cur"):
+            path = self.maildir(address) / folder
+            try:
+                names = os.listdir(path)
+            except FileNotFoundError:
+                continue
+            for name in names:
+                try:
+                    raw = (path / name).read_bytes()
+                except FileNotFoundError:
+                    continue
+                found.append((name, email.message_from_bytes(raw, policy=email.policy.default)))
+        return [m for _, m in sorted(found, key=lambda item: item[0])]
+
+
+@dataclass
+class Fault:
+    reply: str
+    after_delivery: bool = False
+    sender: str | None = None
+    """Only mail from this envelope sender trips the fault (so a learner's mail never does)."""
+
+
+class LmtpRelay:
+    """aiosmtpd handler: deliver over LMTP, keep what cannot be delivered yet, obey injected faults."""
+
+    def __init__(self, lmtp_port: int) -> None:
+        self.lmtp_port = lmtp_port
+        self.faults: deque[Fault] = deque()
+        self.answers: Counter[str] = Counter()
+        self.answers_to: Counter[tuple[str, str]] = Counter()
+        """(envelope sender, reply code) -> how often: what one test's bot was told."""
+        self.accepted: list[bytes] = []
+        self._retrying: set[asyncio.Task] = set()
+        self._lock = threading.Lock()
+
+    def _deliver(self, sender: str, recipient: str, content: bytes) -> None:
+        # One recipient per LMTP transaction: LMTP answers DATA once per recipient, and
+        # smtplib reads only one answer, so a second recipient would desynchronise it.
+        with smtplib.LMTP("127.0.0.1", self.lmtp_port, timeout=10) as lmtp:
+            lmtp.sendmail(sender, [recipient], content)
+
+    async def _deliver_or_queue(self, sender: str, recipients: list[str], content: bytes) -> None:
+        for recipient in recipients:
+            try:
+                await asyncio.to_thread(self._deliver, sender, recipient, content)
+            except (OSError, smtplib.SMTPException):
+                task = asyncio.create_task(self._retry(sender, recipient, content))
+                self._retrying.add(task)
+                task.add_done_callback(self._retrying.discard)
+
+    async def _retry(self, sender: str, recipient: str, content: bytes) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            try:
+                await asyncio.to_thread(self._deliver, sender, recipient, content)
+                return
+            except (OSError, smtplib.SMTPException):
+                continue
+
+    def _take_fault(self, sender: str) -> Fault | None:
+        with self._lock:
+            for fault in self.faults:
+                if fault.sender is None or fault.sender.lower() == (sender or "").lower():
+                    self.faults.remove(fault)
+                    return fault
+        return None
+
+    async def handle_DATA(self, server, session, envelope) -> str:
+        fault = self._take_fault(envelope.mail_from)
+        if fault is not None and not fault.after_delivery:
+            self.answers[fault.reply[:3]] += 1
+            self.answers_to[(envelope.mail_from.lower(), fault.reply[:3])] += 1
+            return fault.reply
+        content = envelope.original_content or envelope.content
+        self.accepted.append(content)
+        await self._deliver_or_queue(envelope.mail_from, list(envelope.rcpt_tos), content)
+        if fault is not None:
+            self.answers[fault.reply[:3] + "+delivered"] += 1
+            return fault.reply
+        self.answers["250"] += 1
+        return "250 2.0.0 OK: queued"
+
+    @property
+    def queued(self) -> int:
+        return len(self._retrying)
+
+
+class SmtpPeer:
+    """aiosmtpd with AUTH required, relaying to Dovecot's LMTP, in its own thread."""
+
+    def __init__(self, lmtp_port: int) -> None:
+        self.port = free_port()
+        self.relay = LmtpRelay(lmtp_port)
+        self.logins: Counter[str] = Counter()
+        self._controller = None
+
+    def _authenticate(self, server, session, envelope, mechanism, auth_data):
+        from aiosmtpd.smtp import AuthResult, LoginPassword
+
+        if isinstance(auth_data, LoginPassword) and auth_data.password.decode() == PASSWORD:
+            self.logins[auth_data.login.decode()] += 1
+            return AuthResult(success=True)
+        return AuthResult(success=False, handled=False)
+
+    def start(self) -> None:
+        try:
+            from aiosmtpd.controller import Controller
+        except ImportError:
+            raise AssertionError("aiosmtpd is not installed: pip install -e '.[test]'") from None
+        self._controller = Controller(
+            self.relay, hostname="127.0.0.1", port=self.port, authenticator=self._authenticate,
+            auth_require_tls=False, auth_required=True, ready_timeout=10,
+        )
+        self._controller.start()
+
+    def stop(self) -> None:
+        if self._controller is not None:
+            self._controller.stop()
+            self._controller = None
+
+    def fail_next(self, reply: str, *, sender: str | None = None, after_delivery: bool = False) -> None:
+        """The next DATA (from ``sender``, when given) is answered with ``reply`` (e.g. ``451 4.7.1 slow down``)."""
+        with self.relay._lock:
+            self.relay.faults.append(Fault(reply, after_delivery, sender))
+
+
+class EmailPeer:
+    """Dovecot plus the SMTP server, started together; what the tests and harnesses are handed."""
+
+    def __init__(self, root: Path) -> None:
+        self.dovecot = Dovecot(root)
+        self.smtp = SmtpPeer(self.dovecot.lmtp_port)
+        self.password = PASSWORD
+        self.domain = DOMAIN
+        self._serial = 0
+
+    @property
+    def imap_port(self) -> int:
+        return self.dovecot.imap_port
+
+    @property
+    def smtp_port(self) -> int:
+        return self.smtp.port
+
+    def start(self) -> "EmailPeer":
+        self.dovecot.start()
+        self.smtp.start()
+        return self
+
+    def stop(self) -> None:
+        self.smtp.stop()
+        self.dovecot.stop()
+
+    def new_address(self, prefix: str) -> str:
+        """A fresh, never used address (Dovecot makes its mailbox on first delivery)."""
+        self._serial += 1
+        return f"{prefix}{self._serial}-{os.getpid()}-{time.monotonic_ns() % 10**9}@{DOMAIN}"
+
+    def send(self, message: EmailMessage, *, login: str) -> None:
+        """Submit a message through the SMTP server, authenticated as ``login``."""
+        with smtplib.SMTP("127.0.0.1", self.smtp.port, timeout=10) as client:
+            client.login(login, PASSWORD)
+            client.send_message(message)
+
+    def received(self, address: str) -> list[EmailMessage]:
+        return self.dovecot.received(address)
