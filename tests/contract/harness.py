@@ -109,6 +109,7 @@ HARNESSES: dict[str, str] = {
     "relay": "tests.contract.relay_harness:RelayHarness",
     "telegram": "tests.contract.telegram_harness:TelegramHarness",
     "webchat": "tests.contract.webchat_harness:WebchatHarness",
+    "email": "tests.contract.email_harness:EmailHarness",
     "matrix": "tests.contract.matrix_harness:MatrixHarness",
 }
 """channel name -> harness class.  A new channel adds one line here (and its harness module)."""
