@@ -24,4 +24,5 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 
 export SYNAPSE_VENV="$(bash deploy/peers/synapse.sh)"  # the Matrix tests' homeserver, in its own venv
+bash deploy/peers/dovecot.sh  # the email tests' IMAP/LMTP server (apt) and its vmail user
 exec "$venv/bin/python" -m pytest "$@"
