@@ -34,7 +34,7 @@ class _Flattener(HTMLParser):
     def handle_endtag(self, tag):
         if tag in SILENT:
             self._silent = max(0, self._silent - 1)
-        elif tag in BLOCKS and tag != "br":
+        elif tag in BLOCKS and tag not in ("br", "li"):  # an item ends where the next begins
             self.out.append("\n")
         if tag == "a" and self._links:
             href = self._links.pop()

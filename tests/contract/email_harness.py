@@ -162,10 +162,10 @@ class EmailHarness:
             await asyncio.to_thread(self.peer.dovecot.start)
 
 
-def account_settings(peer: EmailPeer, bot: str, password: str, **overrides: Any) -> dict[str, Any]:
+def account_settings(peer: EmailPeer, bot: str, secret: str, **overrides: Any) -> dict[str, Any]:
     """One email account on the loopback peer: plain connections, IDLE, a copy of each reply to itself."""
     settings: dict[str, Any] = {
-        "address": bot, "display_name": "Tutor", "password": password,
+        "address": bot, "display_name": "Tutor", "password": secret,
         "imap_host": "127.0.0.1", "imap_port": peer.imap_port, "imap_security": "none",
         "smtp_host": "127.0.0.1", "smtp_port": peer.smtp_port, "smtp_security": "none",
         "copy_to_self": True, "idle_renew_s": 20, "poll_interval_s": 0.5, "timeout_s": 10,

@@ -1,0 +1,368 @@
+"""The email channel against real Dovecot and the SMTP server: threading, screening, attachments, cursors.
+
+Everything goes through the peer: learners' mail is submitted over SMTP and
+delivered by Dovecot's LMTP; the bot reads it over IMAP; its replies are read
+from the learners' own mailboxes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from email.utils import make_msgid
+
+import pytest
+
+from gateway.errors import AuthFailed
+from gateway.messages import (
+    AccountId, Address, Attachment, ChannelName, ChatId, Conversation, ConversationKind, Media, Referrer, RenderedPart,
+)
+from tests.contract.harness import counter, eventually
+
+pytestmark = pytest.mark.timeout(60)
+
+PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 40
+PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
+
+
+# --------------------------------------------------------------------------- threads, subjects, quoting
+
+
+async def test_a_reply_in_the_thread_is_the_same_conversation_and_keeps_the_thread(email_rig):
+    await email_rig.start()
+    learner = email_rig.learner()
+    first = await email_rig.send(email_rig.mail(learner, "What is 7 x 8?", subject="Re: RE: Times tables"))
+    await email_rig.replies(learner, 1)
+    [reply] = email_rig.received(learner)
+
+    follow = email_rig.mail(learner, "And 7 x 9?\n\nOn Mon, the Tutor wrote:\n> echo: What is 7 x 8?",
+                            subject=str(reply["Subject"]), In_Reply_To=str(reply["Message-ID"]),
+                            References=f"{first['Message-ID']} {reply['Message-ID']}")
+    await email_rig.send(follow)
+    await email_rig.replies(learner, 2)
+    await email_rig.quiet()
+
+    one, two = email_rig.responder.turns
+    assert one.messages[0].address.conversation.key == two.messages[0].address.conversation.key
+    assert one.messages[0].address.conversation.chat == learner
+    assert one.messages[0].address.conversation.thread == str(first["Message-ID"])
+    assert two.messages[0].text == "And 7 x 9?"  # the quoted history is not said again
+
+    second = email_rig.received(learner)[1]
+    assert str(reply["Subject"]) == "Re: Times tables"  # one "Re:", however many the learner's had
+    assert str(second["Subject"]) == "Re: Times tables"
+    assert str(second["In-Reply-To"]) == str(follow["Message-ID"])
+    assert str(second["References"]).split() == [str(first["Message-ID"]), str(reply["Message-ID"]), str(follow["Message-ID"])]
+    assert str(second["Auto-Submitted"]) == "auto-replied"
+
+
+async def test_a_new_thread_from_the_same_learner_is_a_new_conversation(email_rig):
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "fractions?", subject="Fractions"))
+    await email_rig.replies(learner, 1)
+    await email_rig.send(email_rig.mail(learner, "decimals?", subject="Decimals"))
+    await email_rig.replies(learner, 2)
+    one, two = email_rig.responder.turns
+    assert one.messages[0].address.conversation.chat == two.messages[0].address.conversation.chat == learner
+    assert one.messages[0].address.conversation.key != two.messages[0].address.conversation.key
+
+
+async def test_the_reply_quotes_the_learner_in_both_alternatives(email_rig):
+    email_rig.responder.answer = lambda turn: "Try **grouping** the terms: <b> is not a tag here."
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "How do I factor x^2 + 5x + 6?"))
+    await email_rig.replies(learner, 1)
+    [mail] = email_rig.received(learner)
+    assert mail.get_content_type() == "multipart/alternative"
+    plain = mail.get_body(preferencelist=("plain",)).get_content()
+    html = mail.get_body(preferencelist=("html",)).get_content()
+    assert "<strong>grouping</strong>" in html and "&lt;b&gt;" in html
+    assert plain.startswith("Try grouping the terms: <b> is not a tag here.")
+    assert "<" + "strong>" not in plain
+    assert " wrote:\n> How do I factor x^2 + 5x + 6?" in plain
+    assert plain.split(" wrote:")[0].rsplit("\n", 1)[-1].startswith("On ")
+    assert '<blockquote type="cite">How do I factor x^2 + 5x + 6?</blockquote>' in html
+
+
+# --------------------------------------------------------------------------- screening
+
+
+AUTOMATIC = {
+    "auto-submitted": {"Auto_Submitted": "auto-replied"},
+    "precedence-bulk": {"Precedence": "bulk"},
+    "precedence-list": {"Precedence": "list"},
+    "precedence-junk": {"Precedence": "junk"},
+    "list-id": {"List_Id": "<maths.school.test>"},
+    "x-autoreply": {"X_Autoreply": "yes"},
+    "x-auto-response-suppress": {"X_Auto_Response_Suppress": "OOF"},
+}
+
+
+async def test_automatic_mail_is_never_answered_but_recorded_and_passed_over(email_rig):
+    """Every rule at once through the real server (each rule alone is parametrized in the unit tests)."""
+    await email_rig.start()
+    learner = email_rig.learner()
+    for headers in AUTOMATIC.values():
+        await email_rig.send(email_rig.mail(learner, "out of office", **headers))
+    for robot in ("noreply", "no-reply", "MAILER-DAEMON"):
+        domain = email_rig.peer.new_address("robots").replace("@", ".")
+        await email_rig.send(email_rig.mail(f"{robot}@{domain}", "automatic notice"))
+    report = email_rig.mail(learner, "")
+    report.make_mixed()
+    report.replace_header("Content-Type", 'multipart/report; report-type=delivery-status; boundary="b"')
+    await email_rig.send(report)
+    bounce = email_rig.mail(learner, "Undelivered Mail Returned to Sender")
+    await asyncio.to_thread(_send_with_null_sender, email_rig, bounce)
+    await email_rig.send(email_rig.mail(learner, "a real question"))
+
+    await email_rig.replies(learner, 1)
+    await email_rig.quiet()
+    assert [t.messages[0].text for t in email_rig.responder.turns] == ["a real question"]
+    assert email_rig.refused() == len(AUTOMATIC) + 3 + 2
+    assert len(email_rig.received(learner)) == 1
+
+
+def _send_with_null_sender(rig, mail) -> None:
+    """A bounce: the envelope sender is empty, so Dovecot writes ``Return-Path: <>``."""
+    import smtplib
+
+    with smtplib.SMTP("127.0.0.1", rig.peer.smtp_port, timeout=10) as client:
+        client.login(rig.bot, rig.peer.password)
+        client.sendmail("", [rig.bot], mail.as_bytes())
+
+
+async def test_senders_outside_the_allowlist_are_refused_with_the_reason(email_rig, caplog):
+    allowed, stranger = email_rig.learner(), email_rig.learner()
+    await email_rig.start(allowed_senders=[allowed.upper()])
+    await email_rig.send(email_rig.mail(stranger, "let me in"))
+    await email_rig.send(email_rig.mail(allowed, "hello"))
+    await email_rig.replies(allowed, 1)
+    await email_rig.quiet()
+    assert [t.messages[0].sender.user for t in email_rig.responder.turns] == [allowed]
+    assert email_rig.refused() == 1
+    assert f"sender {stranger} is not in allowed_senders" in caplog.text
+    assert email_rig.received(stranger) == []
+
+
+async def test_a_sender_past_the_hourly_cap_is_not_answered(email_rig):
+    await email_rig.start(max_mails_per_sender_hour=2)
+    learner = email_rig.learner()
+    for n in range(3):
+        await email_rig.send(email_rig.mail(learner, f"question {n}", subject=f"Q{n}"))
+    await email_rig.replies(learner, 2)
+    await eventually(lambda: email_rig.refused() == 1, what="the third mail to be refused")
+    await email_rig.quiet()
+    assert len(email_rig.received(learner)) == 2
+
+
+# --------------------------------------------------------------------------- attachments
+
+
+async def test_homework_attachments_are_saved_and_handed_on_as_media(email_rig):
+    await email_rig.start()
+    learner = email_rig.learner()
+    mail = email_rig.mail(learner, "my homework, photo and PDF")
+    mail.add_attachment(PNG, maintype="image", subtype="png", filename="page 1.png")
+    mail.add_attachment(PDF, maintype="application", subtype="pdf", filename="../../worksheet.pdf")
+    await email_rig.send(mail)
+    await email_rig.replies(learner, 1)
+    [turn] = email_rig.responder.turns
+    media = [e for e in turn.messages[0].elements if isinstance(e, Media)]
+    assert [(m.kind, m.name, m.mime_type, m.size) for m in media] == [
+        ("image", "page 1.png", "image/png", len(PNG)), ("file", "worksheet.pdf", "application/pdf", len(PDF))]
+    data_dir = (email_rig.data_dir / "channels" / "email" / "inbox").resolve()
+    for element, content in zip(media, (PNG, PDF)):
+        from pathlib import Path
+
+        path = Path(element.platform_ref)
+        assert path.resolve().is_relative_to(data_dir)  # "../../" in the name cannot escape
+        assert path.read_bytes() == content
+    assert turn.messages[0].text.startswith("my homework, photo and PDF")
+
+
+async def test_files_in_a_reply_travel_as_mime_parts(email_rig, tmp_path):
+    sheet = tmp_path / "solutions.pdf"
+    sheet.write_bytes(PDF)
+    email_rig.responder.answer = lambda turn: "Here are the solutions."
+    email_rig.responder.attachments = (
+        Attachment(kind="file", path=str(sheet), name="solutions.pdf", mime_type="application/pdf"),
+        Attachment(kind="image", url="https://example.org/graph.png", name="graph.png"),
+    )
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "solutions please"))
+    [seen] = await email_rig.replies(learner, 1)
+    [mail] = email_rig.received(learner)
+    parts = list(mail.iter_attachments())
+    assert [p.get_content_type() for p in parts] == ["application/pdf", "message/external-body"]
+    assert parts[0].get_filename() == "solutions.pdf" and parts[0].get_content() == PDF
+    assert parts[1].get_param("URL") == "https://example.org/graph.png"
+    assert seen.attachments == ("solutions.pdf", "https://example.org/graph.png")
+    assert "https://example.org/graph.png" in mail.get_body(preferencelist=("plain",)).get_content()
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+async def test_huge_and_broken_mail_gets_a_reason_and_the_next_mail_is_still_answered(email_rig, caplog):
+    await email_rig.start(max_message_bytes=4096)
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "x " * 5000, subject="huge"))
+    no_sender = email_rig.mail(learner, "who am I?")
+    del no_sender["From"]
+    no_sender["From"] = "undisclosed-recipients:;"
+    await asyncio.to_thread(_send_raw, email_rig, learner, no_sender.as_bytes())
+    broken = (f"From: {learner}\r\nTo: {email_rig.bot}\r\nSubject: =?utf-8?q?broken=ZZ?=\r\n"
+              f"Message-ID: {make_msgid(domain='school.test')}\r\nMIME-Version: 1.0\r\n"
+              "Content-Type: multipart/mixed\r\n\r\n--nowhere\r\nContent-Transfer-Encoding: base64\r\n"
+              "Content-Type: text/plain; charset=no-such-charset\r\n\r\n@@not base64@@\r\n").encode()
+    await asyncio.to_thread(_send_raw, email_rig, learner, broken)
+    await email_rig.send(email_rig.mail(learner, "a normal question", subject="normal"))
+
+    await eventually(lambda: any(t.messages[0].text == "a normal question" for t in email_rig.responder.turns),
+                     what="the normal mail to be answered")
+    await email_rig.quiet()
+    assert "over max_message_bytes (4096)" in caplog.text
+    assert "email without a sender address" in caplog.text
+    assert email_rig.refused() >= 2
+    # the broken one is either answered from what could be read, or refused with a reason: never a crash
+    [account] = (await email_rig.gateway.status()).accounts
+    assert account.state == "running" and account.restarts == 0
+
+
+def _send_raw(rig, login: str, raw: bytes) -> None:
+    import smtplib
+
+    with smtplib.SMTP("127.0.0.1", rig.peer.smtp_port, timeout=10) as client:
+        client.login(login, rig.peer.password)
+        client.sendmail(login, [rig.bot], raw)
+
+
+# --------------------------------------------------------------------------- waiting for mail
+
+
+async def test_idle_push_is_picked_up_without_waiting_for_a_poll(email_rig):
+    # Neither a poll (80 s) nor an IDLE renewal (60 s) falls inside the 15 s the reply is waited for.
+    await email_rig.start(idle=True, poll_interval_s=80, idle_renew_s=60)
+    await asyncio.sleep(0.5)  # the reader has drained the empty inbox and is idling
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "are you awake?"))
+    await email_rig.replies(learner, 1)
+
+
+async def test_with_idle_off_the_mailbox_is_polled(email_rig):
+    await email_rig.start(idle=False, poll_interval_s=0.3)
+    learner = email_rig.learner()
+    for n in range(2):
+        await email_rig.send(email_rig.mail(learner, f"poll me {n}", subject=f"P{n}"))
+    await email_rig.replies(learner, 2)
+
+
+# --------------------------------------------------------------------------- cursors and restarts
+
+
+async def test_a_restart_answers_mail_that_came_meanwhile_and_nothing_twice(email_rig):
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "before", subject="A"))
+    await email_rig.replies(learner, 1)
+    await email_rig.quiet()
+    await email_rig.stop()
+    await email_rig.send(email_rig.mail(learner, "while you were away", subject="B"))
+    await email_rig.start()
+    await email_rig.replies(learner, 2)
+    await email_rig.quiet()
+    await asyncio.sleep(1)  # room for a wrong second answer to show up
+    assert len(email_rig.received(learner)) == 2
+    assert [t.messages[0].text for t in email_rig.responder.turns] == ["before", "while you were away"]
+
+
+async def test_a_changed_uidvalidity_rereads_the_mailbox_without_answering_twice(email_rig, caplog):
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "first", subject="A"))
+    await email_rig.replies(learner, 1)
+    await email_rig.quiet()
+    await email_rig.stop()
+    dovecot = email_rig.peer.dovecot
+    before = dovecot.doveadm("mailbox", "status", "-u", email_rig.bot, "uidvalidity", "INBOX").split("=")[1].strip()
+    await asyncio.to_thread(dovecot.doveadm, "mailbox", "update", "--uid-validity", str(int(before) + 7), "-u", email_rig.bot, "INBOX")
+    await email_rig.send(email_rig.mail(learner, "second", subject="B"))
+    await email_rig.start()
+    await email_rig.replies(learner, 2)
+    await email_rig.quiet()
+    assert "UIDVALIDITY changed" in caplog.text
+    assert counter(email_rig.gateway, "partners_dedup_hits_total", channel="email") >= 1  # "first" was read again
+    assert [t.messages[0].text for t in email_rig.responder.turns] == ["first", "second"]
+    assert len(email_rig.received(learner)) == 2
+
+
+async def test_mail_without_a_message_id_is_known_by_its_bytes_when_read_again(email_rig):
+    await email_rig.start()
+    learner = email_rig.learner()
+    raw = f"From: {learner}\r\nTo: {email_rig.bot}\r\nSubject: no id\r\n\r\nno message id here\r\n".encode()
+    await asyncio.to_thread(_send_raw, email_rig, learner, raw)
+    await email_rig.replies(learner, 1)
+    await email_rig.quiet()
+    [turn] = email_rig.responder.turns
+    assert turn.messages[0].event_id.startswith("sha256:")
+    assert turn.messages[0].address.conversation.thread == turn.messages[0].event_id
+    await email_rig.stop()
+    dovecot = email_rig.peer.dovecot
+    await asyncio.to_thread(dovecot.doveadm, "mailbox", "update", "--uid-validity", "4242", "-u", email_rig.bot, "INBOX")
+    await email_rig.start()  # re-reads the mailbox: the stored mail hashes the same
+    await eventually(lambda: counter(email_rig.gateway, "partners_dedup_hits_total", channel="email") >= 1,
+                     what="the re-read mail to be recognised")
+    await email_rig.quiet()
+    assert len(email_rig.responder.turns) == 1 and len(email_rig.received(learner)) == 1
+
+
+# --------------------------------------------------------------------------- sending
+
+
+async def test_a_retry_after_a_lost_answer_carries_the_same_message_id(email_rig):
+    """SMTP cannot deduplicate: the server posted the mail but said 451, the retry posts it again.
+    What the channel can promise is that both copies are recognisably one message (ADR 0011)."""
+    await email_rig.start()
+    learner = email_rig.learner()
+    email_rig.peer.smtp.fail_next("451 4.3.0 Temporary failure after queueing", sender=email_rig.bot, after_delivery=True)
+    await email_rig.send(email_rig.mail(learner, "did it arrive?"))
+    await email_rig.replies(learner, 2)
+    one, two = email_rig.received(learner)
+    assert str(one["Message-ID"]) == str(two["Message-ID"])
+    assert len(email_rig.responder.turns) == 1
+    assert str(one["Message-ID"]).endswith(f".partners@{email_rig.peer.domain}>")
+
+
+async def test_a_key_the_server_accepted_is_never_submitted_again(email_rig):
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "hi"))
+    await email_rig.replies(learner, 1)
+    target = email_rig.responder.turns[0].messages[0].address
+    part = RenderedPart(index=0, text="<p>once</p>")
+    first = await email_rig.channel.send(target, part, referrer=Referrer(), idempotency_key="direct-1")
+    again = await email_rig.channel.send(target, part, referrer=Referrer(), idempotency_key="direct-1")
+    assert first == again
+    await email_rig.replies(learner, 2)
+    await asyncio.sleep(0.5)
+    assert len(email_rig.received(learner)) == 2
+    assert str(email_rig.received(learner)[1]["Subject"]) == "A message from your study partner"
+
+
+async def test_a_wrong_password_is_reported_as_auth_failed(email_rig, monkeypatch):
+    monkeypatch.setenv("EMAIL_WRONG_PASSWORD", "not-the-password")
+    gateway = await email_rig.start(password="env:EMAIL_WRONG_PASSWORD")
+
+    async def stuck():
+        [account] = (await gateway.status()).accounts
+        return account if account.state == "action_required" else None
+
+    account = await eventually(stuck, what="the account to ask for a human after the failed login")
+    assert "IMAP login refused" in account.reason
+    target = Address(channel=ChannelName("email"), account=AccountId("inbox"),
+                     conversation=Conversation(chat=ChatId(email_rig.learner()), kind=ConversationKind.DIRECT))
+    with pytest.raises(AuthFailed) as caught:  # the SMTP server refuses the same password
+        await email_rig.channel.send(target, RenderedPart(index=0, text="<p>hi</p>"), referrer=Referrer(), idempotency_key="k")
+    assert caught.value.platform == "email" and caught.value.code == 535
