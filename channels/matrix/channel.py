@@ -157,8 +157,9 @@ class MatrixChannel(Channel):
                 except InvalidEvent as error:
                     self.context.sink.invalid(str(error))
                     continue
-                except Skipped as reason:
-                    log.info("matrix event not answered account=%s room=%s reason=%s", self.account, room_id, reason)
+                except Skipped as reason:  # the bot's own streaming edits are routine: logged quietly
+                    level = logging.DEBUG if event.get("sender") == self.me else logging.INFO
+                    log.log(level, "matrix event not answered account=%s room=%s reason=%s", self.account, room_id, reason)
                     continue
                 if message is not None:
                     batch.append(message)

@@ -98,7 +98,8 @@ class MatrixFaultProxy:
     async def start(self) -> str:
         import uvicorn
 
-        config = uvicorn.Config(self, host="127.0.0.1", port=0, log_level="warning", lifespan="off")
+        config = uvicorn.Config(self, host="127.0.0.1", port=0, log_level="warning", lifespan="off",
+                                timeout_graceful_shutdown=0.2)  # a held /sync long-poll need not be waited out
         self._server = uvicorn.Server(config)
         self._server.install_signal_handlers = lambda: None  # type: ignore[method-assign]
         self._task = asyncio.create_task(self._server.serve())
