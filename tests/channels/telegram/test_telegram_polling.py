@@ -152,3 +152,14 @@ async def test_the_offset_survives_a_restart_so_nothing_is_answered_twice_or_los
     polls = (await second.users.info())["polls"]
     assert polls[polls_before] == 2  # the restarted gateway asked from the stored offset, past update 1
     assert await second.gateway.store.get_cursor("telegram", "main", "offset") == "3"
+
+
+async def test_a_wrong_token_asks_for_action_on_the_status_page_as_telegram_saying_401(open_rig):
+    rig = await open_rig(register=False)  # BotFather never issued this token
+
+    async def failing():
+        [account] = (await rig.gateway.status()).accounts
+        return account if account.state == "action_required" else None
+
+    account = await eventually(failing, what="the account to report the bad token")
+    assert "telegram says 401" in account.reason and "getMe" in account.reason
