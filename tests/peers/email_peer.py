@@ -39,7 +39,6 @@ from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
 
-warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS", category=UserWarning)
 
 PASSWORD = "peer-pass"
 DOMAIN = "school.test"
@@ -285,7 +284,14 @@ class SmtpPeer:
             from aiosmtpd.controller import Controller
         except ImportError:
             raise AssertionError("aiosmtpd is not installed: pip install -e '.[test]'") from None
-        self._controller = Controller(
+        class QuietController(Controller):
+            def factory(self):
+                # AUTH without TLS is this loopback peer's point; aiosmtpd warns about it per connection.
+                with warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
+                    return super().factory()
+
+        self._controller = QuietController(
             self.relay, hostname="127.0.0.1", port=self.port, authenticator=self._authenticate,
             auth_require_tls=False, auth_required=True, ready_timeout=10,
         )
