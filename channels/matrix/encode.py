@@ -17,6 +17,7 @@ such pointer and gets none.
 from __future__ import annotations
 
 import html
+import json
 import re
 from html.parser import HTMLParser
 
@@ -24,6 +25,8 @@ from gateway.messages import Attachment
 
 HTML_FORMAT = "org.matrix.custom.html"
 EDIT_FALLBACK_CHARS = 1000
+EVENT_BUDGET = 60_000
+"""Bytes of content we allow ourselves under the 65,536-byte event limit (the rest is envelope)."""
 MSGTYPE_OF = {"image": "m.image", "audio": "m.audio", "video": "m.video", "file": "m.file"}
 _BLOCKS = {"p", "div", "pre", "blockquote", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "table", "tr"}
 
@@ -79,11 +82,27 @@ def relations(*, thread: str | None, reply_to: str | None) -> dict:
     return {}
 
 
+def _size(content: dict) -> int:
+    return len(json.dumps(content, ensure_ascii=False).encode())
+
+
+def _fitted(content: dict) -> dict:
+    """Content whose HTML twin would push the event over the limit goes as plain text alone.
+
+    A part is at most ``text_limit`` bytes, but JSON escaping (every newline and quote) can
+    still carry body plus formatted_body past 65,536 bytes; the plain body alone always fits."""
+    return content if _size(content) <= EVENT_BUDGET else _plain_only(content)
+
+
+def _plain_only(content: dict) -> dict:
+    return {k: v for k, v in content.items() if k not in ("format", "formatted_body")}
+
+
 def text_content(markup: str, *, thread: str | None = None, reply_to: str | None = None) -> dict:
     content = {"msgtype": "m.text", "body": plain_body(markup), "format": HTML_FORMAT, "formatted_body": markup,
                "m.mentions": {}}
     content.update(relations(thread=thread, reply_to=reply_to))
-    return content
+    return _fitted(content)
 
 
 def edit_content(original: str, markup: str) -> dict:
@@ -93,8 +112,11 @@ def edit_content(original: str, markup: str) -> dict:
     fallback = new["body"]
     if len(fallback) > EDIT_FALLBACK_CHARS:
         fallback = fallback[:EDIT_FALLBACK_CHARS] + "…"
-    return {"msgtype": "m.text", "body": f"* {fallback}", "m.new_content": new,
-            "m.relates_to": {"rel_type": "m.replace", "event_id": original}, "m.mentions": {}}
+    content = {"msgtype": "m.text", "body": f"* {fallback}", "m.new_content": new,
+               "m.relates_to": {"rel_type": "m.replace", "event_id": original}, "m.mentions": {}}
+    if _size(content) > EVENT_BUDGET:
+        content["m.new_content"] = _plain_only(new)
+    return content
 
 
 def media_content(attachment: Attachment, url: str, *, size: int | None, thread: str | None = None) -> dict:

@@ -302,3 +302,37 @@ async def test_malformed_message_content_is_invalid_with_the_reason(matrix, capl
     await matrix.quiet()
     assert reason in caplog.text
     assert len(answered(matrix)) == 2 and answered(matrix)[1].startswith("a good one")
+
+
+# --------------------------------------------------------------------------- logging in
+
+
+async def test_password_login_keeps_one_device_so_a_send_repeated_after_a_restart_is_deduplicated(matrix, monkeypatch):
+    monkeypatch.setenv("MATRIX_TEST_PASSWORD", matrix.harness.bot.password)
+    login = {"access_token": None, "password": "env:MATRIX_TEST_PASSWORD", "device_id": "PARTNERS"}
+    await matrix.start(**login)
+    learner, room = await matrix.dm()
+    await learner.say(room, "hello by password")
+    await matrix.replies(room, 1)
+    await matrix.quiet()
+    part = RenderedPart(index=0, text="<p>once</p>")
+    before = await matrix.channel.send(address(room), part, referrer=Referrer(), idempotency_key="resumed:0")
+    await matrix.stop()
+    await matrix.start(**login)  # a fresh login: a new access token, the same device
+    after = await matrix.channel.send(address(room), part, referrer=Referrer(), idempotency_key="resumed:0")
+    assert after.message == before.message
+    bot = matrix.harness.users[0]
+    devices = [d["device_id"] for d in (await bot._call("GET", "/devices"))["devices"]]
+    assert devices.count("PARTNERS") == 1
+
+
+async def test_a_revoked_token_asks_for_a_human_with_the_homeservers_reason(matrix, monkeypatch):
+    monkeypatch.setenv(matrix.harness.env, "syt_not_a_real_token")
+    await matrix.start()
+
+    async def failing():
+        [account] = (await matrix.gateway.status()).accounts
+        return account if account.state == "action_required" else None
+
+    account = await eventually(failing, what="the account to report the bad token")  # no restart loop: a human must act
+    assert "M_UNKNOWN_TOKEN" in account.reason

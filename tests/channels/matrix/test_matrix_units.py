@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from nio import RoomSendError
 from pydantic import ValidationError
@@ -161,3 +163,14 @@ def test_invite_policy_patterns(monkeypatch):
     assert allowed.invite_allowed("@teacher:school.org") and allowed.invite_allowed("@kid:class.school.org")
     assert not allowed.invite_allowed("@stranger:evil.org") and not allowed.invite_allowed("@x:notclass.school.org")
     assert not MatrixConfig(**base(access_token="env:MX_SECRET", invites="never")).invite_allowed("@teacher:school.org")
+
+
+def test_a_part_whose_json_would_outgrow_the_event_limit_goes_as_plain_text():
+    markup = "<p>" + "a\n" * 14_000 + "</p>"  # 28 kB of text, but every newline doubles in JSON, twice over
+    content = text_content(markup)
+    assert "formatted_body" not in content and content["body"].count("a") == 14_000
+    edit = edit_content("$orig", markup)
+    assert "formatted_body" not in edit["m.new_content"]
+    assert text_content("<p>short</p>")["formatted_body"] == "<p>short</p>"
+    for event in (content, edit):
+        assert len(json.dumps(event, ensure_ascii=False).encode()) < 65_536 - 1_000
