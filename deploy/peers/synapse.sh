@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 
 venv="${SYNAPSE_VENV:-$PWD/.venv-synapse}"
-if [ -x "$venv/bin/python" ] && "$venv/bin/python" -c 'import synapse.app.homeserver' 2>/dev/null; then
+if [ -x "$venv/bin/python" ] && compgen -G "$venv/lib/python3*/site-packages/synapse/app/homeserver.py" >/dev/null; then
   echo "$venv"
   exit 0
 fi
