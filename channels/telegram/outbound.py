@@ -51,7 +51,7 @@ def draft_id_for(key: str) -> int:
 
 
 def unparsable(error: BadRequest) -> bool:
-    return "can't parse entities" in error.detail
+    return "can't parse entities" in error.detail.lower()
 
 
 class Where:
@@ -86,7 +86,7 @@ async def edit_text(bot: Bot, chat: int, message: int, text: str) -> None:
             log.warning("telegram refused our HTML, editing to plain text chat=%s reason=%s", chat, error.detail)
             await call("editMessageText", bot.edit_message_text(plain(text), chat_id=chat, message_id=message))
     except BadRequest as error:
-        if "message is not modified" not in error.detail:
+        if "message is not modified" not in error.detail.lower():
             raise  # the same text again is what an edit after a lost response looks like: done
 
 

@@ -85,7 +85,7 @@ def translate(error: TelegramError, method: str) -> GatewayError:
             return Unsupported(PLATFORM, f"{method}: this Bot API server does not know the method", code=status)
         if status in (401, 404):
             return AuthFailed(PLATFORM, where, code=status)
-        if status == 403 or (status == 400 and "not found" in error.description):
+        if status == 403 or (status == 400 and "not found" in error.description.lower()):
             return NotFound(PLATFORM, where, code=status)
         if status == 409 or status >= 500:
             return PeerUnavailable(PLATFORM, where, code=status)

@@ -73,7 +73,7 @@ def parse_html(markup: str) -> tuple[str, list[dict]]:
             if length > start:
                 entities.append({"type": TAG_ENTITY[tag], "offset": start, "length": length - start, **extra})
         else:
-            extra = {k: (v1 or v2 or v3 or "") for k, v1, v2, v3 in _ATTR.findall(attrs)}
+            extra = {k: _ENTITY.sub(_decode_entity, v1 or v2 or v3 or "") for k, v1, v2, v3 in _ATTR.findall(attrs)}
             if name == "a":
                 if not extra.get("href"):
                     raise EntityError(f"can't parse entities: Can't find href in a tag at byte offset {offset}")
