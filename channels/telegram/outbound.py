@@ -90,15 +90,21 @@ async def edit_text(bot: Bot, chat: int, message: int, text: str) -> None:
             raise  # the same text again is what an edit after a lost response looks like: done
 
 
+def _draft(bot: Bot, where: Where, draft_id: int, text: str, parse_mode: str | None):
+    kwargs = {"chat_id": where.chat, "draft_id": draft_id, "text": text, "message_thread_id": where.thread,
+              "parse_mode": parse_mode}
+    if hasattr(bot, "send_message_draft"):  # python-telegram-bot >= 22.6
+        return bot.send_message_draft(**kwargs)
+    return bot.do_api_request("sendMessageDraft", api_kwargs=kwargs)  # older releases: the generic call
+
+
 async def send_draft(bot: Bot, where: Where, draft_id: int, text: str) -> None:
     try:
-        await call("sendMessageDraft", bot.send_message_draft(where.chat, draft_id, text, message_thread_id=where.thread,
-                                                              parse_mode=HTML))
+        await call("sendMessageDraft", _draft(bot, where, draft_id, text, HTML))
     except BadRequest as error:
         if not unparsable(error):
             raise
-        await call("sendMessageDraft", bot.send_message_draft(where.chat, draft_id, plain(text),
-                                                              message_thread_id=where.thread))
+        await call("sendMessageDraft", _draft(bot, where, draft_id, plain(text), None))
 
 
 def _source(attachment: Attachment) -> str | InputFile:

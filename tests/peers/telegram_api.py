@@ -94,6 +94,8 @@ class Bot:
     token: str
     user: dict
     privacy: bool = True
+    knows_drafts: bool = True
+    """False plays an older self-hosted Bot API server without sendMessageDraft (404 method not found)."""
     next_update: int = 1
     updates: list[dict] = field(default_factory=list)
     delivered: dict[int, dict] = field(default_factory=dict)
@@ -124,13 +126,13 @@ class TelegramPlatform:
 
     # ------------------------------------------------------------------ bots and users
 
-    def register(self, token: str, username: str | None = None, privacy: bool = True) -> Bot:
+    def register(self, token: str, username: str | None = None, privacy: bool = True, knows_drafts: bool = True) -> Bot:
         if token not in self.bots:
             bot_id = next(self._ids)
             name = username or f"partner{bot_id % 100000}_bot"
             user = {"id": bot_id, "is_bot": True, "first_name": name.removesuffix("_bot").title(), "username": name,
                     "can_join_groups": True, "can_read_all_group_messages": not privacy, "supports_inline_queries": False}
-            self.bots[token] = Bot(token=token, user=user, privacy=privacy)
+            self.bots[token] = Bot(token=token, user=user, privacy=privacy, knows_drafts=knows_drafts)
         return self.bots[token]
 
     def bot(self, token: str | None) -> Bot:
@@ -433,6 +435,8 @@ class TelegramPlatform:
         return self.media_json(kind, stored, source=str(source))
 
     def send_draft(self, bot: Bot, body: dict) -> bool:
+        if not bot.knows_drafts:
+            raise ApiError(404, "Not Found: method not found")
         chat, content = self._message_in(body)
         if chat["type"] != "private":
             raise ApiError(400, "Bad Request: drafts can be sent only to private chats")

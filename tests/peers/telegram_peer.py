@@ -55,8 +55,8 @@ class TelegramUsers:
         response.raise_for_status()
         return response.json()
 
-    async def register(self, *, username: str | None = None, privacy: bool = True) -> dict:
-        return await self._post("/test/bots", username=username, privacy=privacy)
+    async def register(self, *, username: str | None = None, privacy: bool = True, knows_drafts: bool = True) -> dict:
+        return await self._post("/test/bots", username=username, privacy=privacy, knows_drafts=knows_drafts)
 
     async def say(self, chat: int | dict, text: str, *, user: int | dict | None = None, **options: Any) -> dict:
         """A user says ``text`` in ``chat`` (an id: positive private, negative group; or a chat dict)."""

@@ -15,7 +15,7 @@ with uploads) or as a JSON body; answers in Telegram's envelope
 ``{"ok": true, "result": ...}`` / ``{"ok": false, "error_code", "description",
 "parameters": {"retry_after"}}``.  Files: ``GET /file/bot<token>/<file_path>``.
 
-Test control (JSON): ``POST /test/bots {token, username?, privacy?}``,
+Test control (JSON): ``POST /test/bots {token, username?, privacy?, knows_drafts?}``,
 ``POST /test/say {token, chat: {id, type?, title?, is_forum?}, user?: {id, first_name?, username?},
 text, mention?, mention_name?, command?, command_to?, reply_to?, thread?, media?: {kind, name?, size?, hex?}}``,
 ``POST /test/chat {chat}`` (a chat exists, nothing said yet), ``POST /test/raw {token, update}`` (a malformed update), ``POST /test/redeliver {token, update_id}``,
@@ -193,7 +193,8 @@ def build_app(platform: TelegramPlatform) -> Starlette:
         return endpoint
 
     def bots(body: dict) -> dict:
-        bot = platform.register(body["token"], body.get("username"), bool(body.get("privacy", True)))
+        bot = platform.register(body["token"], body.get("username"), bool(body.get("privacy", True)),
+                                bool(body.get("knows_drafts", True)))
         return {"bot_id": bot.user["id"], "username": bot.user["username"]}
 
     def faults(body: dict) -> dict:

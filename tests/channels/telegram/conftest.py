@@ -75,7 +75,7 @@ async def open_rig(request, tmp_path) -> AsyncIterator[Callable[..., Awaitable[T
     async with contextlib.AsyncExitStack() as stack:
 
         async def open_(*, privacy: bool = True, token: str | None = None, data_dir: Path | None = None,
-                        responder: ContractResponder | None = None, register: bool = True,
+                        responder: ContractResponder | None = None, register: bool = True, knows_drafts: bool = True,
                         **settings: Any) -> TelegramRig:
             token = token or f"{random.randrange(10**8, 10**9)}:{uuid.uuid4().hex}"
             env = f"TELEGRAM_TOKEN_{uuid.uuid4().hex[:8].upper()}"
@@ -83,7 +83,7 @@ async def open_rig(request, tmp_path) -> AsyncIterator[Callable[..., Awaitable[T
             stack.callback(os.environ.pop, env, None)
             users = TelegramUsers(api_url, token)
             stack.push_async_callback(users.aclose)
-            bot = await users.register(privacy=privacy) if register else {}
+            bot = await users.register(privacy=privacy, knows_drafts=knows_drafts) if register else {}
             data_dir = data_dir or tmp_path / f"data-{uuid.uuid4().hex[:6]}"
             account = {"token": f"env:{env}", "api_url": api_url, "poll_timeout": 2,
                        "access": {"dm": "open", "group": "mention"}, **settings}

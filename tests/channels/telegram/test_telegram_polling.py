@@ -98,6 +98,18 @@ async def test_previews_in_private_chats_are_drafts_and_the_answer_one_message(o
     assert len((await rig.users.seen())[str(chat)]) == 1
 
 
+async def test_a_server_without_drafts_gets_previews_edited_in_place_instead(open_rig):
+    rig = await open_rig(knows_drafts=False)  # an older self-hosted Bot API server
+    rig.responder.stream = ["Let me think", " about that.", " It is 42."]
+    rig.responder.delta_delay = 0.6
+    chat = new_id()
+    await rig.users.say(chat, "stream it")
+    await rig.replies(chat, 1)
+    await rig.quiet()
+    [reply] = (await rig.users.seen())[str(chat)]
+    assert reply["text"] == "Let me think about that. It is 42." and reply["edits"] >= 1
+
+
 async def test_previews_in_groups_are_one_message_edited_in_place(open_rig):
     rig = await open_rig(privacy=False)
     rig.responder.stream = ["Let me think", " about that.", " It is 42."]
