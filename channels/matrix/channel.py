@@ -102,10 +102,10 @@ class MatrixChannel(Channel):
         full_state = True  # the first sync of a run loads every room's members (for direct-vs-group)
         if since is None:
             first = await call("sync", client.sync(timeout=0, sync_filter=self._filter(), full_state=True))
+            await self._invites(client, first)  # before the token: a later sync would not list these invites again
             await self.context.cursors.put(CURSOR, first.next_batch)
             skipped = sum(len(room.timeline.events) for room in first.rooms.join.values())
             log.info("matrix first start account=%s: history before now is not answered (%d events)", self.account, skipped)
-            await self._invites(client, first)
             since, full_state = first.next_batch, False
         log.info("matrix syncing account=%s user=%s", self.account, self.me)
         while True:
