@@ -50,7 +50,8 @@ class EmailChannel(Channel):
         self.me = self.settings.address.lower()
         self.screen = SenderScreen(self.settings.allowed_senders, self.settings.allowed_domains,
                                    self.settings.max_mails_per_sender_hour)
-        self.smtp = SmtpSubmitter(self.settings)
+        self.tls_context = self.settings.tls_context()
+        self.smtp = SmtpSubmitter(self.settings, self.tls_context)
         self._ledger: SentLedger | None = None
         self._imap: ImapSession | None = None
 
@@ -67,7 +68,7 @@ class EmailChannel(Channel):
     # ------------------------------------------------------------------ inbound
 
     async def run(self, heartbeat: Heartbeat) -> None:
-        imap = self._imap = ImapSession(self.settings)
+        imap = self._imap = ImapSession(self.settings, self.tls_context)
         try:
             state = await imap.open()
             heartbeat.set_state(ChannelState.RUNNING)

@@ -8,7 +8,9 @@ password crossing a network in clear text.
 
 from __future__ import annotations
 
+import ssl
 from enum import Enum
+from pathlib import Path
 
 from pydantic import Field, model_validator
 
@@ -48,6 +50,8 @@ class EmailConfig(AccountConfig):
     smtp_username: str | None = None
     """SMTP login when it differs from the IMAP one."""
     smtp_password: EnvSecret | None = None
+    tls_ca_file: Path | None = None
+    """A CA certificate to trust instead of the system's (a school server with its own certificate authority)."""
 
     idle: bool = True
     """Wait for new mail with IMAP IDLE when the server offers it; poll otherwise."""
@@ -69,11 +73,19 @@ class EmailConfig(AccountConfig):
     """Subject of mail the partner starts itself (reminders), not replying to anything."""
 
     @model_validator(mode="after")
-    def _clear_text_only_on_loopback(self) -> "EmailConfig":
+    def _check_security(self) -> "EmailConfig":
         for kind, host, security in (("imap", self.imap_host, self.imap_security), ("smtp", self.smtp_host, self.smtp_security)):
             if security.value == "none" and host not in LOOPBACK_HOSTS:
                 raise ValueError(f"{kind}_security none sends the password in clear text; use tls or starttls for {host}")
+        if self.tls_ca_file is not None and not self.tls_ca_file.is_file():
+            raise ValueError(f"tls_ca_file {self.tls_ca_file} is not a readable file")
         return self
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The context both connections verify servers with; None means the system's defaults."""
+        if self.tls_ca_file is None:
+            return None
+        return ssl.create_default_context(cafile=str(self.tls_ca_file))
 
     @property
     def login(self) -> str:

@@ -1,5 +1,9 @@
 """The email channel's loopback peer: a real Dovecot (IMAP + LMTP) and a real SMTP server in front of it.
 
+Both speak plain and TLS: Dovecot on an IMAP and an IMAPS port, the SMTP
+server on a plain, a STARTTLS-only and an implicit-TLS port, all with one
+self-signed certificate for 127.0.0.1 made by ``openssl`` at start.
+
 Dovecot runs from a config written into a temp dir that reads nothing from
 /etc/dovecot.  Any address at any domain has a mailbox (static userdb), and
 every account logs in with the peer's one password (static passdb), so a test
@@ -30,6 +34,7 @@ import pwd
 import shutil
 import smtplib
 import socket
+import ssl
 import subprocess
 import threading
 import time
@@ -62,6 +67,22 @@ def _wait_listening(port: int, what: str, timeout: float = 10.0) -> None:
             time.sleep(0.02)
 
 
+def make_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (and localhost): the CA the channel is told to trust."""
+    if shutil.which("openssl") is None:
+        raise AssertionError("`openssl` is not installed: the email TLS tests need it (apt: openssl)")
+    folder.mkdir(parents=True, exist_ok=True)
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    result = subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=127.0.0.1",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost", "-keyout", str(key), "-out", str(cert)],
+        stdin=subprocess.DEVNULL, capture_output=True, text=True,
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"openssl could not make a test certificate: {result.stderr.strip()}")
+    return cert, key
+
+
 class Dovecot:
     """One Dovecot instance in ``root`` (config, state, logs and mail all live there)."""
 
@@ -73,7 +94,8 @@ class Dovecot:
                     "Run `bash deploy/peers/dovecot.sh` (apt: dovecot-imapd dovecot-lmtpd)."
                 )
         self.root = root
-        self.imap_port, self.lmtp_port = free_port(), free_port()
+        self.imap_port, self.imaps_port, self.lmtp_port = free_port(), free_port(), free_port()
+        self.cert, self.key = make_certificate(root / "tls")
         self.conf = root / "dovecot.conf"
         self.running = False
         self._write_config()
@@ -100,7 +122,9 @@ state_dir = {root}/state
 log_path = {root}/dovecot.log
 protocols = imap lmtp
 listen = 127.0.0.1
-ssl = no
+ssl = yes
+ssl_cert = <{self.cert}
+ssl_key = <{self.key}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 mail_location = maildir:{root}/mail/%u/Maildir
@@ -119,7 +143,9 @@ service imap-login {{
     port = {self.imap_port}
   }}
   inet_listener imaps {{
-    port = 0
+    address = 127.0.0.1
+    port = {self.imaps_port}
+    ssl = yes
   }}
 }}
 service lmtp {{
@@ -142,6 +168,7 @@ protocol lmtp {{
         if code != 0:
             raise AssertionError(f"dovecot failed to start ({code}): {errors.read_text().strip()}")
         _wait_listening(self.imap_port, "Dovecot IMAP")
+        _wait_listening(self.imaps_port, "Dovecot IMAPS")
         _wait_listening(self.lmtp_port, "Dovecot LMTP")
         self.running = True
 
@@ -265,11 +292,12 @@ class LmtpRelay:
 class SmtpPeer:
     """aiosmtpd with AUTH required, relaying to Dovecot's LMTP, in its own thread."""
 
-    def __init__(self, lmtp_port: int) -> None:
-        self.port = free_port()
+    def __init__(self, lmtp_port: int, cert: Path, key: Path) -> None:
+        self.port, self.starttls_port, self.tls_port = free_port(), free_port(), free_port()
         self.relay = LmtpRelay(lmtp_port)
         self.logins: Counter[str] = Counter()
-        self._controller = None
+        self.cert, self.key = cert, key
+        self._controllers: list = []
 
     def _authenticate(self, server, session, envelope, mechanism, auth_data):
         from aiosmtpd.smtp import AuthResult, LoginPassword
@@ -284,6 +312,7 @@ class SmtpPeer:
             from aiosmtpd.controller import Controller
         except ImportError:
             raise AssertionError("aiosmtpd is not installed: pip install -e '.[test]'") from None
+
         class QuietController(Controller):
             def factory(self):
                 # AUTH without TLS is this loopback peer's point; aiosmtpd warns about it per connection.
@@ -291,16 +320,22 @@ class SmtpPeer:
                     warnings.filterwarnings("ignore", message="Requiring AUTH while not requiring TLS")
                     return super().factory()
 
-        self._controller = QuietController(
-            self.relay, hostname="127.0.0.1", port=self.port, authenticator=self._authenticate,
-            auth_require_tls=False, auth_required=True, ready_timeout=10,
-        )
-        self._controller.start()
+        tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        tls.load_cert_chain(self.cert, self.key)
+        common = dict(hostname="127.0.0.1", authenticator=self._authenticate, auth_required=True, ready_timeout=10)
+        self._controllers = [
+            QuietController(self.relay, port=self.port, auth_require_tls=False, **common),
+            QuietController(self.relay, port=self.starttls_port, tls_context=tls, require_starttls=True, **common),
+            # implicit TLS: aiosmtpd counts only STARTTLS as "TLS" for AUTH, so it is told not to insist
+            QuietController(self.relay, port=self.tls_port, ssl_context=tls, auth_require_tls=False, **common),
+        ]
+        for controller in self._controllers:
+            controller.start()
 
     def stop(self) -> None:
-        if self._controller is not None:
-            self._controller.stop()
-            self._controller = None
+        for controller in self._controllers:
+            controller.stop()
+        self._controllers = []
 
     def fail_next(self, reply: str, *, sender: str | None = None, after_delivery: bool = False) -> None:
         """The next DATA (from ``sender``, when given) is answered with ``reply`` (e.g. ``451 4.7.1 slow down``)."""
@@ -313,7 +348,9 @@ class EmailPeer:
 
     def __init__(self, root: Path) -> None:
         self.dovecot = Dovecot(root)
-        self.smtp = SmtpPeer(self.dovecot.lmtp_port)
+        self.smtp = SmtpPeer(self.dovecot.lmtp_port, self.dovecot.cert, self.dovecot.key)
+        self.ca_file = self.dovecot.cert
+        """The self-signed certificate both servers present; a client trusts it as its CA."""
         self.password = PASSWORD
         self.domain = DOMAIN
         self._serial = 0
@@ -325,6 +362,10 @@ class EmailPeer:
     @property
     def smtp_port(self) -> int:
         return self.smtp.port
+
+    @property
+    def imaps_port(self) -> int:
+        return self.dovecot.imaps_port
 
     def start(self) -> "EmailPeer":
         self.dovecot.start()

@@ -239,6 +239,36 @@ def _send_raw(rig, login: str, raw: bytes) -> None:
         client.sendmail(login, [rig.bot], raw)
 
 
+# --------------------------------------------------------------------------- encryption
+
+
+@pytest.mark.parametrize("smtp_security", ["starttls", "tls"])
+async def test_imap_over_tls_and_smtp_over_starttls_or_tls(email_rig, smtp_security):
+    """The secure settings teachers use, against the peer's TLS listeners with its own CA."""
+    peer = email_rig.peer
+    smtp_port = peer.smtp.starttls_port if smtp_security == "starttls" else peer.smtp.tls_port
+    await email_rig.start(imap_port=peer.imaps_port, imap_security="tls", smtp_port=smtp_port,
+                          smtp_security=smtp_security, tls_ca_file=str(peer.ca_file))
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "is this private?"))
+    [seen] = await email_rig.replies(learner, 1)
+    assert "echo: is this private?" in seen.text
+
+
+async def test_a_server_certificate_the_ca_does_not_vouch_for_is_refused(email_rig, tmp_path):
+    from tests.peers.email_peer import make_certificate
+
+    stranger, _ = make_certificate(tmp_path / "other-ca")
+    gateway = await email_rig.start(imap_port=email_rig.peer.imaps_port, imap_security="tls", tls_ca_file=str(stranger))
+
+    async def failing():
+        [account] = (await gateway.status()).accounts
+        return account if account.state == "error" else None
+
+    account = await eventually(failing, what="the account to refuse the server's certificate")
+    assert "CERTIFICATE_VERIFY_FAILED" in account.reason or "certificate" in account.reason.lower()
+
+
 # --------------------------------------------------------------------------- waiting for mail
 
 

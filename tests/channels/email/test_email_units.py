@@ -222,6 +222,12 @@ def test_clear_text_is_refused_beyond_loopback(monkeypatch):
     assert _account(imap_host="127.0.0.1", imap_security="none").imap_security.value == "none"
 
 
+def test_a_missing_ca_file_is_a_config_error(monkeypatch, tmp_path):
+    monkeypatch.setenv("EMAIL_UNIT_PASSWORD", "app-password")
+    with pytest.raises(ConfigError, match="tls_ca_file .* is not a readable file"):
+        _account(tls_ca_file=str(tmp_path / "missing.pem"))
+
+
 def test_a_password_written_into_the_file_is_refused(monkeypatch):
     with pytest.raises(ConfigError, match="read from the environment"):
         _account(password="hunter2")
