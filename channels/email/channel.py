@@ -32,7 +32,7 @@ from channels.email.ledger import SentLedger
 from channels.email.screening import SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
 from gateway.config import AccountConfig
-from gateway.errors import InvalidEvent
+from gateway.errors import BadRequest, InvalidEvent
 from gateway.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.supervisor import ChannelState
 
@@ -53,7 +53,6 @@ class EmailChannel(Channel):
         self.tls_context = self.settings.tls_context()
         self.smtp = SmtpSubmitter(self.settings, self.tls_context)
         self._ledger: SentLedger | None = None
-        self._imap: ImapSession | None = None
 
     @property
     def cursor_name(self) -> str:
@@ -68,7 +67,7 @@ class EmailChannel(Channel):
     # ------------------------------------------------------------------ inbound
 
     async def run(self, heartbeat: Heartbeat) -> None:
-        imap = self._imap = ImapSession(self.settings, self.tls_context)
+        imap = ImapSession(self.settings, self.tls_context)
         try:
             state = await imap.open()
             heartbeat.set_state(ChannelState.RUNNING)
@@ -85,7 +84,6 @@ class EmailChannel(Channel):
                 await imap.wait_for_mail(self.settings.idle)
                 heartbeat.beat()
         finally:
-            self._imap = None
             await imap.close()
 
     async def _pending_uids(self, imap: ImapSession, state: MailboxState) -> list[int]:
@@ -166,9 +164,12 @@ class EmailChannel(Channel):
             return SentMessage(message=MessageId(known))
         thread = Thread.from_referrer(referrer.message, referrer.token)
         to = thread.reply_to or target.conversation.chat
-        mail = compose(part, thread, sender=self.settings.address, sender_name=self.settings.display_name, to=to,
-                       bcc=self.settings.address if self.settings.copy_to_self else None,
-                       idempotency_key=idempotency_key, fallback_subject=self.settings.new_subject)
+        try:
+            mail = compose(part, thread, sender=self.settings.address, sender_name=self.settings.display_name, to=to,
+                           bcc=self.settings.address if self.settings.copy_to_self else None,
+                           idempotency_key=idempotency_key, fallback_subject=self.settings.new_subject)
+        except (ValueError, TypeError, OSError) as error:  # an address or header the email package refuses, a file gone
+            raise BadRequest("email", f"cannot compose the reply to {to}: {error}") from error
         recipients = [to] + ([self.settings.address] if self.settings.copy_to_self else [])
         await self.smtp.submit(mail, recipients)
         message_id = str(mail["Message-ID"])

@@ -60,7 +60,7 @@ def message_id_for(idempotency_key: str, domain: str) -> str:
 
 
 def reply_subject(subject: str, fallback: str) -> str:
-    bare = REPLY_PREFIX.sub("", subject or "").strip()
+    bare = REPLY_PREFIX.sub("", " ".join((subject or "").split())).strip()  # one line, whatever came in
     return f"Re: {bare}" if bare else fallback
 
 

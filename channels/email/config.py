@@ -55,8 +55,9 @@ class EmailConfig(AccountConfig):
 
     idle: bool = True
     """Wait for new mail with IMAP IDLE when the server offers it; poll otherwise."""
-    idle_renew_s: float = Field(default=60.0, gt=0, le=1740)
-    """Re-issue IDLE this often (servers drop idle clients after 30 min; the supervisor wants a beat within 90 s)."""
+    idle_renew_s: float = Field(default=60.0, gt=0, le=80)
+    """Re-issue IDLE this often: servers drop clients idle for 30 min, and the supervisor
+    wants a sign of life within 90 s, which the reader gives between two IDLEs."""
     poll_interval_s: float = Field(default=30.0, gt=0, le=80)
     timeout_s: float = Field(default=30.0, gt=0)
 

@@ -12,7 +12,7 @@ from email.utils import make_msgid
 
 import pytest
 
-from gateway.errors import AuthFailed
+from gateway.errors import AuthFailed, BadRequest
 from gateway.messages import (
     AccountId, Address, Attachment, ChannelName, ChatId, Conversation, ConversationKind, Media, Referrer, RenderedPart,
 )
@@ -379,6 +379,14 @@ async def test_a_key_the_server_accepted_is_never_submitted_again(email_rig):
     await asyncio.sleep(0.5)
     assert len(email_rig.received(learner)) == 2
     assert str(email_rig.received(learner)[1]["Subject"]) == "A message from your study partner"
+
+
+async def test_a_reply_to_an_address_the_email_package_refuses_is_a_bad_request(email_rig):
+    await email_rig.start()
+    target = Address(channel=ChannelName("email"), account=AccountId("inbox"),
+                     conversation=Conversation(chat=ChatId("ann@school.test\r\nBcc: eve@evil.test"), kind=ConversationKind.DIRECT))
+    with pytest.raises(BadRequest, match="cannot compose the reply"):
+        await email_rig.channel.send(target, RenderedPart(index=0, text="<p>hi</p>"), referrer=Referrer(), idempotency_key="bad")
 
 
 async def test_a_wrong_password_is_reported_as_auth_failed(email_rig, monkeypatch):
