@@ -48,7 +48,7 @@ class MatrixHarness:
         self.by_hand: set[str] = set()
         """Events the harness itself posted as the bot: not replies, so ``seen`` leaves them out."""
 
-    def _user(self, name: str) -> MatrixUser:
+    def new_user(self, name: str) -> MatrixUser:
         user = MatrixUser(self.peer.url, self.peer.register(f"{name}-{self.tag}-{next(_ids)}"))
         self.users.append(user)
         return user
@@ -82,9 +82,9 @@ class MatrixHarness:
 
     async def say(self, text: str, *, chat: str | None = None, group: bool = False, mention: bool = False) -> Said:
         if chat is None:
-            learner = self._user("learner")
+            learner = self.new_user("learner")
             if group:
-                classmate = self._user("classmate")
+                classmate = self.new_user("classmate")
                 chat = await learner.create_room(invite=[self.bot.user_id, classmate.user_id], name="Study group")
                 await classmate.join(chat)
             else:

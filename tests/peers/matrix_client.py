@@ -32,35 +32,35 @@ class MatrixUser:
     async def aclose(self) -> None:
         await self.http.aclose()
 
-    async def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+    async def call(self, method: str, path: str, **kwargs: Any) -> Any:
         response = await self.http.request(method, f"/_matrix/client/v3{path}", **kwargs)
         if response.status_code != 200:
             raise AssertionError(f"{self.user_id} {method} {path}: {response.status_code} {response.text[:300]}")
         return response.json()
 
     async def set_displayname(self, name: str) -> None:
-        await self._call("PUT", f"/profile/{q(self.user_id)}/displayname", json={"displayname": name})
+        await self.call("PUT", f"/profile/{q(self.user_id)}/displayname", json={"displayname": name})
 
     async def create_room(self, *, invite: list[str], direct: bool = False, name: str | None = None) -> str:
         body: dict[str, Any] = {"invite": invite, "preset": "trusted_private_chat" if direct else "private_chat",
                                 "is_direct": direct}
         if name:
             body["name"] = name
-        return (await self._call("POST", "/createRoom", json=body))["room_id"]
+        return (await self.call("POST", "/createRoom", json=body))["room_id"]
 
     async def invite(self, room_id: str, user_id: str) -> None:
-        await self._call("POST", f"/rooms/{q(room_id)}/invite", json={"user_id": user_id})
+        await self.call("POST", f"/rooms/{q(room_id)}/invite", json={"user_id": user_id})
 
     async def join(self, room_id: str) -> None:
-        await self._call("POST", f"/join/{q(room_id)}", json={})
+        await self.call("POST", f"/join/{q(room_id)}", json={})
 
     async def joined(self, room_id: str) -> set[str]:
-        return set((await self._call("GET", f"/rooms/{q(room_id)}/joined_members"))["joined"])
+        return set((await self.call("GET", f"/rooms/{q(room_id)}/joined_members"))["joined"])
 
     async def send(self, room_id: str, content: dict[str, Any], *, event_type: str = "m.room.message",
                    txn: str | None = None) -> str:
         txn = txn or f"t{next(_txn)}"
-        return (await self._call("PUT", f"/rooms/{q(room_id)}/send/{event_type}/{q(txn)}", json=content))["event_id"]
+        return (await self.call("PUT", f"/rooms/{q(room_id)}/send/{event_type}/{q(txn)}", json=content))["event_id"]
 
     async def say(self, room_id: str, body: str, *, mentions: list[str] | None = None, html: str | None = None,
                   relates: dict[str, Any] | None = None) -> str:
@@ -78,7 +78,7 @@ class MatrixUser:
         found: list[dict[str, Any]] = []
         params: dict[str, Any] = {"dir": "b", "limit": 1000}
         while True:
-            page = await self._call("GET", f"/rooms/{q(room_id)}/messages", params=params)
+            page = await self.call("GET", f"/rooms/{q(room_id)}/messages", params=params)
             found.extend(page.get("chunk", []))
             if not page.get("chunk") or not page.get("end"):
                 break
@@ -101,7 +101,7 @@ class MatrixUser:
         params: dict[str, Any] = {"timeout": timeout_ms}
         if since:
             params["since"] = since
-        return await self._call("GET", "/sync", params=params)
+        return await self.call("GET", "/sync", params=params)
 
 
 def shown_messages(events: list[dict[str, Any]], sender: str) -> list[dict[str, Any]]:

@@ -56,7 +56,7 @@ class MatrixRig:
             await gateway.stop()
 
     def learner(self, name: str = "learner") -> MatrixUser:
-        return self.harness._user(name)
+        return self.harness.new_user(name)
 
     async def dm(self, name: str = "learner") -> tuple[MatrixUser, str]:
         """A learner and a direct room they made with the bot invited."""

@@ -322,7 +322,7 @@ async def test_password_login_keeps_one_device_so_a_send_repeated_after_a_restar
     after = await matrix.channel.send(address(room), part, referrer=Referrer(), idempotency_key="resumed:0")
     assert after.message == before.message
     bot = matrix.harness.users[0]
-    devices = [d["device_id"] for d in (await bot._call("GET", "/devices"))["devices"]]
+    devices = [d["device_id"] for d in (await bot.call("GET", "/devices"))["devices"]]
     assert devices.count("PARTNERS") == 1
 
 

@@ -40,7 +40,7 @@ async def test_a_matrix_learner_gets_the_brains_streamed_answer_once_in_the_room
             await gateway.start()
             try:
                 assert gateway.channel("matrix", "main") is not None, gateway.unavailable
-                learner = harness._user("ann")
+                learner = harness.new_user("ann")
                 room = await learner.create_room(invite=[harness.bot.user_id], direct=True)
                 await learner.say(room, QUESTION)
 
