@@ -24,6 +24,7 @@ PTB turns into ``RetryAfter`` itself.  Translation, most specific first::
 from __future__ import annotations
 
 import json
+import re
 import warnings
 from datetime import timedelta
 from typing import Any
@@ -33,7 +34,9 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
 from channels.telegram.config import TelegramConfig
-from gateway.errors import AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, RateLimited, Unsupported
+from gateway.errors import (
+    AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PlatformError, RateLimited, Unsupported,
+)
 
 PLATFORM = "telegram"
 
@@ -75,8 +78,24 @@ def retry_seconds(error: RetryAfter) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
+TOKEN_RE = re.compile(r"\d{3,}:[A-Za-z0-9_-]{20,}")
+"""What a bot token looks like; it must never reach a log line or the status page through an error text."""
+
+
+def redact(text: str) -> str:
+    return TOKEN_RE.sub("<token>", text)
+
+
 def translate(error: TelegramError, method: str) -> GatewayError:
-    """The gateway error for a failed Bot API call."""
+    """The gateway error for a failed Bot API call (any token in the error's text redacted)."""
+    translated = _translate(error, method)
+    if isinstance(translated, PlatformError):
+        translated.detail = redact(translated.detail)
+        translated.args = (redact(str(translated)),)
+    return translated
+
+
+def _translate(error: TelegramError, method: str) -> GatewayError:
     if isinstance(error, RetryAfter):
         return RateLimited(PLATFORM, retry_seconds(error), code=429, scope="chat")
     if isinstance(error, BotApiError):

@@ -61,3 +61,10 @@ def test_bot_api_failures_are_translated_most_specific_first(error, expected, co
     if expected is RateLimited:
         assert translated.retry_after in (3, 2) and translated.scope == "chat"
         assert "telegram says 429" in str(translated)
+
+
+def test_a_token_in_an_error_text_is_redacted():
+    leaked = NetworkError("ConnectError: http://api.example/bot123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw/getMe failed")
+    translated = translate(leaked, "getMe")
+    assert "AAHdqTcv" not in str(translated) and "AAHdqTcv" not in translated.detail
+    assert "bot<token>/getMe" in str(translated)
