@@ -134,7 +134,7 @@ class EmailChannel(Channel):
             return self._refuse(uid, f"mail of {size} bytes is over max_message_bytes ({limit})")
         raw = await imap.fetch(uid)
         if raw is None:
-            return self._refuse(uid, "mail disappeared before it could be read (expunged)")
+            return self._refuse(uid, "mail could not be fetched (expunged meanwhile, or empty)")
         try:
             mail = email.message_from_bytes(raw, policy=email.policy.default)
             received = decode(mail, raw, account=self.account, me=self.me,

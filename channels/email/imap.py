@@ -155,15 +155,15 @@ class ImapSession:
         return sizes
 
     async def fetch(self, uid: int) -> bytes | None:
-        """The whole message, or None when it is gone (expunged meanwhile)."""
+        """The whole message, or None when the server sent none (expunged meanwhile)."""
         assert self._client is not None
         response = await self._bounded(self._client.uid("fetch", str(uid), "(UID BODY.PEEK[])"), "fetch", self.settings.timeout_s * 4)
         self._ok(response, "fetch")
-        for index, line in enumerate(response.lines):
-            if isinstance(line, bytes) and FETCH_HEAD.match(line) and index + 1 < len(response.lines):
-                literal = response.lines[index + 1]
-                if isinstance(literal, (bytearray, bytes)):
-                    return bytes(literal)
+        # One UID was asked for, so the one literal in the answer is its body, wherever the
+        # server put the UID item (before or after BODY[]).
+        for line in response.lines:
+            if isinstance(line, bytearray):
+                return bytes(line)
         return None
 
     async def mark_seen(self, uids: list[int]) -> None:

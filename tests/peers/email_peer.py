@@ -31,6 +31,7 @@ import email
 import email.policy
 import os
 import pwd
+import re
 import shutil
 import smtplib
 import socket
@@ -213,7 +214,13 @@ protocol lmtp {{
                 except FileNotFoundError:
                     continue
                 found.append((name, email.message_from_bytes(raw, policy=email.policy.default)))
-        return [m for _, m in sorted(found, key=lambda item: item[0])]
+        return [m for _, m in sorted(found, key=lambda item: _delivery_order(item[0]))]
+
+
+def _delivery_order(name: str) -> tuple[int, int, str]:
+    """Dovecot names a Maildir file ``<seconds>.M<microseconds>P<pid>...``; the microseconds are not zero-padded."""
+    match = re.match(r"(\d+)\.M(\d+)P", name)
+    return (int(match.group(1)), int(match.group(2)), name) if match else (0, 0, name)
 
 
 @dataclass
