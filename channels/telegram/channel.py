@@ -78,7 +78,7 @@ class TelegramChannel(Channel):
     # ------------------------------------------------------------------ inbound
 
     async def run(self, heartbeat: Heartbeat) -> None:
-        bot, me = await self._ready()
+        bot, _ = await self._ready()
         self._heartbeat = heartbeat
         if self.settings.commands:
             commands = [BotCommand(name, text) for name, text in self.settings.commands.items()]
