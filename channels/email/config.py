@@ -8,6 +8,7 @@ password crossing a network in clear text.
 
 from __future__ import annotations
 
+import ipaddress
 import ssl
 from enum import Enum
 from pathlib import Path
@@ -16,7 +17,15 @@ from pydantic import Field, model_validator
 
 from gateway.config import AccountConfig, EnvSecret
 
-LOOPBACK_HOSTS = frozenset({"127.0.0.1", "::1", "localhost"})
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a name: it may resolve anywhere
 
 
 class ImapSecurity(str, Enum):
@@ -76,7 +85,7 @@ class EmailConfig(AccountConfig):
     @model_validator(mode="after")
     def _check_security(self) -> "EmailConfig":
         for kind, host, security in (("imap", self.imap_host, self.imap_security), ("smtp", self.smtp_host, self.smtp_security)):
-            if security.value == "none" and host not in LOOPBACK_HOSTS:
+            if security.value == "none" and not is_loopback(host):
                 raise ValueError(f"{kind}_security none sends the password in clear text; use tls or starttls for {host}")
         if self.tls_ca_file is not None and not self.tls_ca_file.is_file():
             raise ValueError(f"tls_ca_file {self.tls_ca_file} is not a readable file")

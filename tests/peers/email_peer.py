@@ -96,6 +96,8 @@ class Dovecot:
                 )
         self.root = root
         self.imap_port, self.imaps_port, self.lmtp_port = free_port(), free_port(), free_port()
+        self.noidle_port = free_port()
+        """IMAP on 127.0.0.2: the same mailboxes from a server that does not offer IDLE."""
         self.cert, self.key = make_certificate(root / "tls")
         self.conf = root / "dovecot.conf"
         self.running = False
@@ -106,17 +108,13 @@ class Dovecot:
         for sub in ("run", "state", "mail"):
             (root / sub).mkdir(parents=True, exist_ok=True)
         root.chmod(0o755)  # Dovecot's own processes must reach the mail dir
-        if os.geteuid() == 0:
-            try:
-                account = pwd.getpwnam("vmail")
-            except KeyError:
-                raise AssertionError("user `vmail` is missing: run `bash deploy/peers/dovecot.sh`") from None
-            os.chown(root / "mail", account.pw_uid, account.pw_gid)
-            users = f"mail_uid = vmail\nmail_gid = vmail\n"
-        else:  # unprivileged: every Dovecot process runs as the test user
-            me = pwd.getpwuid(os.geteuid()).pw_name
-            users = (f"mail_uid = {me}\nmail_gid = {os.getegid()}\ndefault_internal_user = {me}\n"
-                     f"default_login_user = {me}\n")
+        if os.geteuid() != 0:
+            raise AssertionError("the email peer starts Dovecot, whose mail processes run as `vmail`: run the tests as root")
+        try:
+            account = pwd.getpwnam("vmail")
+        except KeyError:
+            raise AssertionError("user `vmail` is missing: run `bash deploy/peers/dovecot.sh`") from None
+        os.chown(root / "mail", account.pw_uid, account.pw_gid)
         self.conf.write_text(f"""\
 base_dir = {root}/run
 state_dir = {root}/state
@@ -129,7 +127,9 @@ ssl_key = <{self.key}
 disable_plaintext_auth = no
 auth_mechanisms = plain login
 mail_location = maildir:{root}/mail/%u/Maildir
-{users}first_valid_uid = 1
+mail_uid = vmail
+mail_gid = vmail
+first_valid_uid = 1
 passdb {{
   driver = static
   args = password={PASSWORD}
@@ -143,6 +143,10 @@ service imap-login {{
     address = 127.0.0.1
     port = {self.imap_port}
   }}
+  inet_listener imap_noidle {{
+    address = 127.0.0.2
+    port = {self.noidle_port}
+  }}
   inet_listener imaps {{
     address = 127.0.0.1
     port = {self.imaps_port}
@@ -153,6 +157,11 @@ service lmtp {{
   inet_listener lmtp {{
     address = 127.0.0.1
     port = {self.lmtp_port}
+  }}
+}}
+local 127.0.0.2 {{
+  protocol imap {{
+    imap_capability = IMAP4rev1 LITERAL+ SASL-IR LOGIN-REFERRALS ID ENABLE UIDPLUS
   }}
 }}
 protocol lmtp {{

@@ -8,6 +8,7 @@ from the learners' own mailboxes.
 from __future__ import annotations
 
 import asyncio
+import logging
 from email.utils import make_msgid
 
 import pytest
@@ -287,6 +288,16 @@ async def test_with_idle_off_the_mailbox_is_polled(email_rig):
     for n in range(2):
         await email_rig.send(email_rig.mail(learner, f"poll me {n}", subject=f"P{n}"))
     await email_rig.replies(learner, 2)
+
+
+async def test_a_server_without_idle_is_polled(email_rig, caplog):
+    """The peer's second IMAP listener (127.0.0.2) serves the same mailboxes without announcing IDLE."""
+    caplog.set_level(logging.INFO, logger="channels.email.channel")
+    await email_rig.start(imap_host="127.0.0.2", imap_port=email_rig.peer.dovecot.noidle_port, idle=True, poll_interval_s=0.3)
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "no push here"))
+    await email_rig.replies(learner, 1)
+    assert "idle=False" in caplog.text
 
 
 # --------------------------------------------------------------------------- cursors and restarts

@@ -220,6 +220,8 @@ def test_clear_text_is_refused_beyond_loopback(monkeypatch):
     with pytest.raises(ConfigError, match="smtp_security none sends the password in clear text"):
         _account(smtp_security="none")
     assert _account(imap_host="127.0.0.1", imap_security="none").imap_security.value == "none"
+    with pytest.raises(ConfigError, match="imap_security none"):
+        _account(imap_host="localhost.evil.test", imap_security="none")
 
 
 def test_a_missing_ca_file_is_a_config_error(monkeypatch, tmp_path):
