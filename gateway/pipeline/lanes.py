@@ -192,10 +192,12 @@ class Lanes:
         first = batch[0]
         message = first.message
         key = reply_key(message.address, message.event_id)
+        # Merging starts before the first await: whatever arrives from here on is an arrival, so the
+        # pending queue only ever holds messages older than every arrival (their order is kept below).
+        lane.merging = first.partner.mid_turn is MidTurn.MERGE
         existing = await self.store.get_reply(key) if any(a.recovered for a in batch) else None
         template = OutboundReply(idempotency_key=key, target=message.address, referrer=batch[-1].message.referrer, markdown="")
         preview = PreviewStream(lane.outlet, self.store, template, existing.preview if existing else None)
-        lane.merging = first.partner.mid_turn is MidTurn.MERGE
         taken: list[Admitted] = []
 
         def take_arrivals() -> list[InboundMessage]:
@@ -222,7 +224,7 @@ class Lanes:
                 lane.responding, lane.stop = None, None
         await preview.close()
         lane.merging = False
-        lane.pending[:0] = lane.arrivals  # arrivals the responder never took wait for the next turn
+        lane.pending.extend(lane.arrivals)  # arrivals the responder never took are newer than anything pending
         lane.arrivals = []
         covered = [a.message for a in (*batch, *taken)]
         keys = [m.dedup_key for m in covered]

@@ -98,6 +98,25 @@ async def test_message_during_a_turn_merges_into_it_for_merge_partners(start_gat
     assert second.event_id in item.reply.in_reply_to
 
 
+async def test_messages_left_over_from_a_merge_turn_are_answered_in_the_order_they_came(start_gateway):
+    """Bob asked before Carl; Ann's turn does not take Carl's arrival, so Bob is answered first, then Carl."""
+    responder = ScriptedResponder()
+    responder.gate = asyncio.Event()
+    gateway, channel = await start_gateway(
+        responder, partner={"mid_turn": "merge"}, access={"group": "always"}, pipeline={"coalesce_window_s": 0.2},
+    )
+    await channel.inject("from ann", user="ann", kind=ConversationKind.GROUP, chat="g")
+    await channel.inject("from bob", user="bob", kind=ConversationKind.GROUP, chat="g")
+    while not responder.turns:  # ann's turn holds at the gate; bob waits in the queue
+        await asyncio.sleep(0.01)
+    await channel.inject("from carl", user="carl", kind=ConversationKind.GROUP, chat="g")
+    await asyncio.sleep(0.05)
+    responder.gate.set()
+    await channel.wait_for(lambda sent: sum(s.final for s in sent) >= 3)
+    assert [t.sender.user for t in responder.turns] == ["ann", "bob", "carl"]
+    assert [s.text for s in finals(channel)] == ["re: from ann", "re: from bob", "re: from carl"]
+
+
 async def test_rate_limited_send_is_retried_after_retry_after_and_arrives_once(start_gateway):
     gateway, channel = await start_gateway()
     channel.failures = [RateLimited("memory", retry_after=0.3), PeerUnavailable("memory", "502")]
