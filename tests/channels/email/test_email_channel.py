@@ -339,6 +339,24 @@ async def test_a_changed_uidvalidity_rereads_the_mailbox_without_answering_twice
     assert len(email_rig.received(learner)) == 2
 
 
+async def test_uidvalidity_changing_under_a_running_reader_is_survived(email_rig, caplog):
+    """Dovecot drops the session when the mailbox's UIDVALIDITY changes; the reader comes back and re-reads."""
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "first", subject="A"))
+    await email_rig.replies(learner, 1)
+    await email_rig.quiet()
+    dovecot = email_rig.peer.dovecot
+    await asyncio.to_thread(dovecot.doveadm, "mailbox", "update", "--uid-validity", "977", "-u", email_rig.bot, "INBOX")
+    await email_rig.send(email_rig.mail(learner, "second", subject="B"))
+    await email_rig.replies(learner, 2)
+    await email_rig.quiet()
+    assert "UIDVALIDITY changed" in caplog.text
+    assert counter(email_rig.gateway, "partners_dedup_hits_total", channel="email") >= 1
+    assert [t.messages[0].text for t in email_rig.responder.turns] == ["first", "second"]
+    assert len(email_rig.received(learner)) == 2
+
+
 async def test_mail_without_a_message_id_is_known_by_its_bytes_when_read_again(email_rig):
     await email_rig.start()
     learner = email_rig.learner()
