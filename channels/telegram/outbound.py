@@ -29,14 +29,15 @@ from pathlib import Path
 from telegram import Bot, InputFile, Message, ReplyParameters
 
 from channels.telegram.transport import PLATFORM, call
+from gateway.capabilities import capabilities_of
 from gateway.errors import BadRequest
 from gateway.messages import Attachment
 
 log = logging.getLogger(__name__)
 
 HTML = "HTML"
-UPLOAD_LIMIT = 50 * 1024 * 1024
-"""The cloud Bot API takes uploads up to 50 MB (platforms.toml media_max_bytes says the same)."""
+UPLOAD_LIMIT = capabilities_of(PLATFORM).media_max_bytes
+"""The cloud Bot API takes uploads up to 50 MB: ``media_max_bytes`` in platforms.toml, with its source."""
 _TAG = re.compile(r"<[^>]+>")
 
 
