@@ -41,6 +41,12 @@ class InboundSink(Protocol):
         """Record an event that could not be decoded (logged, counted, dropped with a reason)."""
         ...
 
+    def refused(self, rule: str, detail: str) -> None:
+        """Record an event the channel read but will not pass on by a rule of its platform
+        (automatic mail, an encrypted room): ``rule`` is a short, stable label for the metric,
+        ``detail`` says which event and why, for the log."""
+        ...
+
 
 class CursorStore(Protocol):
     """Durable per-account positions: poll offsets, sync tokens, UIDVALIDITY/UID."""

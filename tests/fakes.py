@@ -22,6 +22,7 @@ class RecordingSink:
     def __init__(self) -> None:
         self.accepted: list[InboundMessage] = []
         self.invalid_reasons: list[str] = []
+        self.refusals: list[tuple[str, str]] = []
         self.calls = 0
         self.gate = asyncio.Event()
         self.gate.set()
@@ -38,6 +39,9 @@ class RecordingSink:
 
     def invalid(self, reason: str) -> None:
         self.invalid_reasons.append(reason)
+
+    def refused(self, rule: str, detail: str) -> None:
+        self.refusals.append((rule, detail))
 
 
 class MemoryCursors:

@@ -29,7 +29,7 @@ from channels.email.config import EmailConfig
 from channels.email.decode import decode
 from channels.email.imap import ImapSession, MailboxState
 from channels.email.ledger import SentLedger
-from channels.email.screening import SenderScreen, automatic_reason
+from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
 from gateway.config import AccountConfig
 from gateway.errors import BadRequest, InvalidEvent
@@ -131,28 +131,33 @@ class EmailChannel(Channel):
         """Fetch, decode and screen one mail; None (with the reason recorded) when it is not to be answered."""
         limit = self.settings.max_message_bytes
         if size is not None and size > limit:
-            return self._refuse(uid, f"mail of {size} bytes is over max_message_bytes ({limit})")
+            return self._refuse(uid, "too large", f"mail of {size} bytes is over max_message_bytes ({limit})")
         raw = await imap.fetch(uid)
         if raw is None:
-            return self._refuse(uid, "mail could not be fetched (expunged meanwhile, or empty)")
+            return self._invalid(uid, "mail could not be fetched (expunged meanwhile, or empty)")
         try:
             mail = email.message_from_bytes(raw, policy=email.policy.default)
             received = decode(mail, raw, account=self.account, me=self.me,
                               media_dir=self.context.data_dir / "attachments",
                               media_max_bytes=self.capabilities().media_max_bytes)
         except InvalidEvent as error:
-            return self._refuse(uid, str(error))
+            return self._invalid(uid, str(error))
         except Exception as error:  # the stdlib parser is lenient; anything it still chokes on is the mail's fault
-            return self._refuse(uid, f"unreadable mail ({type(error).__name__}: {error})")
+            return self._invalid(uid, f"unreadable mail ({type(error).__name__}: {error})")
         if received.message.from_self:
             return received.message  # the pipeline drops it as an own message
-        reason = automatic_reason(received.mail, received.sender) or self.screen.refusal(received.sender)
-        if reason:
-            return self._refuse(uid, f"{reason}; Message-ID {received.message.event_id}")
+        automatic = automatic_reason(received.mail, received.sender)
+        refusal = Refusal(AUTOMATIC, automatic) if automatic else self.screen.refusal(received.sender)
+        if refusal:
+            return self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {received.message.event_id}")
         return received.message
 
-    def _refuse(self, uid: int, reason: str) -> None:
+    def _invalid(self, uid: int, reason: str) -> None:
         self.context.sink.invalid(f"email uid {uid}: {reason}")
+        return None
+
+    def _refuse(self, uid: int, rule: str, detail: str) -> None:
+        self.context.sink.refused(rule, f"email uid {uid}: {detail}")
         return None
 
     # ------------------------------------------------------------------ outbound

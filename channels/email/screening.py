@@ -1,8 +1,8 @@
 """Which mail is never answered, and why: automatic mail, strangers, and senders in a loop.
 
 Mail is screened before it is accepted.  A refused mail is recorded with its
-reason (``sink.invalid``) and still counts as processed, so it is never read
-again.  The rules, in the order they are checked:
+rule and reason (``sink.refused``: the rule labels the drop metric) and still
+counts as processed, so it is never read again.  The rules, in the order they are checked:
 
 - automatic mail (RFC 3834 ``Auto-Submitted``; ``Precedence: bulk/list/junk``;
   ``List-Id``; bounces: empty ``Return-Path``, MAILER-DAEMON, ``multipart/report``;
@@ -24,6 +24,7 @@ import time
 from collections import deque
 from email.message import EmailMessage
 from email.utils import getaddresses
+from typing import NamedTuple
 
 NO_REPLY = re.compile(r"^(no[-_.]?reply|do[-_.]?not[-_.]?reply|mailer[-_.]daemon|postmaster|bounces?)([+-].*)?$", re.I)
 BULK_PRECEDENCE = frozenset({"bulk", "list", "junk"})
@@ -53,6 +54,16 @@ def automatic_reason(message: EmailMessage, sender: str) -> str | None:
     return None
 
 
+AUTOMATIC = "automatic mail"
+
+
+class Refusal(NamedTuple):
+    """Why a sender's mail is not taken: ``rule`` labels the metric, ``detail`` goes to the log."""
+
+    rule: str
+    detail: str
+
+
 class SenderScreen:
     """Sender allowlist, domain policy and the per-sender hourly cap of one account."""
 
@@ -64,16 +75,16 @@ class SenderScreen:
         self._clock = clock
         self._recent: dict[str, deque[float]] = {}
 
-    def refusal(self, sender: str) -> str | None:
+    def refusal(self, sender: str) -> Refusal | None:
         """Why mail from ``sender`` is not taken, or None; counts it towards the hourly cap when taken."""
         if (self.senders or self.domains) and sender not in self.senders and sender.rsplit("@", 1)[-1] not in self.domains:
-            return f"sender {sender} is not in allowed_senders or allowed_domains"
+            return Refusal("sender not allowed", f"sender {sender} is not in allowed_senders or allowed_domains")
         now = self._clock()
         recent = self._recent.setdefault(sender, deque())
         while recent and now - recent[0] > 3600:
             recent.popleft()
         if len(recent) >= self.per_hour:
-            return f"sender {sender} sent more than {self.per_hour} mails in an hour (loop protection)"
+            return Refusal("loop protection", f"sender {sender} sent more than {self.per_hour} mails in an hour")
         recent.append(now)
         if len(self._recent) > 10_000:
             self._recent = {k: v for k, v in self._recent.items() if v and now - v[-1] <= 3600}

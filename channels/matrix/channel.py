@@ -32,7 +32,7 @@ from nio import AsyncClient, MessageDirection
 
 from channels.base import Channel, ChannelContext, Heartbeat
 from channels.matrix.config import MatrixConfig
-from channels.matrix.decode import RoomView, Skipped, decode, media_ref, reply_target
+from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, media_ref, reply_target
 from channels.matrix.encode import edit_content, media_content, text_content
 from channels.matrix.media import download, media_dir, upload
 from channels.matrix.transport import call, new_client
@@ -156,6 +156,9 @@ class MatrixChannel(Channel):
                     message = await self._decode(client, event, view)
                 except InvalidEvent as error:
                     self.context.sink.invalid(str(error))
+                    continue
+                except Unreadable as refusal:
+                    self.context.sink.refused(refusal.rule, refusal.detail)
                     continue
                 except Skipped as reason:  # the bot's own streaming edits are routine: logged quietly
                     level = logging.DEBUG if event.get("sender") == self.me else logging.INFO

@@ -55,6 +55,17 @@ class Skipped(Exception):
     """A message event that is deliberately not answered (an edit of an earlier message); carries the reason."""
 
 
+class Unreadable(Exception):
+    """A message the bot was sent but cannot read by design (end-to-end encryption).
+
+    Recorded with ``sink.refused``: ``rule`` labels the drop metric, ``detail`` tells the operator what to do.
+    """
+
+    def __init__(self, rule: str, detail: str) -> None:
+        super().__init__(detail)
+        self.rule, self.detail = rule, detail
+
+
 @dataclass(frozen=True)
 class RoomView:
     """What decode needs to know about the room and the bot, looked up by the channel."""
@@ -141,9 +152,10 @@ def decode(
     """Decode one timeline event; ``None`` for non-messages, :class:`InvalidEvent` for what cannot be read."""
     kind = event.get("type")
     if kind == "m.room.encrypted":
-        raise InvalidEvent(
+        raise Unreadable(
+            "encrypted",
             f"encrypted event {event.get('event_id')} in {view.room_id}: end-to-end encryption is not supported; "
-            "use an unencrypted room with the bot"
+            "use an unencrypted room with the bot",
         )
     if kind != "m.room.message":
         return None

@@ -61,3 +61,7 @@ class Ingest:
     def invalid(self, reason: str) -> None:
         self.metrics.dropped.labels(self.channel, self.account, "invalid event").inc()
         log.warning("invalid event dropped platform=%s account=%s reason=%s", self.channel, self.account, reason)
+
+    def refused(self, rule: str, detail: str) -> None:
+        self.metrics.dropped.labels(self.channel, self.account, rule).inc()
+        log.info("event refused platform=%s account=%s rule=%s detail=%s", self.channel, self.account, rule, detail)

@@ -71,6 +71,8 @@ async def test_a_send_to_a_full_set_is_a_transient_error(tmp_path: Path) -> None
 
         def invalid(self, reason: str) -> None: ...
 
+        def refused(self, rule: str, detail: str) -> None: ...
+
     class NoCursors:
         async def get(self, name: str) -> str | None:
             return None

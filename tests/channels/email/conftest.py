@@ -25,6 +25,9 @@ from tests.contract.email_harness import EmailHarness, account_settings
 from tests.contract.harness import ContractResponder, Seen, counter, eventually, settled
 from tests.peers.email_peer import EmailPeer
 
+REFUSAL_RULES = ("automatic mail", "sender not allowed", "loop protection", "too large")
+"""The drop-metric labels of mail the email channel read but will not answer."""
+
 
 @dataclass
 class EmailRig:
@@ -98,9 +101,12 @@ class EmailRig:
         """The bot's mail in the learner's mailbox, as parsed messages."""
         return [m for m in self.peer.received(learner) if self.bot in str(m["From"])]
 
-    def refused(self) -> float:
+    def refused(self, rule: str | None = None) -> float:
+        """Mail dropped by ``rule`` (a metric label: "automatic mail", "loop protection", ...), or by any
+        screening rule or as unreadable when None."""
         assert self.gateway is not None
-        return counter(self.gateway, "partners_dropped_total", channel="email", reason="invalid event")
+        rules = [rule] if rule else [*REFUSAL_RULES, "invalid event"]
+        return sum(counter(self.gateway, "partners_dropped_total", channel="email", reason=r) for r in rules)
 
     async def quiet(self) -> None:
         assert self.gateway is not None

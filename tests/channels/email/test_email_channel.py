@@ -120,7 +120,7 @@ async def test_automatic_mail_is_never_answered_but_recorded_and_passed_over(ema
     await email_rig.replies(learner, 1)
     await email_rig.quiet()
     assert [t.messages[0].text for t in email_rig.responder.turns] == ["a real question"]
-    assert email_rig.refused() == len(AUTOMATIC) + 3 + 2
+    assert email_rig.refused("automatic mail") == len(AUTOMATIC) + 3 + 2
     assert len(email_rig.received(learner)) == 1
 
 
@@ -134,6 +134,7 @@ def _send_with_null_sender(rig, mail) -> None:
 
 
 async def test_senders_outside_the_allowlist_are_refused_with_the_reason(email_rig, caplog):
+    caplog.set_level(logging.INFO, logger="gateway.pipeline.ingest")  # refusals are routine: logged at info
     allowed, stranger = email_rig.learner(), email_rig.learner()
     await email_rig.start(allowed_senders=[allowed.upper()])
     await email_rig.send(email_rig.mail(stranger, "let me in"))
@@ -141,7 +142,7 @@ async def test_senders_outside_the_allowlist_are_refused_with_the_reason(email_r
     await email_rig.replies(allowed, 1)
     await email_rig.quiet()
     assert [t.messages[0].sender.user for t in email_rig.responder.turns] == [allowed]
-    assert email_rig.refused() == 1
+    assert email_rig.refused("sender not allowed") == email_rig.refused() == 1
     assert f"sender {stranger} is not in allowed_senders" in caplog.text
     assert email_rig.received(stranger) == []
 
@@ -152,7 +153,7 @@ async def test_a_sender_past_the_hourly_cap_is_not_answered(email_rig):
     for n in range(3):
         await email_rig.send(email_rig.mail(learner, f"question {n}", subject=f"Q{n}"))
     await email_rig.replies(learner, 2)
-    await eventually(lambda: email_rig.refused() == 1, what="the third mail to be refused")
+    await eventually(lambda: email_rig.refused("loop protection") == 1, what="the third mail to be refused")
     await email_rig.quiet()
     assert len(email_rig.received(learner)) == 2
 
@@ -207,6 +208,7 @@ async def test_files_in_a_reply_travel_as_mime_parts(email_rig, tmp_path):
 
 
 async def test_huge_and_broken_mail_gets_a_reason_and_the_next_mail_is_still_answered(email_rig, caplog):
+    caplog.set_level(logging.INFO, logger="gateway.pipeline.ingest")  # refusals are routine: logged at info
     await email_rig.start(max_message_bytes=4096)
     learner = email_rig.learner()
     await email_rig.send(email_rig.mail(learner, "x " * 5000, subject="huge"))
@@ -226,6 +228,7 @@ async def test_huge_and_broken_mail_gets_a_reason_and_the_next_mail_is_still_ans
     await email_rig.quiet()
     assert "over max_message_bytes (4096)" in caplog.text
     assert "email without a sender address" in caplog.text
+    assert email_rig.refused("too large") == 1
     assert email_rig.refused() >= 2
     # the broken one is either answered from what could be read, or refused with a reason: never a crash
     [account] = (await email_rig.gateway.status()).accounts

@@ -9,7 +9,7 @@ from nio import RoomSendError
 from pydantic import ValidationError
 
 from channels.matrix.config import MatrixConfig
-from channels.matrix.decode import RoomView, Skipped, decode
+from channels.matrix.decode import RoomView, Skipped, Unreadable, decode
 from channels.matrix.encode import EDIT_FALLBACK_CHARS, edit_content, media_content, plain_body, text_content
 from channels.matrix.transport import translate
 from gateway.errors import AuthFailed, BadRequest, InvalidEvent, NotFound, RateLimited
@@ -73,8 +73,9 @@ def test_own_events_notices_edits_state_and_encrypted_events():
     with pytest.raises(Skipped, match="only new messages"):
         run(event("* fixed", **{"m.relates_to": {"rel_type": "m.replace", "event_id": "$e0"}}))
     assert run({"type": "m.room.member", "event_id": "$m", "sender": "@a:x", "content": {}}) is None
-    with pytest.raises(InvalidEvent, match="end-to-end encryption is not supported"):
+    with pytest.raises(Unreadable, match="end-to-end encryption is not supported") as refused:
         run({"type": "m.room.encrypted", "event_id": "$x", "sender": "@a:x", "content": {}})
+    assert refused.value.rule == "encrypted"
 
 
 @pytest.mark.parametrize("raw", [
