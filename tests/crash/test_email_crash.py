@@ -24,7 +24,6 @@ Set ``CRASH_SEED`` to replay a run; the seed is printed.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import time
@@ -38,8 +37,8 @@ import yaml
 
 from tests.contract.email_harness import account_settings
 from tests.crash.gateway_process import GatewayProcess
+from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
 
-ROOT = Path(__file__).resolve().parents[2]
 MAILS, LEARNERS, KILLS = 40, 10, 3
 TOKEN_RE = re.compile(r"msg-\d{4}")
 PASSWORD_ENV = "EMAIL_CRASH_PASSWORD"
@@ -82,48 +81,28 @@ async def mail_all(peer, bot: str, learners: list[str], rng: random.Random) -> d
     return asked
 
 
-async def kill_and_restart(gateway: GatewayProcess, rng: random.Random) -> list[float]:
-    ready_times = []
-    for _ in range(KILLS):
-        await asyncio.sleep(rng.uniform(1.5, 3.5))
-        await gateway.kill()
-        await asyncio.sleep(rng.uniform(0, 0.5))
-        ready_times.append(await gateway.start())
-    return ready_times
-
-
 def answers(peer, bot: str, learners: list[str]) -> dict[str, list[EmailMessage]]:
     return {learner: [m for m in peer.received(learner) if bot in str(m["From"])] for learner in learners}
 
 
 async def test_every_mail_is_answered_exactly_once_across_sigkills(email_peer, tmp_path):
-    seed = int(os.environ.get("CRASH_SEED") or time.time())
-    print(f"\nCRASH_SEED={seed}")
+    seed = crash_seed()
     rng = random.Random(seed)
     bot = email_peer.new_address("crashbot")
     learners = [email_peer.new_address("crashlearner") for _ in range(LEARNERS)]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "crash"), str(ROOT)]),
-        "PARTNERS_RESPONDER": "echo_responder:make_responder",
-        "ECHO_DELTA_DELAY": "0",
-        PASSWORD_ENV: email_peer.password,
-    }
+    env = gateway_env(**{PASSWORD_ENV: email_peer.password})
     gateway = GatewayProcess(tmp_path, write_config(tmp_path, email_peer, bot), env)
     try:
         await gateway.start()
         began = time.monotonic()
-        asked, ready_times = await asyncio.gather(mail_all(email_peer, bot, learners, rng), kill_and_restart(gateway, rng))
+        asked, ready_times = await asyncio.gather(mail_all(email_peer, bot, learners, rng), kill_and_restart(gateway, rng, kills=KILLS, between=(1.5, 3.5)))
 
         async def all_answered() -> bool:
             got = await asyncio.to_thread(answers, email_peer, bot, learners)
             shown = {t for mails in got.values() for m in mails for t in TOKEN_RE.findall(str(m["Subject"]))}
             return len(shown) >= len(asked) and await gateway.backlog() == 0
 
-        deadline = time.monotonic() + 90
-        while not await all_answered():
-            assert time.monotonic() < deadline, "not every mail was answered within 90 s of the last restart"
-            await asyncio.sleep(0.5)
+        await wait_until(all_answered, within=90, what="not every mail was answered", poll=0.5)
         elapsed = time.monotonic() - began
         await gateway.stop()
         got = answers(email_peer, bot, learners)

@@ -19,7 +19,6 @@ the order the questions were asked.  Set ``CRASH_SEED`` to replay a run.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import time
@@ -30,10 +29,10 @@ import pytest
 import yaml
 
 from tests.crash.gateway_process import GatewayProcess
+from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
 from tests.peers.matrix_client import MatrixUser, shown_messages
 from tests.peers.matrix_proxy import MatrixFaultProxy
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGES, DIRECT, GROUPS, KILLS = 100, 8, 2, 3
 TOKEN_RE = re.compile(r"msg-\d{4}")
 
@@ -86,19 +85,8 @@ async def say_all(rooms, bot: str, rng: random.Random) -> dict[str, str]:
     return asked
 
 
-async def kill_and_restart(gateway: GatewayProcess, rng: random.Random) -> list[float]:
-    ready_times = []
-    for _ in range(KILLS):
-        await asyncio.sleep(rng.uniform(1.0, 2.5))
-        await gateway.kill()
-        await asyncio.sleep(rng.uniform(0, 0.3))
-        ready_times.append(await gateway.start())
-    return ready_times
-
-
 async def test_every_matrix_message_is_answered_exactly_once_across_sigkills(synapse, tmp_path):
-    seed = int(os.environ.get("CRASH_SEED") or time.time())
-    print(f"\nCRASH_SEED={seed}")
+    seed = crash_seed()
     rng = random.Random(seed)
     tag = f"{seed}-{rng.randrange(10**6)}"
     bot = synapse.register(f"crash-bot-{tag}")
@@ -106,18 +94,12 @@ async def test_every_matrix_message_is_answered_exactly_once_across_sigkills(syn
     await proxy.start()
     proxy.rate_429, proxy.rate_lost = 0.05, 0.03
     rooms = await make_rooms(synapse, bot.user_id, tag)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "crash"), str(ROOT)]),
-        "PARTNERS_RESPONDER": "echo_responder:make_responder",
-        "ECHO_DELTA_DELAY": "0.01",
-        "MATRIX_TOKEN": bot.access_token,
-    }
+    env = gateway_env(delta_delay=0.01, MATRIX_TOKEN=bot.access_token)
     gateway = GatewayProcess(tmp_path, write_config(tmp_path, proxy.url, bot), env)
     try:
         await gateway.start()
         began = time.monotonic()
-        asked, ready_times = await asyncio.gather(say_all(rooms, bot.user_id, rng), kill_and_restart(gateway, rng))
+        asked, ready_times = await asyncio.gather(say_all(rooms, bot.user_id, rng), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 2.5)))
 
         async def shown() -> dict[str, list[dict]]:
             return {room: shown_messages(await speakers[0].events(room), bot.user_id) for room, _, speakers in rooms}
@@ -127,10 +109,7 @@ async def test_every_matrix_message_is_answered_exactly_once_across_sigkills(syn
                       for t in TOKEN_RE.findall(m["content"].get("body", ""))}
             return len(tokens) >= len(asked) and await gateway.backlog() == 0
 
-        deadline = time.monotonic() + 60
-        while not await all_answered():
-            assert time.monotonic() < deadline, "not every message was answered within 60 s of the last restart"
-            await asyncio.sleep(0.25)
+        await wait_until(all_answered, within=60, what="not every message was answered", poll=0.25)
         elapsed = time.monotonic() - began
         await gateway.stop()
         final = await shown()

@@ -22,7 +22,6 @@ the seed is printed.
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import re
 import time
@@ -33,9 +32,9 @@ import pytest
 import yaml
 
 from tests.crash.gateway_process import GatewayProcess
+from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
 from tests.peers.relay_platform import RelayClient, RelayPeer
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGES, CHATS, GROUPS, KILLS = 400, 40, 10, 5
 TOKEN_RE = re.compile(r"msg-\d{4}")
 
@@ -73,47 +72,27 @@ async def inject_all(client: RelayClient, rng: random.Random) -> dict[str, str]:
     return asked
 
 
-async def kill_and_restart(gateway: GatewayProcess, rng: random.Random) -> list[float]:
-    ready_times = []
-    for _ in range(KILLS):
-        await asyncio.sleep(rng.uniform(1.0, 3.0))
-        await gateway.kill()
-        await asyncio.sleep(rng.uniform(0, 0.5))
-        ready_times.append(await gateway.start())
-    return ready_times
-
-
 @pytest.mark.parametrize("delta_delay", [0.0, 0.01], ids=["final-only", "streamed-previews"])
 async def test_every_message_is_answered_exactly_once_across_sigkills(tmp_path, delta_delay):
-    seed = int(os.environ.get("CRASH_SEED") or time.time())
-    print(f"\nCRASH_SEED={seed}")
+    seed = crash_seed()
     rng = random.Random(seed)
     token = f"crash-{seed}"
     peer = RelayPeer.start(tmp_path / "relay.json", seed=seed)
     client = RelayClient(peer.url, token)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "plugins"), str(ROOT / "tests" / "crash"), str(ROOT)]),
-        "PARTNERS_RESPONDER": "echo_responder:make_responder",
-        "ECHO_DELTA_DELAY": str(delta_delay),
-        "RELAY_TOKEN": token,
-    }
+    env = gateway_env(delta_delay=delta_delay, plugins=True, RELAY_TOKEN=token)
     gateway = GatewayProcess(tmp_path, write_config(tmp_path, peer.url), env)
     try:
         await client.register()
         await client.faults(rate_429=0.05, rate_5xx=0.02, rate_lost=0.02, retry_after=0.2)
         await gateway.start()
         began = time.monotonic()
-        asked, ready_times = await asyncio.gather(inject_all(client, rng), kill_and_restart(gateway, rng))
+        asked, ready_times = await asyncio.gather(inject_all(client, rng), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 3.0)))
 
         async def all_answered() -> bool:
             shown = {t for messages in (await client.sent()).values() for m in messages for t in TOKEN_RE.findall(m["text"])}
             return len(shown) >= len(asked) and await gateway.backlog() == 0
 
-        deadline = time.monotonic() + 90
-        while not await all_answered():
-            assert time.monotonic() < deadline, "not every message was answered within 90 s of the last restart"
-            await asyncio.sleep(0.25)
+        await wait_until(all_answered, within=90, what="not every message was answered", poll=0.25)
         elapsed = time.monotonic() - began
         await gateway.stop()  # graceful: whatever was still in flight is finished or left durable
 

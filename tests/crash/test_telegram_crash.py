@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import random
 import re
 import sqlite3
@@ -42,9 +41,9 @@ import pytest
 import yaml
 
 from tests.crash.gateway_process import GatewayProcess
+from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
 from tests.peers.telegram_peer import TelegramPeer, TelegramUsers
 
-ROOT = Path(__file__).resolve().parents[2]
 MESSAGES, CHATS, GROUPS, KILLS = 150, 20, 5, 3
 UNCONFIRMED_S = 2.0
 """How long after its posting a message's id may still be unrecorded when a SIGKILL lands (ms in practice)."""
@@ -90,17 +89,6 @@ async def say_all(users: TelegramUsers, rng: random.Random, chats: list[dict]) -
     return asked
 
 
-async def kill_and_restart(gateway: GatewayProcess, rng: random.Random, kills: list[float]) -> list[float]:
-    ready = []
-    for _ in range(KILLS):
-        await asyncio.sleep(rng.uniform(1.0, 2.0))
-        kills.append(time.time())
-        await gateway.kill()
-        await asyncio.sleep(rng.uniform(0, 0.3))
-        ready.append(await gateway.start())
-    return ready
-
-
 def recorded_ids(database: Path) -> set[tuple[int, int]]:
     """(chat, message id) of every bot message the gateway's outbox durably knows about."""
     known: set[tuple[int, int]] = set()
@@ -113,19 +101,12 @@ def recorded_ids(database: Path) -> set[tuple[int, int]]:
 
 
 async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_path):
-    seed = int(os.environ.get("CRASH_SEED") or time.time())
-    print(f"\nCRASH_SEED={seed}")
+    seed = crash_seed()
     rng = random.Random(seed)
     token = f"{1000 + seed % 10**6}:crash{seed}"
     peer = TelegramPeer.start(tmp_path / "telegram-api.log", seed=seed)
     users = TelegramUsers(peer.url, token)
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(ROOT / "tests" / "crash"), str(ROOT)]),
-        "PARTNERS_RESPONDER": "echo_responder:make_responder",
-        "ECHO_DELTA_DELAY": "0.01",
-        "TELEGRAM_TOKEN": token,
-    }
+    env = gateway_env(delta_delay=0.01, TELEGRAM_TOKEN=token)
     gateway = GatewayProcess(tmp_path, write_config(tmp_path, peer.url), env)
     kills: list[float] = []
     try:
@@ -133,16 +114,13 @@ async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_p
         await users.faults(rate_429=0.05, rate_5xx=0.02, rate_lost=0.02, retry_after=0.2)
         await gateway.start()
         began = time.monotonic()
-        asked, ready = await asyncio.gather(say_all(users, rng, chats_of(seed)), kill_and_restart(gateway, rng, kills))
+        asked, ready = await asyncio.gather(say_all(users, rng, chats_of(seed)), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 2.0), kill_times=kills))
 
         async def all_answered() -> bool:
             shown = {t for messages in (await users.seen()).values() for m in messages for t in TOKEN_RE.findall(m["text"])}
             return len(shown) >= len(asked) and await gateway.backlog() == 0
 
-        deadline = time.monotonic() + 60
-        while not await all_answered():
-            assert time.monotonic() < deadline, "not every message was answered within 60 s of the last restart"
-            await asyncio.sleep(0.25)
+        await wait_until(all_answered, within=60, what="not every message was answered", poll=0.25)
         elapsed = time.monotonic() - began
         await gateway.stop()
         seen, attempts = await users.seen(), (await users.attempts())["attempts"]

@@ -1,0 +1,73 @@
+"""What every crash test does the same way: a replayable seed, the gateway's environment, the kills, the wait.
+
+A crash test plays one platform's users against a real ``partners serve``
+(:class:`~tests.crash.gateway_process.GatewayProcess`) that it SIGKILLs and
+restarts, then judges exactly-once from the platform's own record.  The
+platform's part differs per channel; these steps do not.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import os
+import random
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from tests.crash.gateway_process import GatewayProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def crash_seed() -> int:
+    """``CRASH_SEED`` from the environment (to replay a run), else a new one; printed either way."""
+    seed = int(os.environ.get("CRASH_SEED") or time.time())
+    print(f"\nCRASH_SEED={seed}")
+    return seed
+
+
+def gateway_env(*, delta_delay: float = 0.0, plugins: bool = False, **secrets: str) -> dict[str, str]:
+    """The environment of a crashed gateway: the echo responder (streamed when ``delta_delay`` > 0),
+    the test plugin channels when ``plugins``, and the account's secrets."""
+    paths = [ROOT / "tests" / "plugins"] if plugins else []
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(str(p) for p in [*paths, ROOT / "tests" / "crash", ROOT]),
+        "PARTNERS_RESPONDER": "echo_responder:make_responder",
+        "ECHO_DELTA_DELAY": str(delta_delay),
+        **secrets,
+    }
+
+
+async def kill_and_restart(
+    gateway: GatewayProcess, rng: random.Random, *, kills: int, between: tuple[float, float],
+    kill_times: list[float] | None = None,
+) -> list[float]:
+    """SIGKILL the gateway ``kills`` times, ``between`` seconds apart, and start it again each time.
+
+    Returns how long each restart took to be ready; ``kill_times`` (wall clock) is filled when given.
+    """
+    ready = []
+    for _ in range(kills):
+        await asyncio.sleep(rng.uniform(*between))
+        if kill_times is not None:
+            kill_times.append(time.time())
+        await gateway.kill()
+        await asyncio.sleep(rng.uniform(0, 0.3))
+        ready.append(await gateway.start())
+    return ready
+
+
+async def wait_until(check: Callable[[], Awaitable[bool] | bool], *, within: float, what: str, poll: float = 0.25) -> None:
+    """Poll ``check`` until it holds; fail naming ``what`` after ``within`` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        done = check()
+        if inspect.isawaitable(done):
+            done = await done
+        if done:
+            return
+        assert time.monotonic() < deadline, f"{what} within {within:g} s of the last restart"
+        await asyncio.sleep(poll)
