@@ -75,6 +75,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from tests.peers import stop_process
+from tests.peers.faults import Faults
 
 ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEXT_LIMIT = 500
@@ -93,29 +94,6 @@ class ApiError(Exception):
             body["parameters"] = {"retry_after": self.retry_after}
             headers["Retry-After"] = f"{self.retry_after:g}"
         return JSONResponse(body, status_code=self.code, headers=headers)
-
-
-@dataclass
-class Faults:
-    rate_429: float = 0.0
-    rate_5xx: float = 0.0
-    rate_lost: float = 0.0
-    retry_after: float = 1.0
-    next: list[str] = field(default_factory=list)
-    """Forced outcomes for the next sendMessage calls: "429", "503", "504", "401" or "400"."""
-    down: bool = False
-    send_latency: float = 0.0
-    """Seconds a sendMessage takes to answer *after* the message is posted (a slow response)."""
-
-    def draw(self, rng: random.Random) -> str | None:
-        if self.next:
-            return self.next.pop(0)
-        roll = rng.random()
-        for outcome, rate in (("429", self.rate_429), ("503", self.rate_5xx), ("504", self.rate_lost)):
-            if roll < rate:
-                return outcome
-            roll -= rate
-        return None
 
 
 @dataclass

@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+from tests.peers.faults import Faults
 from tests.peers.telegram_html import EntityError, parse_html, utf16_len
 
 TEXT_LIMIT = 4096
@@ -55,29 +56,6 @@ class ApiError(Exception):
     def __init__(self, code: int, description: str, *, retry_after: float | None = None):
         super().__init__(description)
         self.code, self.description, self.retry_after = code, description, retry_after
-
-
-@dataclass
-class Faults:
-    rate_429: float = 0.0
-    rate_5xx: float = 0.0
-    rate_lost: float = 0.0
-    retry_after: float = 1.0
-    next: list[str] = field(default_factory=list)
-    """Forced outcomes of the next sends: "429", "503", "504" (posted, answer lost), "401", "400"."""
-    down: bool = False
-    send_latency: float = 0.0
-    """Seconds a send takes to answer after it was posted."""
-
-    def draw(self, rng: random.Random) -> str | None:
-        if self.next:
-            return self.next.pop(0)
-        roll = rng.random()
-        for outcome, rate in (("429", self.rate_429), ("503", self.rate_5xx), ("504", self.rate_lost)):
-            if roll < rate:
-                return outcome
-            roll -= rate
-        return None
 
 
 @dataclass
