@@ -32,6 +32,7 @@ from typing import Any
 from telegram import Bot
 from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest
+from telegram.warnings import PTBDeprecationWarning
 
 from channels.telegram.config import TelegramConfig
 from gateway.errors import (
@@ -71,10 +72,13 @@ def new_bot(config: TelegramConfig, *, poll_timeout: float) -> Bot:
                request=calls, get_updates_request=polls)
 
 
+# PTB 22.2+ warns, whenever a RetryAfter is made or read, that retry_after will become a timedelta.
+# retry_seconds below takes either type, so the warning says nothing to us or to an operator.
+warnings.filterwarnings("ignore", message=r".*`retry_after` will be of type `datetime\.timedelta`", category=PTBDeprecationWarning)
+
+
 def retry_seconds(error: RetryAfter) -> float:
-    with warnings.catch_warnings():  # PTB warns while it moves retry_after from int to timedelta
-        warnings.simplefilter("ignore")
-        value = error.retry_after
+    value = error.retry_after
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
 
 
