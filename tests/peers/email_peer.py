@@ -206,7 +206,11 @@ protocol lmtp {{
         return self.root / "mail" / address / "Maildir"
 
     def received(self, address: str) -> list[EmailMessage]:
-        """Every message in the address's INBOX, oldest first (Dovecot's Maildir file names start with the time).
+        """Every message in the address's INBOX, oldest first (Dovecot's Maildir file names start with the time)."""
+        return [message for _, message in self.deliveries(address)]
+
+    def deliveries(self, address: str) -> list[tuple[float, EmailMessage]]:
+        """(delivery time as a Unix timestamp, message) for the address's INBOX, oldest first.
 
         Read straight from the Maildir's ``new`` and ``cur`` folders; a folder Dovecot has not made yet,
         or a file it moved from ``new`` to ``cur`` while we looked, is simply not there yet."""
@@ -223,7 +227,11 @@ protocol lmtp {{
                 except FileNotFoundError:
                     continue
                 found.append((name, email.message_from_bytes(raw, policy=email.policy.default)))
-        return [m for _, m in sorted(found, key=lambda item: _delivery_order(item[0]))]
+        deliveries = []
+        for name, message in sorted(found, key=lambda item: _delivery_order(item[0])):
+            seconds, micros, _ = _delivery_order(name)
+            deliveries.append((seconds + micros / 1e6, message))
+        return deliveries
 
 
 def _delivery_order(name: str) -> tuple[int, int, str]:
