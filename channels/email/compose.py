@@ -5,6 +5,10 @@
   repeated submission from a new message (see ADR 0011).
 - The subject is the learner's with one "Re: " in front, however many the
   thread already had; ``In-Reply-To`` and ``References`` keep the thread.
+- Message ids in ``In-Reply-To`` and ``References`` stay literal, folded only
+  between ids: the email package would otherwise turn an id longer than a line
+  (Gmail's often are) into RFC 2047 encoded words, which no client reads as an
+  id, so the reply would fall out of the learner's thread.
 - ``Auto-Submitted: auto-replied`` (RFC 3834) and ``X-Auto-Response-Suppress``
   tell other robots not to answer us.
 - The learner's message is quoted under "On <date>, <name> wrote:", in both
@@ -22,6 +26,8 @@ import json
 import mimetypes
 import re
 from dataclasses import dataclass
+import email.policy
+from email.headerregistry import HeaderRegistry, UnstructuredHeader
 from email.message import EmailMessage, MIMEPart
 from email.utils import formataddr, formatdate
 from pathlib import Path
@@ -32,6 +38,27 @@ from gateway.messages import Attachment, RenderedPart
 REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)
 REPLY_MARK = '<div class="partners-reply">'
 QUOTE_MARK = '<div class="partners-quote">'
+
+
+
+class MessageIdsHeader(UnstructuredHeader):
+    """A header of message ids (``In-Reply-To``, ``References``), folded between ids and never encoded."""
+
+    def fold(self, *, policy) -> str:
+        lines, line = [], f"{self.name}:"
+        for token in str(self).split():
+            if line != f"{self.name}:" and len(line) + 1 + len(token) > policy.max_line_length:
+                lines.append(line)
+                line = ""
+            line += f" {token}"
+        return policy.linesep.join([*lines, line]) + policy.linesep
+
+
+_HEADERS = HeaderRegistry()
+_HEADERS.map_to_type("in-reply-to", MessageIdsHeader)
+_HEADERS.map_to_type("references", MessageIdsHeader)
+POLICY = email.policy.default.clone(header_factory=_HEADERS)
+"""The default policy, but message ids stay literal (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -100,7 +127,7 @@ def _attach(mail: EmailMessage, attachment: Attachment) -> str | None:
 
 def compose(part: RenderedPart, thread: Thread, *, sender: str, sender_name: str, to: str, bcc: str | None,
             idempotency_key: str, fallback_subject: str) -> EmailMessage:
-    mail = EmailMessage()
+    mail = EmailMessage(policy=POLICY)
     mail["From"] = formataddr((sender_name, sender)) if sender_name else sender
     mail["To"] = to
     if bcc:

@@ -34,7 +34,8 @@ from gateway.messages import (
 )
 
 CHANNEL = ChannelName("email")
-MSGID = re.compile(r"<[^<>\s]+>")
+MSGID = re.compile(r"<[!-;=?-~]+>")
+"""A message id: printable ASCII in angle brackets (RFC 5322), as our replies carry it verbatim in headers."""
 QUOTE_CHARS = 2000
 MAX_REFERENCES = 20
 ATTRIBUTION = re.compile(r"^(On .{3,200} wrote:|-+ ?Original Message ?-+)\s*$", re.M)

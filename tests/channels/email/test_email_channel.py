@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 from email.utils import make_msgid
 
 import pytest
@@ -156,6 +157,30 @@ async def test_a_sender_past_the_hourly_cap_is_not_answered(email_rig):
     await eventually(lambda: email_rig.refused("loop protection") == 1, what="the third mail to be refused")
     await email_rig.quiet()
     assert len(email_rig.received(learner)) == 2
+
+
+async def test_long_message_ids_reach_the_learner_literally_so_clients_can_thread(email_rig):
+    """Gmail's Message-IDs run past 78 characters; folded as RFC 2047 encoded words in In-Reply-To and
+    References they are no longer ids, and the learner's client shows the reply outside the thread."""
+    await email_rig.start()
+    learner = email_rig.learner()
+    long_id = "<CAKwvOdk" + "Kd8Hq0sZp7dEJ9Ex1r3z" * 4 + "=Xg@mail.gmail.com>"
+    question = email_rig.mail(learner, "What is 7 x 8?")
+    question.replace_header("Message-ID", long_id)
+    await email_rig.send(question)
+    await email_rig.replies(learner, 1)
+    [raw] = [r for r in _raw_mails(email_rig, learner) if email_rig.bot.encode() in r.split(b"\r\n\r\n", 1)[0]]
+    head = re.sub(rb"\r?\n[ \t]+", b" ", raw.split(b"\n\n" if b"\r\n" not in raw else b"\r\n\r\n", 1)[0])
+    headers = dict(line.split(b": ", 1) for line in head.splitlines() if b": " in line)
+    assert headers[b"In-Reply-To"].decode() == long_id
+    assert headers[b"References"].decode().split() == [long_id]
+
+
+def _raw_mails(rig, address: str) -> list[bytes]:
+    """The bytes of every mail in the address's Maildir, as the learner's client would read them."""
+    maildir = rig.peer.dovecot.maildir(address)
+    return [path.read_bytes() for folder in ("new", "cur") if (maildir / folder).is_dir()
+            for path in sorted((maildir / folder).iterdir())]
 
 
 # --------------------------------------------------------------------------- attachments

@@ -241,3 +241,9 @@ def test_an_attachment_without_path_or_url_is_left_out():
     reply = compose(part, Thread(), sender="t@x.test", sender_name="", to="a@x.test", bcc=None, idempotency_key="k",
                     fallback_subject="Hello")
     assert list(reply.iter_attachments()) == [] and reply["Subject"] == "Hello" and reply["In-Reply-To"] is None
+
+
+def test_message_ids_are_ascii_so_replies_can_carry_them_verbatim():
+    """In-Reply-To and References go out unencoded; a non-ASCII "id" would make the reply unsendable."""
+    assert thread_root(mail(References="<ok@school.test> <ünï@school.test>"), "<own@x>") == "<ok@school.test>"
+    assert thread_root(mail(In_Reply_To="<ünï@school.test>"), "<own@x>") == "<own@x>"
