@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -97,9 +98,18 @@ def _kind(content_type: str) -> str:
     return major if major in ("image", "audio", "video") else "file"
 
 
+NAME_BYTES = 200
+"""Longest attachment file name kept, in UTF-8 bytes: file systems cap names at 255 bytes, not characters,
+and a CJK name of 120 characters is 360 bytes -- saving it failed and the whole mail was dropped."""
+
+
 def _safe_name(name: str, index: int) -> str:
-    cleaned = re.sub(r"[^\w.\- ]+", "_", Path(name or "").name).strip(" .")[:120]
-    return cleaned or f"attachment-{index}"
+    cleaned = re.sub(r"[^\w.\- ]+", "_", Path(name or "").name).strip(" .")
+    stem, suffix = os.path.splitext(cleaned)
+    if len(suffix.encode()) > 16:  # not an extension, just a dot in a long name
+        stem, suffix = cleaned, ""
+    stem = stem.encode()[: NAME_BYTES - len(suffix.encode())].decode("utf-8", "ignore")
+    return (stem + suffix).strip(" .") or f"attachment-{index}"
 
 
 def attachments(mail: EmailMessage, folder: Path, max_bytes: int) -> list[Element]:

@@ -247,3 +247,16 @@ def test_message_ids_are_ascii_so_replies_can_carry_them_verbatim():
     """In-Reply-To and References go out unencoded; a non-ASCII "id" would make the reply unsendable."""
     assert thread_root(mail(References="<ok@school.test> <ünï@school.test>"), "<own@x>") == "<ok@school.test>"
     assert thread_root(mail(In_Reply_To="<ünï@school.test>"), "<own@x>") == "<own@x>"
+
+
+def test_a_long_non_latin_attachment_name_fits_the_file_system_and_keeps_its_extension(tmp_path):
+    """File systems cap a name at 255 bytes, not characters: 120 CJK characters are 360 bytes, and the
+    mail carrying them was dropped as unreadable when saving the file failed."""
+    from pathlib import Path
+
+    message = mail()
+    message.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="数学作业" * 30 + ".pdf")
+    [media] = attachments(message, tmp_path, max_bytes=100)
+    assert isinstance(media, Media) and media.name.endswith(".pdf") and media.name.startswith("数学作业")
+    assert len(Path(media.platform_ref).name.encode()) <= 255
+    assert Path(media.platform_ref).read_bytes() == b"%PDF-1.4"
