@@ -50,6 +50,10 @@ async def download(client: AsyncClient, mxc: str, *, event_id: str, folder: Path
     except GatewayError as error:
         log.warning("media not fetched event=%s mxc=%s reason=%s", event_id, mxc, error)
         return None
+    except ValueError as error:  # nio splits the URL with urlparse, which raises on "mxc://[x/y": the sender's
+        # bad URL, and raised out of the sync loop it would stop the account on this event forever
+        log.warning("media not fetched event=%s mxc=%r reason=unreadable mxc URL: %s", event_id, mxc, error)
+        return None
     body: bytes = response.body
     if len(body) > max_bytes:
         log.info("media not kept event=%s reason=%d bytes > limit %d", event_id, len(body), max_bytes)

@@ -244,6 +244,23 @@ async def test_media_declared_over_the_limit_is_not_fetched_but_the_message_stil
     assert media.url is None and media.platform_ref == mxc and media.size == 10**10
 
 
+
+async def test_a_media_event_with_an_unparsable_mxc_url_does_not_stop_the_account(matrix):
+    """nio parses the URL with urlparse, which raises ValueError on "mxc://[x/y"; raised out of the sync
+    loop it restarted the account onto the same token and the same event, forever."""
+    await matrix.start()
+    learner, room = await matrix.dm()
+    await learner.send(room, {"msgtype": "m.image", "body": "cat.png", "url": "mxc://[broken/cat"})
+    await learner.say(room, "and a question after it")
+    await matrix.replies(room, 2)
+    await matrix.quiet()
+    first, second = (turn.messages[0] for turn in matrix.responder.turns)
+    [media] = [e for e in first.elements if isinstance(e, Media)]
+    assert media.url is None and media.platform_ref == "mxc://[broken/cat"
+    assert second.text == "and a question after it"
+    [account] = (await matrix.gateway.status()).accounts
+    assert account.state == "running" and account.restarts == 0
+
 async def test_typing_is_shown_while_the_partner_thinks(matrix):
     matrix.responder.stream = ["", "thinking done"]
     matrix.responder.delta_delay = 1.5
