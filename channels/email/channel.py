@@ -26,7 +26,7 @@ from typing import ClassVar
 from channels.base import Channel, ChannelContext, Heartbeat
 from channels.email.compose import Thread, compose
 from channels.email.config import EmailConfig
-from channels.email.decode import decode
+from channels.email.decode import decode, event_id_of, sender_of
 from channels.email.imap import ImapSession, MailboxState
 from channels.email.ledger import SentLedger
 from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
@@ -137,6 +137,14 @@ class EmailChannel(Channel):
             return self._invalid(uid, "mail could not be fetched (expunged meanwhile, or empty)")
         try:
             mail = email.message_from_bytes(raw, policy=email.policy.default)
+            # Screened before decoding, because decoding writes the attachments to disk: mail that is
+            # never answered (a stranger's, a robot's) must not be able to fill the partner's disk.
+            _, sender = sender_of(mail)
+            if sender != self.me:  # own mail is not screened: the pipeline drops it as an own message
+                automatic = automatic_reason(mail, sender)
+                refusal = Refusal(AUTOMATIC, automatic) if automatic else self.screen.refusal(sender)
+                if refusal:
+                    return self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {event_id_of(mail, raw)}")
             received = decode(mail, raw, account=self.account, me=self.me,
                               media_dir=self.context.data_dir / "attachments",
                               media_max_bytes=self.capabilities().media_max_bytes)
@@ -144,12 +152,6 @@ class EmailChannel(Channel):
             return self._invalid(uid, str(error))
         except Exception as error:  # the stdlib parser is lenient; anything it still chokes on is the mail's fault
             return self._invalid(uid, f"unreadable mail ({type(error).__name__}: {error})")
-        if received.message.from_self:
-            return received.message  # the pipeline drops it as an own message
-        automatic = automatic_reason(received.mail, received.sender)
-        refusal = Refusal(AUTOMATIC, automatic) if automatic else self.screen.refusal(received.sender)
-        if refusal:
-            return self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {received.message.event_id}")
         return received.message
 
     def _invalid(self, uid: int, reason: str) -> None:

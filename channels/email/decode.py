@@ -150,8 +150,8 @@ def referrer_for(mail: EmailMessage, event_id: str, name: str, text: str, reply_
     return Referrer(message=message, token=json.dumps(token, ensure_ascii=False))
 
 
-def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media_dir: Path, media_max_bytes: int) -> Received:
-    """Decode one parsed mail; raise InvalidEvent with the reason when it cannot be answered at all."""
+def sender_of(mail: EmailMessage) -> tuple[str, str]:
+    """(display name, lower-case address) of the From header; InvalidEvent when there is no address."""
     try:
         name, sender = parseaddr(str(mail.get("From", "") or ""))
     except (TypeError, ValueError, IndexError) as error:
@@ -159,6 +159,14 @@ def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media
     sender = sender.strip().lower()
     if "@" not in sender:
         raise InvalidEvent(f"email without a sender address (From: {str(mail.get('From', ''))[:100]!r})")
+    return name, sender
+
+
+def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media_dir: Path, media_max_bytes: int) -> Received:
+    """Decode one parsed mail; raise InvalidEvent with the reason when it cannot be answered at all.
+
+    Attachments are written under ``media_dir``: screen the sender (:func:`sender_of`) first."""
+    name, sender = sender_of(mail)
     event_id = event_id_of(mail, raw)
     root = thread_root(mail, event_id)
     text = strip_quoted(body_text(mail))

@@ -148,6 +148,21 @@ async def test_senders_outside_the_allowlist_are_refused_with_the_reason(email_r
     assert email_rig.received(stranger) == []
 
 
+
+async def test_attachments_of_refused_mail_are_never_written_to_disk(email_rig):
+    """Screening comes before saving: a stranger (or a robot) must not be able to fill the partner's
+    disk with attachments of mail that is never answered."""
+    allowed, stranger = email_rig.learner(), email_rig.learner()
+    await email_rig.start(allowed_senders=[allowed])
+    unwanted = email_rig.mail(stranger, "take my files")
+    unwanted.add_attachment(PDF, maintype="application", subtype="pdf", filename="junk.pdf")
+    await email_rig.send(unwanted)
+    await email_rig.send(email_rig.mail(allowed, "hello"))
+    await email_rig.replies(allowed, 1)
+    await email_rig.quiet()
+    assert email_rig.refused("sender not allowed") == 1
+    assert [p.name for p in email_rig.data_dir.rglob("*") if p.is_file() and p.name.endswith(".pdf")] == []
+
 async def test_a_sender_past_the_hourly_cap_is_not_answered(email_rig):
     await email_rig.start(max_mails_per_sender_hour=2)
     learner = email_rig.learner()
