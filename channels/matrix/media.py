@@ -42,7 +42,8 @@ async def download(client: AsyncClient, mxc: str, *, event_id: str, folder: Path
         log.info("media not fetched event=%s reason=declared size %d > limit %d", event_id, declared, max_bytes)
         return None
     stem = hashlib.blake2b(event_id.encode(), digest_size=10).hexdigest()
-    existing = sorted(folder.glob(f"{stem}*")) if folder.exists() else []
+    # a ".part" is what a crash mid-write left behind: not the file, fetch it again
+    existing = sorted(p for p in folder.glob(f"{stem}*") if p.suffix != ".part") if folder.exists() else []
     if existing:
         return existing[0]
     try:

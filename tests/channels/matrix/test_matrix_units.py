@@ -175,3 +175,23 @@ def test_a_part_whose_json_would_outgrow_the_event_limit_goes_as_plain_text():
     assert text_content("<p>short</p>")["formatted_body"] == "<p>short</p>"
     for event in (content, edit):
         assert len(json.dumps(event, ensure_ascii=False).encode()) < 65_536 - 1_000
+
+
+async def test_a_partial_download_left_by_a_crash_is_fetched_again_not_handed_on(tmp_path):
+    """A crash mid-write leaves ``<stem>.png.part``; the re-synced event must not take it for the file."""
+    import hashlib
+    from types import SimpleNamespace
+
+    from channels.matrix.media import download
+
+    whole = b"\x89PNG" + b"x" * 100
+
+    class Client:
+        async def download(self, mxc):
+            return SimpleNamespace(body=whole, filename="cat.png", content_type="image/png")
+
+    stem = hashlib.blake2b(b"$e1", digest_size=10).hexdigest()
+    (tmp_path / f"{stem}.png.part").write_bytes(whole[:10])
+    path = await download(Client(), "mxc://example.org/cat", event_id="$e1", folder=tmp_path, max_bytes=1000,
+                          declared=None)
+    assert path is not None and path.name == f"{stem}.png" and path.read_bytes() == whole
