@@ -32,7 +32,7 @@ from channels.telegram.media import download_media
 from channels.telegram.outbound import Where, draft_id_for, edit_text, send_attachment, send_draft, send_text
 from channels.telegram.transport import PLATFORM, call, new_bot
 from gateway.config import AccountConfig
-from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
 from gateway.messages import (
     Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage,
 )
@@ -48,6 +48,8 @@ ALLOWED_UPDATES = ["message"]
 DRAFT = "draft:"
 WEBHOOK_CHECK_S = 30.0
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+PROGRESS_KEPT = 1000
+"""Parts remembered as half on screen at most; beyond, the oldest (long given up by the outbound path) goes."""
 
 
 class TelegramChannel(Channel):
@@ -187,14 +189,20 @@ class TelegramChannel(Channel):
 
     async def _send_part(self, bot: Bot, where: Where, part: RenderedPart, key: str) -> SentMessage:
         done = self._progress.setdefault(key, {})
-        if part.text.strip() and "text" not in done:
-            done["text"] = (await send_text(bot, where, part.text)).message_id
-            where.reply_to = None  # the files follow the text; only the first message answers
-        for index, attachment in enumerate(part.attachments):
-            step = f"file{index}"
-            if step not in done:
-                done[step] = (await send_attachment(bot, where, attachment)).message_id
-        del self._progress[key]
+        if len(self._progress) > PROGRESS_KEPT:  # parts whose retries ran out: the oldest goes
+            self._progress.pop(next(iter(self._progress)))
+        try:
+            if part.text.strip() and "text" not in done:
+                done["text"] = (await send_text(bot, where, part.text)).message_id
+                where.reply_to = None  # the files follow the text; only the first message answers
+            for index, attachment in enumerate(part.attachments):
+                step = f"file{index}"
+                if step not in done:
+                    done[step] = (await send_attachment(bot, where, attachment)).message_id
+        except PermanentError:
+            self._progress.pop(key, None)  # no retry comes for this part: nothing to remember
+            raise
+        self._progress.pop(key, None)
         first = done.get("text") or next(iter(done.values()), None)
         if first is None:
             raise Unsupported(PLATFORM, "a part with neither text nor attachments cannot be sent")

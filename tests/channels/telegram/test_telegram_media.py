@@ -103,3 +103,16 @@ async def test_a_failed_file_send_retries_without_repeating_the_text(open_rig, t
     assert [m["kind"] for m in shown] == ["text", "photo"]
     outcomes = [a["outcome"] for a in (await rig.users.attempts())["attempts"]]
     assert outcomes == ["posted", "unavailable", "posted"]
+
+
+async def test_a_part_given_up_for_good_is_not_remembered_forever(open_rig, tmp_path):
+    """What a part already has on screen is kept for its retries; a part that can never be sent has no
+    retries, and remembering it anyway grew the account's memory by one entry per failed reply."""
+    rig = await open_rig()
+    rig.responder.attachments = (Attachment(kind="file", path=str(tmp_path / "deleted.pdf"), name="deleted.pdf"),)
+    chat = new_id()
+    await rig.users.say(chat, "the worksheet please")
+    await rig.replies(chat, 1)  # the text goes out; the file cannot
+    await rig.quiet()
+    assert [m["kind"] for m in (await rig.users.seen())[str(chat)]] == ["text"]
+    assert rig.channel._progress == {}
