@@ -13,6 +13,7 @@ message are never lost for the sake of its attachment.
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 
 from telegram import Bot
@@ -22,6 +23,16 @@ from gateway.errors import GatewayError
 from gateway.messages import Element, InboundMessage, Media, Text
 
 log = logging.getLogger(__name__)
+
+
+SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
+
+
+def _suffix(name: str) -> str:
+    """The file's extension when it looks like one; the learner names the file, and a name's tail of 300
+    characters, or one with a NUL in it, cannot be part of a file name on disk."""
+    suffix = Path(name).suffix
+    return suffix if SUFFIX.fullmatch(suffix) else ""
 
 
 def _megabytes(size: int) -> str:
@@ -40,13 +51,15 @@ async def _fetch(bot: Bot, media: Media, folder: Path, limit: int) -> tuple[Medi
         file = await call("getFile", bot.get_file(media.platform_ref))
         if file.file_size is not None and file.file_size > limit:
             return media, _note(media, f"{_megabytes(file.file_size)} is over the {_megabytes(limit)} limit")
-        suffix = Path(file.file_path or "").suffix or Path(media.name).suffix
-        path = folder / f"{file.file_unique_id}{suffix}"
+        path = folder / f"{file.file_unique_id}{_suffix(file.file_path or '') or _suffix(media.name)}"
         folder.mkdir(parents=True, exist_ok=True)
         await call("downloadFile", file.download_to_drive(path))
     except GatewayError as error:
         log.warning("telegram media not downloaded ref=%s reason=%s", media.platform_ref, error)
         return media, _note(media, f"Telegram refused it ({getattr(error, 'detail', error)})")
+    except (OSError, ValueError) as error:  # raised out of the poll loop it would stop the queue on this update
+        log.warning("telegram media not saved ref=%s reason=%s", media.platform_ref, error)
+        return media, _note(media, "it could not be saved")
     return media.model_copy(update={"url": path.as_uri(), "size": path.stat().st_size}), None
 
 

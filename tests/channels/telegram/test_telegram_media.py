@@ -46,6 +46,23 @@ async def test_a_voice_note_and_a_document_arrive_as_audio_and_file(open_rig):
     assert kinds == {"audio": b"OggS-voice", "file": b"My essay."}
 
 
+
+async def test_a_document_whose_name_cannot_be_a_file_name_is_still_saved_and_the_queue_moves_on(open_rig):
+    """The saved file took its extension from the learner's file name; an "extension" of 300 characters
+    made saving fail with OSError, which no one caught: the poll loop died on that update, restarted onto
+    the same offset, and the account answered nothing ever again."""
+    rig = await open_rig()
+    chat = new_id()
+    await rig.users.say(chat, "my notes", media={"kind": "document", "name": "notes." + "x" * 300, "hex": b"notes".hex()})
+    await rig.users.say(chat, "and a question")
+    await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 2, what="both messages in turns")
+    first, second = (m for t in rig.responder.turns for m in t.messages)
+    [media] = [e for e in first.elements if isinstance(e, Media)]
+    assert local_path(media).read_bytes() == b"notes" and len(local_path(media).name.encode()) <= 255
+    assert second.text == "and a question"
+    [account] = (await rig.gateway.status()).accounts
+    assert account.restarts == 0
+
 async def test_a_file_over_the_limit_is_not_downloaded_and_the_message_says_why(open_rig):
     rig = await open_rig()
     chat = new_id()
