@@ -1,0 +1,407 @@
+"""End-to-end latency of the real channels: telegram, matrix and email against their loopback peers.
+
+Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
+aioimaplib + aiosmtplib) in an in-process Gateway on the durable SQLite path,
+answered by the contract suite's echo responder (no model, no wait).  The
+peers are the tests' own (tests/peers): the Bot API emulator process, a real
+Synapse, a real Dovecot with the aiosmtpd server in front of it.  Users speak
+through the peer at a fixed rate below the platform's declared send rates
+(channels/platforms.toml), spread over many chats, after one warm-up turn.
+
+Latency runs from just before the user's post call (so the post itself counts
+against us) to the moment the peer itself recorded the bot's reply: the
+emulator's send attempt time (telegram), the reply event's
+``origin_server_ts`` (matrix, ms resolution), the reply's delivery time in the
+learner's Maildir, from Dovecot's file name (email).  Every reply is matched
+to its message (the message's token in the echoed text; ``In-Reply-To`` for
+email), so a missing or doubled answer is named, not averaged away.
+
+CPU is ``time.process_time()`` of this process from the first message to the
+moment the gateway has sent the last reply, per message.  Besides the gateway
+it holds the users' side: their calls to the peer and, for email, the
+aiosmtpd server and its LMTP relay (threads of this process).  The emulator,
+Synapse and Dovecot are processes of their own and are not counted.
+
+Every selected channel's peer is checked before any runs: matrix needs the
+Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
+needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
+
+Usage: python bench/channels.py [--channels telegram,matrix,email]
+       [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
+       [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
+       [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import re
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from email.message import EmailMessage
+from email.utils import make_msgid, parseaddr
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from gateway.app import Gateway  # noqa: E402
+from gateway.config import parse_config  # noqa: E402
+from tests.contract.harness import ContractResponder, counter  # noqa: E402
+
+TOKEN = re.compile(r"\bbench\d+\b")
+PIPELINE = {"coalesce_window_s": 0, "shutdown_drain_s": 2}
+
+
+def gateway_config(data_dir: Path, channel: str, account: str, settings: dict[str, Any]):
+    return parse_config({
+        "data_dir": str(data_dir),
+        "partners": [{"id": "tutor", "name": "Tutor"}],
+        "bindings": [{"partner": "tutor", "channel": channel, "account": account}],
+        "channels": {channel: {account: {**settings, "access": {"dm": "open"}}}},
+        "pipeline": PIPELINE,
+    })
+
+
+# --------------------------------------------------------------------------- one rig per channel
+
+
+class TelegramRig:
+    """The Bot API emulator process; private chats, one user each."""
+
+    name, account, target = "telegram", "main", 1.5
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.token = f"{os.getpid()}:{uuid.uuid4().hex}"
+        self.env = f"BENCH_TELEGRAM_TOKEN_{uuid.uuid4().hex[:8].upper()}"
+
+    async def start(self, chats: int) -> None:
+        from tests.peers.telegram_peer import TelegramPeer, TelegramUsers
+
+        self.peer = TelegramPeer.start(self.workdir / "telegram-api.log")
+        self.users = TelegramUsers(self.peer.url, self.token)
+        await self.users.register()
+        os.environ[self.env] = self.token
+        self.chats = [str(7_000_000 + i) for i in range(chats)]
+        self.warmup_chat = str(6_999_999)
+
+    def settings(self) -> dict[str, Any]:
+        return {"token": f"env:{self.env}", "api_url": self.peer.url}
+
+    async def ready(self, gateway: Gateway) -> None:
+        while not (await self.users.info())["polling"]:
+            await asyncio.sleep(0.05)
+
+    async def post(self, chat: str, text: str) -> None:
+        await self.users.say(int(chat), text)
+
+    async def replies(self) -> dict[str, list[float]]:
+        attempts = (await self.users.attempts())["attempts"]
+        posted_at = {(str(a["chat_id"]), a["message_id"]): a["at"] for a in attempts if "message_id" in a}  # ids are per chat
+        found: dict[str, list[float]] = {}
+        for chat, messages in (await self.users.seen()).items():
+            for message in messages:
+                for token in TOKEN.findall(message["text"]):
+                    found.setdefault(token, []).append(posted_at[(chat, message["message_id"])])
+        return found
+
+    async def stop(self) -> None:
+        os.environ.pop(self.env, None)
+        if hasattr(self, "users"):
+            await self.users.aclose()
+        if hasattr(self, "peer"):
+            self.peer.stop()
+
+
+class MatrixRig:
+    """A real Synapse; one learner per direct room, the bot joins on invite."""
+
+    name, account, target = "matrix", "main", 1.5
+
+    def __init__(self, workdir: Path) -> None:
+        from tests.peers.synapse import synapse_python
+
+        synapse_python()  # fails with the script that makes the venv
+        self.workdir = workdir
+        self.env = f"BENCH_MATRIX_TOKEN_{uuid.uuid4().hex[:8].upper()}"
+        self.owner: dict[str, Any] = {}
+
+    async def start(self, chats: int) -> None:
+        from tests.peers.synapse import SynapsePeer
+
+        self.peer = await asyncio.to_thread(SynapsePeer.start, self.workdir / "synapse")
+        self.bot = self.peer.register("tutor")
+        os.environ[self.env] = self.bot.access_token
+        self.rooms = chats
+
+    def settings(self) -> dict[str, Any]:
+        return {"homeserver": self.peer.url, "user_id": self.bot.user_id, "access_token": f"env:{self.env}",
+                "device_id": self.bot.device_id}
+
+    async def ready(self, gateway: Gateway) -> None:
+        from tests.peers.matrix_client import MatrixUser
+
+        async def room(i: int) -> str:
+            learner = MatrixUser(self.peer.url, await asyncio.to_thread(self.peer.register, f"learner{i}"))
+            room_id = await learner.create_room(invite=[self.bot.user_id], direct=True)
+            self.owner[room_id] = learner
+            while self.bot.user_id not in await learner.joined(room_id):
+                await asyncio.sleep(0.1)
+            return room_id
+
+        rooms = [await room(i) for i in range(self.rooms + 1)]
+        self.warmup_chat, self.chats = rooms[0], rooms[1:]
+
+    async def post(self, chat: str, text: str) -> None:
+        await self.owner[chat].say(chat, text)
+
+    async def replies(self) -> dict[str, list[float]]:
+        from tests.peers.matrix_client import shown_messages
+
+        found: dict[str, list[float]] = {}
+        for room_id, learner in self.owner.items():
+            for message in shown_messages(await learner.events(room_id), self.bot.user_id):
+                for token in TOKEN.findall(message["content"].get("body", "")):
+                    found.setdefault(token, []).append(message["origin_server_ts"] / 1000)
+        return found
+
+    async def stop(self) -> None:
+        os.environ.pop(self.env, None)
+        for learner in self.owner.values():
+            await learner.aclose()
+        if hasattr(self, "peer"):
+            self.peer.stop()
+
+
+class EmailRig:
+    """Dovecot (IMAP IDLE, LMTP) and the aiosmtpd server; one learner address per chat.
+
+    The account runs with the product's defaults (IDLE renewed every 60 s, a 30 s poll only
+    where IDLE is missing, no copy to itself), so only IDLE push can meet the target."""
+
+    name, account, target = "email", "inbox", 5.0
+
+    def __init__(self, workdir: Path) -> None:
+        from tests.peers.email_peer import EmailPeer
+
+        # The peer's root is the workdir itself: Dovecot opens it to its `vmail` user (0755), not what is above it.
+        self.peer = EmailPeer(workdir)  # fails with the script that installs Dovecot
+        logging.getLogger("mail.log").setLevel(logging.ERROR)  # aiosmtpd's per-session notes about AUTH without TLS
+        self.env = f"BENCH_EMAIL_PASSWORD_{uuid.uuid4().hex[:8].upper()}"
+        self.asked: dict[str, str] = {}
+        """Message-ID -> token."""
+        self.started = False
+
+    async def start(self, chats: int) -> None:
+        await asyncio.to_thread(self.peer.start)
+        self.started = True
+        os.environ[self.env] = self.peer.password
+        self.bot = self.peer.new_address("bot")
+        self.chats = [self.peer.new_address("learner") for _ in range(chats)]
+        self.warmup_chat = self.peer.new_address("learner")
+
+    def settings(self) -> dict[str, Any]:
+        from tests.contract.email_harness import account_settings
+
+        return account_settings(self.peer, self.bot, f"env:{self.env}", copy_to_self=False, idle_renew_s=60,
+                                poll_interval_s=30, timeout_s=30)
+
+    async def ready(self, gateway: Gateway) -> None:
+        pass  # the warm-up mail shows IDLE is up
+
+    async def post(self, chat: str, text: str) -> None:
+        mail = EmailMessage()
+        mail["From"], mail["To"], mail["Subject"] = chat, self.bot, f"Question {text.split()[0]}"
+        mail["Message-ID"] = make_msgid(domain=self.peer.domain)
+        mail.set_content(text)
+        self.asked[str(mail["Message-ID"])] = text.split()[0]
+        await asyncio.to_thread(self.peer.send, mail, login=chat)
+
+    async def replies(self) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for learner in [self.warmup_chat, *self.chats]:
+            for delivered, mail in await asyncio.to_thread(self.peer.dovecot.deliveries, learner):
+                if parseaddr(str(mail["From"]))[1].lower() != self.bot.lower():
+                    continue
+                token = self.asked.get(str(mail["In-Reply-To"] or ""))
+                if token:
+                    found.setdefault(token, []).append(delivered)
+        return found
+
+    async def stop(self) -> None:
+        os.environ.pop(self.env, None)
+        if self.started:
+            await asyncio.to_thread(self.peer.stop)
+
+
+RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig}
+
+
+# --------------------------------------------------------------------------- the measurement
+
+
+@dataclass
+class Result:
+    channel: str
+    messages: int
+    rate: float
+    chats: int
+    latencies: list[float] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+    doubled: list[str] = field(default_factory=list)
+    cpu: float = 0.0
+    target: float = 0.0
+
+    @property
+    def exactly_once(self) -> bool:
+        return not self.missing and not self.doubled and len(self.latencies) == self.messages
+
+
+async def sent(gateway: Gateway, channel: str, count: float, timeout: float) -> bool:
+    """Wait until the gateway has sent ``count`` reply parts on ``channel`` (an in-process check: no I/O)."""
+    deadline = time.monotonic() + timeout
+    while counter(gateway, "partners_messages_out_total", channel=channel) < count:
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(0.02)
+    return True
+
+
+async def measure(rig: Any, workdir: Path, *, rate: float, seconds: float, chats: int, grace: float) -> Result:
+    await rig.start(chats)
+    gateway = Gateway(gateway_config(workdir / "data", rig.name, rig.account, rig.settings()),
+                      responder=ContractResponder())
+    await gateway.start()
+    try:
+        if gateway.channel(rig.name, rig.account) is None:
+            raise SystemExit(f"channels.py: the {rig.name} channel did not start: {gateway.unavailable}")
+        try:
+            await asyncio.wait_for(rig.ready(gateway), 120)
+        except asyncio.TimeoutError:
+            raise SystemExit(f"channels.py: {rig.name}: the bot was not ready at the peer within 120 s") from None
+        await rig.post(rig.warmup_chat, "warm-up")
+        if not await sent(gateway, rig.name, 1, 60):
+            raise SystemExit(f"channels.py: {rig.name}: no answer to the warm-up message within 60 s")
+
+        count = int(rate * seconds)
+        result = Result(rig.name, count, rate, len(rig.chats), target=rig.target)
+        posted: dict[str, float] = {}
+        before = counter(gateway, "partners_messages_out_total", channel=rig.name)
+
+        async def post(token: str, chat: str, n: int) -> None:
+            posted[token] = time.time()
+            await rig.post(chat, f"{token} what is {n} + 1?")
+
+        cpu0, t0 = time.process_time(), time.perf_counter()
+        posts = []
+        for n in range(count):
+            if (delay := t0 + n / rate - time.perf_counter()) > 0:
+                await asyncio.sleep(delay)
+            posts.append(asyncio.create_task(post(f"bench{n}", rig.chats[n % len(rig.chats)], n)))
+        await asyncio.gather(*posts)
+        await sent(gateway, rig.name, before + count, 30 + 10 * rig.target)
+        result.cpu = time.process_time() - cpu0
+        await asyncio.sleep(grace)  # a doubled reply would land now
+        seen = await rig.replies()
+    finally:
+        await gateway.stop()
+    for token, at in posted.items():
+        visible = sorted(seen.get(token, []))
+        if not visible:
+            result.missing.append(token)
+            continue
+        if len(visible) > 1:
+            result.doubled.append(token)
+        result.latencies.append(visible[0] - at)
+    result.latencies.sort()
+    return result
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def pct(values: list[float], q: float) -> float:
+    return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
+
+
+def row(r: Result) -> str:
+    lat = r.latencies
+    return (f"{r.channel:<9} {r.messages:>5} {r.rate:>6g} {r.chats:>6} {len(lat):>8} "
+            f"{1000 * pct(lat, 0.5):>8.0f} {1000 * pct(lat, 0.99):>8.0f} {1000 * (lat[-1] if lat else float('nan')):>8.0f} "
+            f"{1000 * r.cpu / max(r.messages, 1):>10.2f} {'yes' if r.exactly_once else 'NO':>12}")
+
+
+def verdicts(r: Result) -> list[str]:
+    lines = []
+    if r.missing:
+        lines.append(f"FAILED {r.channel}: {len(r.missing)} of {r.messages} messages got no reply: {', '.join(r.missing[:10])}")
+    if r.doubled:
+        lines.append(f"FAILED {r.channel}: {len(r.doubled)} messages were answered more than once: {', '.join(r.doubled[:10])}")
+    p99 = pct(r.latencies, 0.99)
+    lines.append(f"{r.channel}: every message answered exactly once: {'ok' if r.exactly_once else 'MISSED'}; "
+                 f"p99 < {r.target:g} s: {p99:.3f} s ({'ok' if p99 < r.target else 'MISSED'})")
+    return lines
+
+
+async def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--channels", default="telegram,matrix,email", help="comma-separated subset of " + ",".join(RIGS))
+    for name, rate, chats, seconds, unit in (("telegram", 20, 40, 10, "chats"), ("matrix", 10, 20, 10, "rooms"),
+                                             ("email", 0.5, 10, 20, "learners")):
+        parser.add_argument(f"--{name}-rate", type=float, default=rate, metavar="N",
+                            help=f"offered {name} messages per second (default {rate:g})")
+        parser.add_argument(f"--{name}-{unit}", type=int, default=chats, dest=f"{name}_chats", metavar="N",
+                            help=f"{unit} they are spread over, one user each (default {chats})")
+        parser.add_argument(f"--{name}-seconds", type=float, default=seconds, metavar="S", help=f"(default {seconds:g})")
+    parser.add_argument("--grace", type=float, default=2.0, help="seconds to wait after the last reply for doubles")
+    args = parser.parse_args()
+
+    names = [n.strip() for n in args.channels.split(",") if n.strip()]
+    if unknown := [n for n in names if n not in RIGS]:
+        parser.error(f"unknown channel(s) {', '.join(unknown)}; choose from {', '.join(RIGS)}")
+    workdirs = {name: Path(tempfile.mkdtemp(prefix=f"partners-bench-{name}-")) for name in names}
+    rigs = []
+    try:
+        try:  # every prerequisite first, so a missing Dovecot does not end the run halfway
+            rigs = [RIGS[name](workdirs[name]) for name in names]
+        except AssertionError as error:
+            raise SystemExit(f"channels.py: a peer is missing: {error}") from None
+        header = (f"{'channel':<9} {'msgs':>5} {'msg/s':>6} {'chats':>6} {'answered':>8} {'p50 ms':>8} {'p99 ms':>8} "
+                  f"{'max ms':>8} {'cpu ms/msg':>10} {'exactly-once':>12}")
+        print("real SDKs against loopback peers, in-process Gateway (durable SQLite path), echo responder")
+        print(header)
+        print("-" * len(header))
+        results = []
+        for rig in rigs:
+            try:
+                result = await measure(rig, workdirs[rig.name], rate=getattr(args, f"{rig.name}_rate"),
+                                       seconds=getattr(args, f"{rig.name}_seconds"),
+                                       chats=getattr(args, f"{rig.name}_chats"), grace=args.grace)
+            except AssertionError as error:
+                raise SystemExit(f"channels.py: the {rig.name} peer failed: {error}") from None
+            finally:
+                await rig.stop()
+            results.append(result)
+            print(row(result), flush=True)
+    finally:
+        for workdir in workdirs.values():
+            shutil.rmtree(workdir, ignore_errors=True)
+    print()
+    for result in results:
+        for line in verdicts(result):
+            print(line)
+    print("\ncpu ms/msg is this whole process: the gateway plus the users' calls to the peer"
+          + (", and for email the aiosmtpd server and its LMTP relay (threads here)" if "email" in names else "")
+          + "; the Telegram emulator, Synapse and Dovecot run as their own processes and are not counted.")
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
