@@ -260,3 +260,15 @@ def test_a_long_non_latin_attachment_name_fits_the_file_system_and_keeps_its_ext
     assert isinstance(media, Media) and media.name.endswith(".pdf") and media.name.startswith("数学作业")
     assert len(Path(media.platform_ref).name.encode()) <= 255
     assert Path(media.platform_ref).read_bytes() == b"%PDF-1.4"
+
+
+def test_html_with_a_long_run_of_blanks_is_flattened_in_linear_time():
+    """Stripping blanks before line ends with ``[ \\t]+\\n`` rescanned a run of blanks from each of its
+    positions: a mail with a megabyte of spaces held the event loop -- every channel -- for many minutes,
+    and again after each restart, since that mail was never accepted."""
+    import time
+
+    started = time.perf_counter()
+    text = html_to_text("<p>a" + " " * 200_000 + "b</p><p>c  \t</p>")
+    assert time.perf_counter() - started < 1.0
+    assert text == "a" + " " * 200_000 + "b\n\nc"
