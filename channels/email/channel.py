@@ -17,6 +17,7 @@ recorded in the sent ledger so a retried key is never submitted twice by us.
 
 from __future__ import annotations
 
+import asyncio
 import email
 import email.policy
 import logging
@@ -136,7 +137,8 @@ class EmailChannel(Channel):
         if raw is None:
             return self._invalid(uid, "mail could not be fetched (expunged meanwhile, or empty)")
         try:
-            mail = email.message_from_bytes(raw, policy=email.policy.default)
+            # Parsing and saving a mail of up to max_message_bytes takes about a second: off the event loop
+            mail = await asyncio.to_thread(email.message_from_bytes, raw, policy=email.policy.default)
             # Screened before decoding, because decoding writes the attachments to disk: mail that is
             # never answered (a stranger's, a robot's) must not be able to fill the partner's disk.
             _, sender = sender_of(mail)
@@ -145,9 +147,9 @@ class EmailChannel(Channel):
                 refusal = Refusal(AUTOMATIC, automatic) if automatic else self.screen.refusal(sender)
                 if refusal:
                     return self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {event_id_of(mail, raw)}")
-            received = decode(mail, raw, account=self.account, me=self.me,
-                              media_dir=self.context.data_dir / "attachments",
-                              media_max_bytes=self.capabilities().media_max_bytes)
+            received = await asyncio.to_thread(decode, mail, raw, account=self.account, me=self.me,
+                                               media_dir=self.context.data_dir / "attachments",
+                                               media_max_bytes=self.capabilities().media_max_bytes)
         except InvalidEvent as error:
             return self._invalid(uid, str(error))
         except Exception as error:  # the stdlib parser is lenient; anything it still chokes on is the mail's fault
