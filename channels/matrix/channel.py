@@ -235,9 +235,10 @@ class MatrixChannel(Channel):
         room, thread = target.conversation.chat, target.conversation.thread
         in_group = target.conversation.kind is ConversationKind.GROUP
         reply_to = referrer.message if part.index == 0 and (thread or in_group) else None
+        asker = referrer.token if reply_to and in_group and referrer.token != self.me else None
         first: str | None = None
         if part.text.strip() or not part.attachments:
-            content = text_content(part.text, thread=thread, reply_to=reply_to)
+            content = text_content(part.text, thread=thread, reply_to=reply_to, mention=asker)
             sent = await call("send", client.room_send(room, "m.room.message", content, tx_id=idempotency_key))
             first = sent.event_id
         for number, attachment in enumerate(part.attachments):

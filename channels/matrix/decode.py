@@ -220,7 +220,7 @@ def decode(
                                                   title=view.title)),
         sender=Sender(user=UserId(sender), display_name=sender_name, is_bot=msgtype == "m.notice"),
         elements=tuple(elements),
-        referrer=Referrer(message=MessageId(event_id)),
+        referrer=Referrer(message=MessageId(event_id), token=sender),  # the token: whom the answer mentions
         received_at=received_at,
         addressed=addressed,
         from_self=sender == view.me,

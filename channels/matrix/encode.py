@@ -98,9 +98,12 @@ def _plain_only(content: dict) -> dict:
     return {k: v for k, v in content.items() if k not in ("format", "formatted_body")}
 
 
-def text_content(markup: str, *, thread: str | None = None, reply_to: str | None = None) -> dict:
+def text_content(markup: str, *, thread: str | None = None, reply_to: str | None = None,
+                 mention: str | None = None) -> dict:
+    """``mention``: the user the part answers, named in ``m.mentions`` -- with ``m.mentions`` present a
+    homeserver highlights only whom it names, so without it the asker in a group is never notified."""
     content = {"msgtype": "m.text", "body": plain_body(markup), "format": HTML_FORMAT, "formatted_body": markup,
-               "m.mentions": {}}
+               "m.mentions": {"user_ids": [mention]} if mention else {}}
     content.update(relations(thread=thread, reply_to=reply_to))
     return _fitted(content)
 

@@ -150,6 +150,29 @@ async def test_a_reply_to_the_bot_in_a_group_addresses_it_and_the_answer_replies
     assert seen[1].reply_to == follow_up
 
 
+
+async def test_the_answer_in_a_group_mentions_the_asker_so_their_client_notifies_them(matrix):
+    """With ``m.mentions`` present, a homeserver highlights only the users it names: sent as ``{}``, the
+    answer to a learner's question in a group room never notified them (Element names the replied-to
+    sender in every reply for this reason)."""
+    await matrix.start()
+    learner, mate, room = await matrix.group()
+    await learner.say(room, "Tutor: what is a prime?", mentions=[matrix.bot])
+    [answer] = await matrix.replies(room, 1)
+    await matrix.quiet()
+
+    async def highlighted():
+        response = await learner.http.get("/_matrix/client/v3/notifications", params={"only": "highlight"})
+        return [n["event"]["event_id"] for n in response.json()["notifications"]]
+
+    await eventually(lambda: _contains(highlighted(), answer.id), what="the answer among the asker's highlights")
+    [event] = [e for e in await learner.events(room) if e["event_id"] == answer.id]
+    assert event["content"]["m.mentions"] == {"user_ids": [learner.user_id]}
+
+
+async def _contains(ids, wanted: str) -> bool:
+    return wanted in await ids
+
 async def test_mentions_by_m_mentions_alone_or_by_name_in_the_body_both_address_the_bot(matrix):
     await matrix.start()
     learner, _mate, room = await matrix.group()
