@@ -144,9 +144,10 @@ class EmailChannel(Channel):
             _, sender = sender_of(mail)
             if sender != self.me:  # own mail is not screened: the pipeline drops it as an own message
                 automatic = automatic_reason(mail, sender)
-                refusal = Refusal(AUTOMATIC, automatic) if automatic else self.screen.refusal(sender)
+                mail_id = event_id_of(mail, raw)
+                refusal = Refusal(AUTOMATIC, automatic) if automatic else self.screen.refusal(sender, mail_id)
                 if refusal:
-                    return self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {event_id_of(mail, raw)}")
+                    return self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {mail_id}")
             received = await asyncio.to_thread(decode, mail, raw, account=self.account, me=self.me,
                                                media_dir=self.context.data_dir / "attachments",
                                                media_max_bytes=self.capabilities().media_max_bytes)

@@ -73,19 +73,26 @@ class SenderScreen:
         self.domains = frozenset(d.strip().lower().lstrip("@") for d in allowed_domains)
         self.per_hour = per_hour
         self._clock = clock
-        self._recent: dict[str, deque[float]] = {}
+        self._recent: dict[str, deque[tuple[float, str | None]]] = {}
+        """Sender -> (when, mail id) of the mail taken from them in the last hour."""
 
-    def refusal(self, sender: str) -> Refusal | None:
-        """Why mail from ``sender`` is not taken, or None; counts it towards the hourly cap when taken."""
+    def refusal(self, sender: str, mail_id: str | None = None) -> Refusal | None:
+        """Why mail from ``sender`` is not taken, or None; counts it towards the hourly cap when taken.
+
+        A mail already taken (``mail_id`` seen within the hour) is taken again without counting: a run
+        that fails mid-batch re-reads the batch, and counting each reading would push a learner's
+        ordinary mail over the cap, where it is refused and never answered."""
         if (self.senders or self.domains) and sender not in self.senders and sender.rsplit("@", 1)[-1] not in self.domains:
             return Refusal("sender not allowed", f"sender {sender} is not in allowed_senders or allowed_domains")
         now = self._clock()
         recent = self._recent.setdefault(sender, deque())
-        while recent and now - recent[0] > 3600:
+        while recent and now - recent[0][0] > 3600:
             recent.popleft()
+        if mail_id is not None and any(seen == mail_id for _, seen in recent):
+            return None
         if len(recent) >= self.per_hour:
             return Refusal("loop protection", f"sender {sender} sent more than {self.per_hour} mails in an hour")
-        recent.append(now)
+        recent.append((now, mail_id))
         if len(self._recent) > 10_000:
-            self._recent = {k: v for k, v in self._recent.items() if v and now - v[-1] <= 3600}
+            self._recent = {k: v for k, v in self._recent.items() if v and now - v[-1][0] <= 3600}
         return None

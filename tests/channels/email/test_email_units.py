@@ -89,6 +89,16 @@ def test_the_hourly_cap_counts_per_sender_and_forgets_after_an_hour():
     assert screen.refusal("ann@school.test") is None
 
 
+
+def test_a_mail_read_again_after_a_restart_counts_once_towards_the_hourly_cap():
+    """A run that fails mid-batch (a fetch timing out) re-reads the batch's earlier mail; counted again each
+    time, a learner's few mails reached the cap after a few restarts and were refused -- never answered."""
+    screen = SenderScreen((), (), per_hour=2)
+    for _ in range(5):  # the same two mails, read again after each of five restarts
+        assert screen.refusal("ann@school.test", "<q1@school.test>") is None
+        assert screen.refusal("ann@school.test", "<q2@school.test>") is None
+    assert screen.refusal("ann@school.test", "<q3@school.test>").rule == "loop protection"
+
 # --------------------------------------------------------------------------- threading and decoding
 
 
