@@ -51,6 +51,8 @@ async def _fetch(bot: Bot, media: Media, folder: Path, limit: int) -> tuple[Medi
         file = await call("getFile", bot.get_file(media.platform_ref))
         if file.file_size is not None and file.file_size > limit:
             return media, _note(media, f"{_megabytes(file.file_size)} is over the {_megabytes(limit)} limit")
+        if not file.file_path:  # optional in getFile's answer; PTB would raise RuntimeError
+            return media, _note(media, "Telegram gave no path to download it from")
         path = folder / f"{file.file_unique_id}{_suffix(file.file_path or '') or _suffix(media.name)}"
         folder.mkdir(parents=True, exist_ok=True)
         await call("downloadFile", file.download_to_drive(path))

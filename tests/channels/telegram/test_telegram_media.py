@@ -133,3 +133,25 @@ async def test_a_part_given_up_for_good_is_not_remembered_forever(open_rig, tmp_
     await rig.quiet()
     assert [m["kind"] for m in (await rig.users.seen())[str(chat)]] == ["text"]
     assert rig.channel._progress == {}
+
+
+async def test_a_file_telegram_gives_no_path_for_is_a_note_not_a_crash(tmp_path):
+    """``file_path`` is optional in getFile's answer; without it PTB's download raises RuntimeError, which
+    escaped the note handling and stopped the poll loop on that update, again after every restart."""
+    from telegram import File
+
+    from channels.telegram.media import download_media
+    from gateway.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, InboundMessage, Sender, UserId
+
+    class Bot:
+        async def get_file(self, file_id):
+            return File(file_id=file_id, file_unique_id="u1", file_size=10)
+
+    message = InboundMessage(
+        event_id="1", received_at="2026-11-30T10:00:00Z", sender=Sender(user=UserId("7")),
+        address=Address(channel=ChannelName("telegram"), account=AccountId("main"),
+                        conversation=Conversation(chat=ChatId("7"), kind=ConversationKind.DIRECT)),
+        elements=(Media(kind="file", platform_ref="doc-1", name="essay.txt"),))
+    received = await download_media(Bot(), message, tmp_path, 1000)
+    [media] = [e for e in received.elements if isinstance(e, Media)]
+    assert media.url is None and "essay.txt not downloaded" in received.text
