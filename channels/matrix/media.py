@@ -20,6 +20,7 @@ import asyncio
 import hashlib
 import logging
 import mimetypes
+import re
 from pathlib import Path
 
 from nio import AsyncClient
@@ -29,6 +30,7 @@ from gateway.errors import BadRequest, GatewayError
 from gateway.messages import Attachment
 
 log = logging.getLogger(__name__)
+SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 
 
 def media_dir(data_dir: Path, account: str) -> Path:
@@ -59,9 +61,11 @@ async def download(client: AsyncClient, mxc: str, *, event_id: str, folder: Path
     if len(body) > max_bytes:
         log.info("media not kept event=%s reason=%d bytes > limit %d", event_id, len(body), max_bytes)
         return None
-    suffix = Path(response.filename or "").suffix or mimetypes.guess_extension(response.content_type or "") or ""
+    suffix = Path(response.filename or "").suffix
+    if not SUFFIX.fullmatch(suffix):  # the serving homeserver's word: only what is surely a file name's tail
+        suffix = mimetypes.guess_extension(response.content_type or "") or ""
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"{stem}{suffix[:10]}"
+    path = folder / f"{stem}{suffix}"
     partial = path.with_name(path.name + ".part")
     await asyncio.to_thread(partial.write_bytes, body)
     partial.replace(path)  # a crash mid-write leaves a .part, never a truncated file under the real name

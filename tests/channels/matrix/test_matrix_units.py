@@ -195,3 +195,19 @@ async def test_a_partial_download_left_by_a_crash_is_fetched_again_not_handed_on
     path = await download(Client(), "mxc://example.org/cat", event_id="$e1", folder=tmp_path, max_bytes=1000,
                           declared=None)
     assert path is not None and path.name == f"{stem}.png" and path.read_bytes() == whole
+
+
+async def test_a_served_file_name_that_cannot_be_a_file_name_does_not_stop_the_account(tmp_path):
+    """The extension came from the Content-Disposition the media server sent (for remote media, another
+    homeserver's word); a NUL in it made writing raise ValueError out of the sync loop, on every restart."""
+    from types import SimpleNamespace
+
+    from channels.matrix.media import download
+
+    class Client:
+        async def download(self, mxc):
+            return SimpleNamespace(body=b"\x89PNG", filename="cat.p\x00g", content_type="image/png")
+
+    path = await download(Client(), "mxc://remote.example/cat", event_id="$e2", folder=tmp_path, max_bytes=1000,
+                          declared=None)
+    assert path is not None and path.suffix == ".png" and path.read_bytes() == b"\x89PNG"
