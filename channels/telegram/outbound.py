@@ -20,6 +20,7 @@ units by the outbound path; this module only decides which calls carry them.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import html
 import logging
@@ -124,7 +125,7 @@ def _source(attachment: Attachment) -> str | InputFile:
 
 
 async def send_attachment(bot: Bot, where: Where, attachment: Attachment) -> Message:
-    source = _source(attachment)
+    source = await asyncio.to_thread(_source, attachment)  # up to 50 MB read from disk: off the event loop
     common = {"message_thread_id": where.thread, "reply_parameters": where.reply()}
     if attachment.kind == "image":
         return await call("sendPhoto", bot.send_photo(where.chat, source, **common))

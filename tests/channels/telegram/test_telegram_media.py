@@ -155,3 +155,26 @@ async def test_a_file_telegram_gives_no_path_for_is_a_note_not_a_crash(tmp_path)
     received = await download_media(Bot(), message, tmp_path, 1000)
     [media] = [e for e in received.elements if isinstance(e, Media)]
     assert media.url is None and "essay.txt not downloaded" in received.text
+
+
+async def test_a_file_to_send_is_read_off_the_event_loop(open_rig, tmp_path, monkeypatch):
+    """Uploads go up to 50 MB; reading one with read_bytes on the event loop stalled every channel meanwhile."""
+    import threading
+
+    drawing = tmp_path / "graph.png"
+    drawing.write_bytes(b"\x89PNG...")
+    readers: list[threading.Thread] = []
+    original = Path.read_bytes
+
+    def noting(path):
+        if path == drawing:
+            readers.append(threading.current_thread())
+        return original(path)
+
+    monkeypatch.setattr(Path, "read_bytes", noting)
+    rig = await open_rig()
+    rig.responder.attachments = (Attachment(kind="image", path=str(drawing), name="graph.png"),)
+    chat = new_id()
+    await rig.users.say(chat, "plot it")
+    await rig.replies(chat, 2)
+    assert readers and threading.main_thread() not in readers
