@@ -175,9 +175,10 @@ class EmailChannel(Channel):
         thread = Thread.from_referrer(referrer.message, referrer.token)
         to = thread.reply_to or target.conversation.chat
         try:
-            mail = compose(part, thread, sender=self.settings.address, sender_name=self.settings.display_name, to=to,
-                           bcc=self.settings.address if self.settings.copy_to_self else None,
-                           idempotency_key=idempotency_key, fallback_subject=self.settings.new_subject)
+            mail = await asyncio.to_thread(  # composing reads the reply's files from disk: off the event loop
+                compose, part, thread, sender=self.settings.address, sender_name=self.settings.display_name, to=to,
+                bcc=self.settings.address if self.settings.copy_to_self else None,
+                idempotency_key=idempotency_key, fallback_subject=self.settings.new_subject)
         except (ValueError, TypeError, OSError) as error:  # an address or header the email package refuses, a file gone
             raise BadRequest("email", f"cannot compose the reply to {to}: {error}") from error
         recipients = [to] + ([self.settings.address] if self.settings.copy_to_self else [])

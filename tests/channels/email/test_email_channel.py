@@ -271,6 +271,31 @@ async def test_mail_is_parsed_and_saved_off_the_event_loop(email_rig, monkeypatc
     assert set(threads) == {"parse", "decode"}
     assert threading.main_thread() not in threads.values()
 
+
+async def test_files_for_a_reply_are_read_off_the_event_loop(email_rig, tmp_path, monkeypatch):
+    """A reply's files are read while composing it; with read_bytes on the event loop, a large one
+    stalled every channel meanwhile."""
+    import threading
+    from pathlib import Path
+
+    sheet = tmp_path / "solutions.pdf"
+    sheet.write_bytes(PDF)
+    readers: list[threading.Thread] = []
+    original = Path.read_bytes
+
+    def noting(path):
+        if path == sheet:
+            readers.append(threading.current_thread())
+        return original(path)
+
+    monkeypatch.setattr(Path, "read_bytes", noting)
+    email_rig.responder.attachments = (Attachment(kind="file", path=str(sheet), name="solutions.pdf"),)
+    await email_rig.start()
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "solutions please"))
+    await email_rig.replies(learner, 1)
+    assert readers and threading.main_thread() not in readers
+
 # --------------------------------------------------------------------------- bad input
 
 
