@@ -105,7 +105,7 @@ class TelegramChannel(Channel):
             heartbeat.beat()
             if not updates:
                 continue
-            await self._accept(bot, updates)
+            await self._accept(bot, updates, heartbeat)
             heartbeat.event()
             ids = [u["update_id"] for u in updates if isinstance(u, dict) and isinstance(u.get("update_id"), int)]
             if ids:
@@ -126,8 +126,11 @@ class TelegramChannel(Channel):
             heartbeat.beat()
             await asyncio.sleep(WEBHOOK_CHECK_S)
 
-    async def _accept(self, bot: Bot, updates: list[Any]) -> None:
-        """Decode, download media, and make the batch durable; only then may Telegram forget it."""
+    async def _accept(self, bot: Bot, updates: list[Any], heartbeat: Heartbeat | None = None) -> None:
+        """Decode, download media, and make the batch durable; only then may Telegram forget it.
+
+        Each download is a sign of life: a batch of files can take longer than the supervisor's stall
+        watch, and a run cancelled as stalled fetches the same batch again -- forever."""
         batch: list[InboundMessage] = []
         me = self._me
         for raw in updates:
@@ -144,6 +147,8 @@ class TelegramChannel(Channel):
                 continue
             batch.append(await download_media(bot, message, self.context.data_dir / "media",
                                               self.settings.max_download_bytes))
+            if heartbeat is not None:
+                heartbeat.beat()
         if batch:
             await self.context.sink.accept(batch)
 

@@ -178,3 +178,33 @@ async def test_a_file_to_send_is_read_off_the_event_loop(open_rig, tmp_path, mon
     await rig.users.say(chat, "plot it")
     await rig.replies(chat, 2)
     assert readers and threading.main_thread() not in readers
+
+
+async def test_a_batch_whose_downloads_outlast_the_stall_watch_is_still_taken(open_rig, monkeypatch):
+    """The poll loop showed life only when getUpdates returned: a batch of files taking longer to download
+    than the supervisor's stall watch (90 s; a class uploading homework on a slow link) was cancelled as a
+    stall, fetched again from the same offset, downloaded again, cancelled again -- forever."""
+    import asyncio
+
+    import channels.telegram.channel as channel_module
+    from gateway.supervisor import Supervisor
+
+    start, download = Supervisor.start, channel_module.download_media
+
+    def quick_watch(self, name, factory, *, stall_after=None):
+        return start(self, name, factory, stall_after=2.0 if stall_after else None)
+
+    async def slow_download(*args, **kwargs):
+        await asyncio.sleep(0.8)
+        return await download(*args, **kwargs)
+
+    monkeypatch.setattr(Supervisor, "start", quick_watch)
+    monkeypatch.setattr(channel_module, "download_media", slow_download)
+    rig = await open_rig()
+    chat = new_id()
+    for page in range(4):
+        await rig.users.say(chat, "", media={"kind": "document", "name": f"page{page}.pdf", "hex": b"%PDF".hex()})
+    await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 4, timeout=20,
+                     what="all four pages taken")
+    [account] = (await rig.gateway.status()).accounts
+    assert account.restarts == 0
