@@ -78,7 +78,7 @@ class EmailChannel(Channel):
                 # Drain until a search finds nothing and no new-mail notice came meanwhile: the
                 # server announces a mail once, and not again once IDLE starts.
                 notices = imap.exists_notices
-                found = await self._drain(imap, state)
+                found = await self._drain(imap, state, heartbeat)
                 heartbeat.beat()
                 if found or imap.exists_notices != notices:
                     continue
@@ -101,12 +101,14 @@ class EmailChannel(Channel):
         last_uid = int(last)
         return [u for u in await imap.search("UID", f"{last_uid + 1}:*") if u > last_uid]
 
-    async def _drain(self, imap: ImapSession, state: MailboxState) -> bool:
+    async def _drain(self, imap: ImapSession, state: MailboxState, heartbeat: Heartbeat) -> bool:
         """Read, screen and accept every pending mail, advancing the cursor after each accepted batch;
         say whether there was any.
 
         Mail below the UIDNEXT seen at SELECT that was not pending (read mail on a first start,
-        mail past the horizon after a UIDVALIDITY change) is passed over on purpose."""
+        mail past the horizon after a UIDVALIDITY change) is passed over on purpose.  Each mail read is
+        a sign of life: a batch of large mails can outlast the supervisor's stall watch, and a run
+        cancelled as stalled reads the same batch again -- forever."""
         uids = await self._pending_uids(imap, state)
         for start in range(0, len(uids), BATCH):
             chunk = uids[start : start + BATCH]
@@ -114,6 +116,7 @@ class EmailChannel(Channel):
             accepted: list[InboundMessage] = []
             for uid in chunk:
                 message = await self._read(imap, uid, sizes.get(uid))
+                heartbeat.beat()
                 if message is not None:
                     accepted.append(message)
             if accepted:

@@ -296,6 +296,34 @@ async def test_files_for_a_reply_are_read_off_the_event_loop(email_rig, tmp_path
     await email_rig.replies(learner, 1)
     assert readers and threading.main_thread() not in readers
 
+
+async def test_a_batch_that_outlasts_the_stall_watch_is_still_taken(email_rig, monkeypatch):
+    """The reader showed life only between drains, and the cursor moves once per batch of 25: a batch of
+    large mails taking longer than the supervisor's stall watch (90 s) was cancelled as a stall, read
+    again from the same cursor, cancelled again -- forever."""
+    from channels.email.channel import EmailChannel
+    from gateway.supervisor import Supervisor
+
+    start, read = Supervisor.start, EmailChannel._read
+
+    def quick_watch(self, name, factory, *, stall_after=None):
+        return start(self, name, factory, stall_after=2.0 if stall_after else None)
+
+    async def slow_read(self, *args, **kwargs):
+        await asyncio.sleep(0.8)
+        return await read(self, *args, **kwargs)
+
+    monkeypatch.setattr(Supervisor, "start", quick_watch)
+    monkeypatch.setattr(EmailChannel, "_read", slow_read)
+    learner = email_rig.learner()
+    for page in range(4):  # waiting before the first start: one batch
+        await email_rig.send(email_rig.mail(learner, f"page {page}", subject=f"Page {page}"))
+    await email_rig.start()
+    await eventually(lambda: sum(len(t.messages) for t in email_rig.responder.turns) == 4, timeout=20,
+                     what="all four mails taken")
+    [account] = (await email_rig.gateway.status()).accounts
+    assert account.restarts == 0
+
 # --------------------------------------------------------------------------- bad input
 
 
