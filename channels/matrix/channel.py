@@ -116,7 +116,7 @@ class MatrixChannel(Channel):
             full_state = False
             heartbeat.beat()
             await self._invites(client, response)
-            batch = await self._messages(client, response, since)
+            batch = await self._messages(client, response, since, heartbeat)
             if batch:
                 await self.context.sink.accept(batch)
                 heartbeat.event()
@@ -143,7 +143,9 @@ class MatrixChannel(Channel):
             except GatewayError as error:
                 log.warning("matrix invite not handled account=%s room=%s reason=%s", self.account, room_id, error)
 
-    async def _messages(self, client: AsyncClient, response: Any, since: str) -> list[InboundMessage]:
+    async def _messages(self, client: AsyncClient, response: Any, since: str, heartbeat: Heartbeat) -> list[InboundMessage]:
+        """The sync's messages, decoded.  Each event decoded is a sign of life: a sync full of files can
+        take longer to download than the supervisor's stall watch, which would cancel it and sync again."""
         batch: list[InboundMessage] = []
         for room_id, info in response.rooms.join.items():
             events = [e.source for e in info.timeline.events]
@@ -154,6 +156,7 @@ class MatrixChannel(Channel):
             for event in events:
                 try:
                     message = await self._decode(client, event, view)
+                    heartbeat.beat()
                 except InvalidEvent as error:
                     self.context.sink.invalid(str(error))
                     continue

@@ -284,6 +284,39 @@ async def test_a_media_event_with_an_unparsable_mxc_url_does_not_stop_the_accoun
     [account] = (await matrix.gateway.status()).accounts
     assert account.state == "running" and account.restarts == 0
 
+
+async def test_a_sync_whose_downloads_outlast_the_stall_watch_is_taken_without_restarts(matrix, monkeypatch):
+    """The sync loop showed life only when /sync returned: a sync full of files taking longer to download
+    than the supervisor's stall watch (90 s) was cancelled as a stall and synced again, restart after
+    restart, each one getting a file further."""
+    import asyncio
+
+    import channels.matrix.channel as channel_module
+    from gateway.supervisor import Supervisor
+
+    start, download = Supervisor.start, channel_module.download
+
+    def quick_watch(self, name, factory, *, stall_after=None):
+        return start(self, name, factory, stall_after=2.0 if stall_after else None)
+
+    async def slow_download(*args, **kwargs):
+        await asyncio.sleep(0.8)
+        return await download(*args, **kwargs)
+
+    monkeypatch.setattr(Supervisor, "start", quick_watch)
+    monkeypatch.setattr(channel_module, "download", slow_download)
+    await matrix.start()
+    learner, room = await matrix.dm()
+    await matrix.stop()  # the pages arrive while it is down: one sync brings them all
+    for page in range(4):
+        mxc = await learner.upload(PNG + bytes([page]), content_type="image/png", filename=f"page{page}.png")
+        await learner.send(room, {"msgtype": "m.image", "body": f"page{page}.png", "url": mxc})
+    await matrix.start()
+    await eventually(lambda: sum(len(t.messages) for t in matrix.responder.turns) == 4, timeout=20,
+                     what="all four pages taken")
+    [account] = (await matrix.gateway.status()).accounts
+    assert account.restarts == 0
+
 async def test_typing_is_shown_while_the_partner_thinks(matrix):
     matrix.responder.stream = ["", "thinking done"]
     matrix.responder.delta_delay = 1.5
