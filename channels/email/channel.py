@@ -115,7 +115,7 @@ class EmailChannel(Channel):
             sizes = await imap.sizes(chunk)
             accepted: list[InboundMessage] = []
             for uid in chunk:
-                message = await self._read(imap, uid, sizes.get(uid))
+                message = await self._read(imap, state.uidvalidity, uid, sizes.get(uid))
                 heartbeat.beat()
                 if message is not None:
                     accepted.append(message)
@@ -131,11 +131,29 @@ class EmailChannel(Channel):
     async def _advance(self, uidvalidity: int, uid: int) -> None:
         await self.context.cursors.put(self.cursor_name, f"{uidvalidity}:{uid}")
 
-    async def _read(self, imap: ImapSession, uid: int, size: int | None) -> InboundMessage | None:
+    async def _attempt(self, uidvalidity: int, uid: int) -> int:
+        """Count, durably and before it starts, one more run that came as far as fetching ``uid``.
+
+        A mail the server cannot serve (a damaged or unreadable file behind it) breaks the session
+        on every FETCH; without this count the reader would restart on it forever and never answer
+        the mail after it.  A network outage does not count: it fails before the fetch."""
+        name = f"{self.cursor_name}:fetching"
+        was_validity, was_uid, count = (await self.context.cursors.get(name) or "0:0:0").split(":")
+        attempts = int(count) + 1 if (int(was_validity), int(was_uid)) == (uidvalidity, uid) else 1
+        await self.context.cursors.put(name, f"{uidvalidity}:{uid}:{attempts}")
+        return attempts
+
+    async def _read(self, imap: ImapSession, uidvalidity: int, uid: int, size: int | None) -> InboundMessage | None:
         """Fetch, decode and screen one mail; None (with the reason recorded) when it is not to be answered."""
         limit = self.settings.max_message_bytes
         if size is not None and size > limit:
             return self._refuse(uid, "too large", f"mail of {size} bytes is over max_message_bytes ({limit})")
+        attempts = await self._attempt(uidvalidity, uid)
+        if attempts > self.settings.max_fetch_attempts:
+            log.error("email passed over a mail the server cannot serve account=%s mailbox=%s uid=%d runs=%d",
+                      self.account, self.settings.mailbox, uid, attempts - 1)
+            return self._invalid(uid, f"the server broke off {attempts - 1} times while sending this mail; passed "
+                                      "over so later mail is answered (it is still in the mailbox)")
         raw = await imap.fetch(uid)
         if raw is None:
             return self._invalid(uid, "mail could not be fetched (expunged meanwhile, or empty)")

@@ -77,6 +77,9 @@ class EmailConfig(AccountConfig):
     """Loop protection: mail from one sender beyond this many in an hour is not answered."""
     max_message_bytes: int = Field(default=26214400, ge=1024)
     """Mail larger than this is not downloaded; it is dropped with the reason."""
+    max_fetch_attempts: int = Field(default=5, ge=1)
+    """Runs in a row that may break off while fetching the same mail before it is passed over
+    (recorded with the reason, left in the mailbox) so that the mail after it is answered."""
     copy_to_self: bool = False
     """Bcc every reply to the partner's own address, so the mailbox holds both sides of each thread."""
     new_subject: str = "A message from your study partner"

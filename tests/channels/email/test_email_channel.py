@@ -445,6 +445,34 @@ async def test_a_restart_answers_mail_that_came_meanwhile_and_nothing_twice(emai
     assert [t.messages[0].text for t in email_rig.responder.turns] == ["before", "while you were away"]
 
 
+async def test_a_mail_the_server_cannot_serve_is_passed_over_and_the_mail_after_it_is_answered(email_rig, caplog):
+    """Dovecot breaks the session on every FETCH of a mail whose file it cannot read: after
+    ``max_fetch_attempts`` runs that broke there, that mail is recorded as unreadable and passed over."""
+    learner = email_rig.learner()
+    await email_rig.send(email_rig.mail(learner, "a mail the server cannot read", subject="Damaged"))
+    await email_rig.send(email_rig.mail(learner, "the question after it", subject="Later"))
+    maildir = email_rig.peer.dovecot.maildir(email_rig.bot)
+
+    def damaged():
+        return [f for f in maildir.glob("*/*") if f.is_file() and b"Subject: Damaged" in f.read_bytes()]
+
+    [broken] = await eventually(damaged, what="the mail to be delivered")
+    broken.chmod(0)  # Dovecot reads mail as vmail; root (the test) still can
+    try:
+        await email_rig.start(max_fetch_attempts=2)
+        await email_rig.replies(learner, 1, timeout=30)
+        await email_rig.quiet()
+    finally:
+        for mail in maildir.glob("*/*"):  # Dovecot renames a file it marks seen (new/ -> cur/)
+            mail.chmod(0o600)
+    assert [t.messages[0].text for t in email_rig.responder.turns] == ["the question after it"]
+    assert len(email_rig.received(learner)) == 1
+    assert email_rig.refused("invalid event") == 1
+    assert "the server broke off 2 times while sending this mail" in caplog.text
+    [account] = (await email_rig.gateway.status()).accounts
+    assert account.restarts == 2
+
+
 async def test_a_changed_uidvalidity_rereads_the_mailbox_without_answering_twice(email_rig, caplog):
     await email_rig.start()
     learner = email_rig.learner()
