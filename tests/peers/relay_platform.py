@@ -75,6 +75,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 from tests.peers import stop_process
+from tests.peers.control import ControlClient
 from tests.peers.faults import Faults
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -501,24 +502,8 @@ class RelayPeer:
         stop_process(self.process)
 
 
-class RelayClient:
+class RelayClient(ControlClient):
     """The test-control API, as the tests and benches use it (playing the users)."""
-
-    def __init__(self, url: str, token: str):
-        import httpx
-
-        self.token = token
-        self.http = httpx.AsyncClient(base_url=url, timeout=30, trust_env=False)
-
-    async def _post(self, path: str, **body: Any) -> Any:
-        response = await self.http.post(path, json={"token": self.token, **body})
-        response.raise_for_status()
-        return response.json()
-
-    async def _get(self, path: str) -> Any:
-        response = await self.http.get(path, params={"token": self.token})
-        response.raise_for_status()
-        return response.json()
 
     async def register(self, **options: Any) -> dict:
         return await self._post("/test/bots", **options)
@@ -527,23 +512,9 @@ class RelayClient:
                      reply_to: int | None = None) -> dict:
         return await self._post("/test/inject", chat=chat, user=user, text=text, kind=kind, mention=mention, reply_to=reply_to)
 
-    async def redeliver(self, update_id: int) -> None:
-        await self._post("/test/redeliver", update_id=update_id)
-
-    async def faults(self, **faults: Any) -> dict:
-        return await self._post("/test/faults", **faults)
-
     async def sent(self) -> dict[str, list[dict]]:
         return (await self._get("/test/sent"))["chats"]
 
-    async def attempts(self) -> dict:
-        return await self._get("/test/attempts")
-
-    async def info(self) -> dict:
-        return await self._get("/test/bot")
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
 
 
 def main(argv: list[str] | None = None) -> None:

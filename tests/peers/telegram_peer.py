@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import httpx
 
 from tests.peers import stop_process
+from tests.peers.control import ControlClient
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,23 +37,8 @@ class TelegramPeer:
         stop_process(self.process)
 
 
-class TelegramUsers:
+class TelegramUsers(ControlClient):
     """The emulator's test-control API for one bot token: users speak, tests look."""
-
-    def __init__(self, url: str, token: str) -> None:
-        self.url, self.token = url, token
-        self.http = httpx.AsyncClient(base_url=url, timeout=30, trust_env=False)
-
-    async def _post(self, path: str, **body: Any) -> Any:
-        response = await self.http.post(path, json={"token": self.token, **body})
-        if response.status_code != 200:
-            raise AssertionError(f"emulator refused {path}: {response.status_code} {response.text}")
-        return response.json()
-
-    async def _get(self, path: str) -> Any:
-        response = await self.http.get(path, params={"token": self.token})
-        response.raise_for_status()
-        return response.json()
 
     async def register(self, *, username: str | None = None, privacy: bool = True, knows_drafts: bool = True) -> dict:
         return await self._post("/test/bots", username=username, privacy=privacy, knows_drafts=knows_drafts)
@@ -73,20 +58,5 @@ class TelegramUsers:
     async def raw(self, update: dict) -> int:
         return (await self._post("/test/raw", update=update))["update_id"]
 
-    async def redeliver(self, update_id: int) -> None:
-        await self._post("/test/redeliver", update_id=update_id)
-
-    async def faults(self, **faults: Any) -> dict:
-        return await self._post("/test/faults", **faults)
-
     async def seen(self) -> dict[str, list[dict]]:
         return (await self._get("/test/seen"))["chats"]
-
-    async def attempts(self) -> dict:
-        return await self._get("/test/attempts")
-
-    async def info(self) -> dict:
-        return await self._get("/test/bot")
-
-    async def aclose(self) -> None:
-        await self.http.aclose()
