@@ -21,6 +21,7 @@ import asyncio
 import email
 import email.policy
 import logging
+import threading
 from datetime import datetime, timedelta, timezone
 from typing import ClassVar
 
@@ -54,6 +55,7 @@ class EmailChannel(Channel):
         self.tls_context = self.settings.tls_context()
         self.smtp = SmtpSubmitter(self.settings, self.tls_context)
         self._ledger: SentLedger | None = None
+        self._ledger_lock = threading.Lock()
 
     @property
     def cursor_name(self) -> str:
@@ -61,9 +63,12 @@ class EmailChannel(Channel):
 
     @property
     def ledger(self) -> SentLedger:
-        if self._ledger is None:
-            self._ledger = SentLedger(self.context.data_dir / "sent.sqlite3")
-        return self._ledger
+        """Opened on first use, from a worker thread: every ledger call commits with a full sync,
+        which must not stall the event loop all channels share."""
+        with self._ledger_lock:
+            if self._ledger is None:
+                self._ledger = SentLedger(self.context.data_dir / "sent.sqlite3")
+            return self._ledger
 
     # ------------------------------------------------------------------ inbound
 
@@ -189,7 +194,7 @@ class EmailChannel(Channel):
     # ------------------------------------------------------------------ outbound
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
-        known = self.ledger.sent(idempotency_key)
+        known = await asyncio.to_thread(lambda: self.ledger.sent(idempotency_key))
         if known is not None:
             log.info("email already sent account=%s key=%s message=%s", self.account, idempotency_key, known)
             return SentMessage(message=MessageId(known))
@@ -205,7 +210,7 @@ class EmailChannel(Channel):
         recipients = [to] + ([self.settings.address] if self.settings.copy_to_self else [])
         await self.smtp.submit(mail, recipients)
         message_id = str(mail["Message-ID"])
-        self.ledger.record(idempotency_key, message_id)
+        await asyncio.to_thread(lambda: self.ledger.record(idempotency_key, message_id))
         log.info("email sent account=%s to=%s message=%s part=%d", self.account, to, message_id, part.index)
         return SentMessage(message=MessageId(message_id))
 
