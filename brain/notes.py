@@ -21,6 +21,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
+from enum import Enum
 from pathlib import Path
 
 from brain.types import ModelSettings
@@ -353,18 +354,25 @@ def _notice(persona: Persona, model: ModelSettings | None) -> str:
     )
 
 
+def _trouble_notice() -> str:
+    return "_I'm having trouble reaching my thinking engine right now, so here is what my notes say._"
+
+
 def _quote(passage: Passage, words: Sequence[str]) -> str:
     cite = f"**{passage.title}**" + (f" — {passage.heading}" if passage.heading else "")
     body = "\n".join(f"> {line}" if line else ">" for line in excerpt(passage.text, words).splitlines())
     return f"{cite}\n{body}"
 
 
-def compose(persona: Persona, index: NotesIndex, text: str, model: ModelSettings | None = None) -> str:
+def compose(
+    persona: Persona, index: NotesIndex, text: str, model: ModelSettings | None = None,
+    because: OfflineReason = OfflineReason.NO_MODEL,
+) -> str:
     """The whole answer in Markdown: the notice, then quoted passages or the topics there are notes on.
 
     ``model`` is the partner's effective model (its own, else the persona's), for the notice.
     """
-    parts = [_notice(persona, model)]
+    parts = [_trouble_notice() if because is OfflineReason.MODEL_TROUBLE else _notice(persona, model)]
     passages = index.search(persona, text)
     if passages:
         parts.append("Here is what my notes say:")
@@ -379,6 +387,15 @@ def compose(persona: Persona, index: NotesIndex, text: str, model: ModelSettings
     listed = "\n".join(f"- {topic}" for topic in topics)
     parts.append(f"{lead} I have notes on:\n\n{listed}")
     return "\n\n".join(parts)
+
+
+class OfflineReason(str, Enum):
+    """Why a turn is answered from the notes rather than by the model: it decides the one-line notice."""
+
+    NO_MODEL = "no model"
+    """The partner has no model configured."""
+    MODEL_TROUBLE = "model trouble"
+    """A model is configured but failed (down, hanging, refusing) after its retry and its backup."""
 
 
 SETUP_PROBLEM = (
@@ -401,18 +418,19 @@ class NotesResponder:
         """User personas next to the config; the index cached in ``<data_dir>/notes-index.db``."""
         return cls(persona_dirs(config), index=NotesIndex(config.data_dir / "notes-index.db"))
 
-    def answer(self, partner: PartnerConfig, text: str) -> str:
+    def answer(self, partner: PartnerConfig, text: str, because: OfflineReason = OfflineReason.NO_MODEL) -> str:
         try:
             persona = load_persona(partner.persona, self.search)
         except ConfigError as error:
             log.error("persona does not load partner=%s persona=%s error=%s", partner.id, partner.persona, error)
             return SETUP_PROBLEM
-        return compose(persona, self.index, text, partner.model or persona.model)
+        return compose(persona, self.index, text, partner.model or persona.model, because)
 
-    async def respond(self, turn: Turn) -> AsyncIterator[RuntimeEvent]:
+    async def respond(self, turn: Turn, *, because: OfflineReason = OfflineReason.NO_MODEL) -> AsyncIterator[RuntimeEvent]:
+        """Answer the turn from the notes; ``because`` picks the notice (no model, or a model in trouble)."""
         said = [turn.text, *(m.text for m in turn.take_arrivals())]
         yield Progress(label="searching notes")
-        markdown = await asyncio.to_thread(self.answer, turn.partner, "\n".join(t for t in said if t))
+        markdown = await asyncio.to_thread(self.answer, turn.partner, "\n".join(t for t in said if t), because)
         pieces = markdown.split("\n\n")
         for i, piece in enumerate(pieces):
             yield StreamDelta(text=piece if i == 0 else "\n\n" + piece)
