@@ -31,7 +31,7 @@ from pathlib import Path
 
 from brain.knowledge.engine import Hit
 from brain.knowledge.query import MAX_QUERY_WORDS, fts_query, query_words  # noqa: F401 - re-exported
-from brain.knowledge.rank import RELEVANCE_RATIO, Candidate, rank
+from brain.knowledge.rank import RELEVANCE_RATIO, Candidate, definition_at, rank, subject_of
 from brain.types import ModelSettings
 from gateway.config import Config, PartnerConfig
 from gateway.errors import ConfigError
@@ -46,7 +46,7 @@ SCHEMA_VERSION = 1
 MAX_PASSAGES = 3
 CANDIDATES = 8
 """Passages each search hands the offline ranking, which quotes the best MAX_PASSAGES of them all."""
-KB_SEARCH_TIMEOUT_S = 20.0
+KB_SEARCH_TIMEOUT_S = 10.0
 """An offline answer waits this long for the partner's knowledge base (lightrag may call a model), then goes without."""
 EXCERPT_CHARS = 420
 SHORT_SECTION_CHARS = 300
@@ -338,7 +338,7 @@ TROUBLE_NOTICE = "_I'm having trouble reaching my language model right now, so I
 
 SETUP_PROBLEM = (
     "I can't open my study notes right now because something in my setup needs fixing. "
-    "My teacher can find it with `partners doctor`."
+    "Please let your teacher know."
 )
 
 
@@ -348,10 +348,16 @@ def _notice(model: ModelSettings | None, because: OfflineReason) -> str:
     return NO_MODEL_NOTICE if model is None else MODEL_OFF_NOTICE
 
 
-def _quote(passage: Candidate, words: Sequence[str]) -> str:
+def _quote(passage: Candidate, words: Sequence[str], subject: frozenset[str]) -> str:
+    """The passage's title and section (and file and page), then an excerpt -- from its definition
+    of the asked term when that sits too far in to show otherwise."""
     cite = f"**{passage.title}**" + (f" — {passage.heading}" if passage.heading else "")
     cite += f" ({passage.source})" if passage.source else ""
-    body = "\n".join(f"> {line}" if line else ">" for line in excerpt(passage.text, words).splitlines())
+    text = passage.text
+    at = definition_at(text, subject) if len(text) > EXCERPT_CHARS and subject else None
+    if at is not None and at > EXCERPT_CHARS // 2:
+        text = "… " + text[at:]
+    body = "\n".join(f"> {line}" if line else ">" for line in excerpt(text, words).splitlines())
     return f"{cite}\n{body}"
 
 
@@ -382,8 +388,8 @@ def compose(
     parts = [_notice(model, because)]
     passages = rank([*note_candidates(index, persona, text), *documents], text, MAX_PASSAGES)
     if passages:
-        words = query_words(text)
-        parts.extend(_quote(p, words) for p in passages)
+        words, subject = query_words(text), subject_of(text)
+        parts.extend(_quote(p, words, subject) for p in passages)
         return "\n\n".join(parts)
     topics = index.topics(persona)
     if not topics:

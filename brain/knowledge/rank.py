@@ -81,19 +81,36 @@ def _names(subject: frozenset[str], phrase: str, *, ends: bool) -> bool:
     return words[-1] in subject if ends else words[0] in subject
 
 
+def _defining(sentence: str, subject: frozenset[str]) -> bool:
+    sentence = _MARKUP.sub("", sentence).strip().lstrip("-+•0123456789.) ")
+    copula = _COPULA.search(sentence)
+    if copula and copula.start() <= 80 and _names(subject, sentence[: copula.start()], ends=True):
+        return True
+    named = _NAMED.search(sentence)
+    return bool(named and _names(subject, named.group(1), ends=False))
+
+
+def definition_at(text: str, subject: frozenset[str]) -> int | None:
+    """Where in ``text`` the first sentence defining the subject starts ("X is ...", "X: ...",
+    "... is called X"), or None; the offset lets a long passage be quoted from there."""
+    start = 0
+    for boundary in [*_SENTENCE.finditer(text), None]:
+        end = boundary.start() if boundary else len(text)
+        if text[start:end].strip() and _defining(text[start:end], subject):
+            return start
+        if boundary:
+            start = boundary.end()
+    return None
+
+
 def defines(text: str, subject: frozenset[str]) -> bool:
-    """A sentence of ``text`` defines the subject ("X is ...", "X: ...", "... is called X")."""
-    for sentence in _SENTENCE.split(_MARKUP.sub("", text)):
-        sentence = sentence.strip().lstrip("-+•0123456789.) ")
-        if not sentence:
-            continue
-        copula = _COPULA.search(sentence)
-        if copula and copula.start() <= 80 and _names(subject, sentence[: copula.start()], ends=True):
-            return True
-        named = _NAMED.search(sentence)
-        if named and _names(subject, named.group(1), ends=False):
-            return True
-    return False
+    return definition_at(text, subject) is not None
+
+
+def subject_of(question: str) -> frozenset[str]:
+    """The asked term as stems; empty for a question too long to be asking for one."""
+    asked = query_words(question)
+    return stems(asked) if len(asked) <= MAX_SUBJECT_WORDS else frozenset()
 
 
 def rank(candidates: Iterable[Candidate], question: str, limit: int) -> list[Candidate]:
@@ -103,8 +120,7 @@ def rank(candidates: Iterable[Candidate], question: str, limit: int) -> list[Can
     search's best is left out, so a stray common word does not drag in an
     unrelated passage.
     """
-    asked = query_words(question)
-    subject = stems(asked) if len(asked) <= MAX_SUBJECT_WORDS else frozenset()
+    subject = subject_of(question)
     scored: list[tuple[float, int, Candidate]] = []
     for order, candidate in enumerate(candidates):
         signal = 0.0

@@ -183,3 +183,23 @@ def test_a_heading_or_title_match_outranks_bm25_and_weak_matches_are_left_out():
         candidate("Fractions in cooking.", title="Fractions", relevance=0.3),
     ], "fractions?", 5)
     assert [c.text for c in by_title] == ["Fractions in cooking.", "Lots of words about fractions and fractions."]
+
+
+LONG_PARAGRAPH = (
+    "# Earth science\n\nPeople have wondered for centuries why mountains rise where they do, why some coasts shake "
+    "and others never do, and why the shapes of Africa and South America seem to fit together like pieces of a "
+    "puzzle that somebody pulled apart long ago. The answer came only in the twentieth century. A tectonic plate is "
+    "a huge slab of the Earth's outer shell that moves a few centimetres a year, and where two plates meet the ground "
+    "folds into mountains, splits into rifts or slips in earthquakes, which is why maps of earthquakes trace the "
+    "edges of the plates so clearly.\n"
+)
+
+
+async def test_a_long_passage_is_quoted_from_its_definition(offline, files):
+    service, responder = offline
+    await service.add("tutor", [files.text("earth.md", LONG_PARAGRAPH)])
+
+    text = await answer(responder, "tutor", "what is a tectonic plate?")
+
+    assert "**Earth science** (earth.md)\n> … A tectonic plate is a huge slab of the Earth's outer shell" in text
+    assert "People have wondered" not in text
