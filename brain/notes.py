@@ -272,7 +272,7 @@ def model_status(persona: Persona, partner: PartnerConfig | None = None) -> tupl
         return f"persona {persona.id} uses {_describe(persona.model)}", ""
     who = f"partner {partner.id} (persona {persona.id})" if partner is not None else f"persona {persona.id}"
     return (
-        f"{who} has no language model configured: it answers by quoting its study notes",
+        f"{who} has no language model configured: it answers by quoting its knowledge base and study notes",
         f"set `model:` in {persona.folder / 'persona.yaml'} (e.g. `model: openai/gpt-4o-mini` or "
         "`model: ollama/llama3`) or in the partner's config, then restart the gateway",
     )
