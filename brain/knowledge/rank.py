@@ -37,12 +37,16 @@ TITLE = 1.0
 RELEVANCE_RATIO = 0.7
 """A candidate with no signal is kept only if its bm25 is at least this fraction of its search's best."""
 MAX_SUBJECT_WORDS = 6
-"""Longer questions are not asking for a term; only bm25 and headings rank them."""
+"""Longer questions are not asking for a term: bm25 alone ranks them."""
 HEAD_SLACK = 2
 """Words a definition's subject may have beyond the asked ones ("a right triangle's hypotenuse" for "hypotenuse" is 2)."""
 
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-_COPULA = re.compile(r"\s(?:is|are|was|were|means|mean|refers to|refer to|describes|describe|says|states)\s|\s*[:—–]\s|\s-\s", re.I)
+_COPULA = re.compile(
+    r"\s(?:is|are|was|were|means|mean|refers to|refer to|describes|describe|says|states)\s"  # "X is ..."
+    r"|\s*[:—–]\s|\s-\s",  # "X: ...", "X — ...", "X - ..."
+    re.I,
+)
 _NAMED = re.compile(r"\b(?:is|are)\s+(?:called|known as|named)\s+([^,;(]+)", re.I)
 _MARKUP = re.compile(r"[*_`>#]+")
 
