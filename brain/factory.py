@@ -44,8 +44,9 @@ def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff) -> Br
         store, log_, consolidator=Consolidator(store, model, usage=usage),
         settings_for=lambda partner: partner.model or persona_for(partner.persona).model,
     )
+    knowledge = KnowledgeService.from_config(config, notes=index)
     services = ToolServices(
-        knowledge=KnowledgeService.from_config(config, notes=index),
+        knowledge=knowledge,
         memory=memory,
         history=memory,
         scheduler=scheduler,
@@ -59,7 +60,7 @@ def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff) -> Br
         services=services,
         log_=log_,
         usage=usage,
-        fallback=NotesResponder(search, index=index),
+        fallback=NotesResponder(search, index=index, knowledge=knowledge),
         memory=memory,
         commands=Commands(MemoryControls(store, log_, usage), log_),
     )

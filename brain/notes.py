@@ -1,9 +1,13 @@
-"""The offline responder: answers from a persona's study notes when no language model is configured.
+"""The offline responder: answers from a partner's documents and its persona's notes when no model can.
 
-It is honest about what it is -- every answer says no model is configured and
-how a teacher sets one -- and still useful: it searches the persona's notes
-(its ``knowledge`` sources) with SQLite FTS5 and quotes the best paragraphs,
-each under its note's title, or lists the topics it has notes on.
+It is honest about what it is -- every answer starts with one short sentence
+saying no model is configured (or that the model is in trouble) -- and still
+useful: it searches the persona's notes (its ``knowledge`` sources) with SQLite
+FTS5 and the partner's own knowledge base (``partners kb``), ranks the passages
+together so the one that *defines* the asked term comes first
+(:mod:`brain.knowledge.rank`), and quotes the best, each under its title; or it
+lists the topics it has notes on.  How to set a model is said to the teacher
+(the log, ``partners doctor``), never to the learner.
 
 The index holds one row per paragraph-level passage.  It is built once per
 persona folder, in memory or in a cache database under the data dir, and
@@ -20,10 +24,14 @@ import re
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Sequence
+from typing import Protocol
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 
+from brain.knowledge.engine import Hit
+from brain.knowledge.query import MAX_QUERY_WORDS, fts_query, query_words  # noqa: F401 - re-exported
+from brain.knowledge.rank import RELEVANCE_RATIO, Candidate, definition_at, rank, subject_of
 from brain.types import ModelSettings
 from gateway.config import Config, PartnerConfig
 from gateway.errors import ConfigError
@@ -36,37 +44,17 @@ log = logging.getLogger(__name__)
 NOTE_SUFFIXES = (".md", ".markdown", ".txt")
 SCHEMA_VERSION = 1
 MAX_PASSAGES = 3
-RELEVANCE_RATIO = 0.7
-"""Quote a passage only if its bm25 score is at least this fraction of the best one's."""
+CANDIDATES = 8
+"""Passages each search hands the offline ranking, which quotes the best MAX_PASSAGES of them all."""
+KB_SEARCH_TIMEOUT_S = 10.0
+"""An offline answer waits this long for the partner's knowledge base (lightrag may call a model), then goes without."""
 EXCERPT_CHARS = 420
 SHORT_SECTION_CHARS = 300
 """Consecutive paragraphs of one section are one passage while together they stay this short."""
-MAX_QUERY_WORDS = 24
 
-_STOPWORDS = frozenset("""
-a about above after again all also am an and any are as at be because been before being below between both but by
-can could did do does doing down during each few for from further had has have having he her here hers him his how i
-if in into is it its just me more most my no nor not now of off on once only or other our out over own same she should
-so some such than that the their them then there these they this those through to too under until up very was we were
-what when where which while who whom why will with would you your yours
-explain tell show give help please thanks thank know want need understand mean means meaning question questions
-hi hello hey ok okay yes yeah
-el la los las un una unos unas de del y o que en es por para con se su qué cómo cuál como
-le les des du et ou est pour avec une dans ce qui quoi comment
-""".split())
-_WORD = re.compile(r"[^\W_]+")
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
-
-
-class OfflineReason(str, Enum):
-    """Why a turn is answered from the notes rather than by the model: it decides the one-line notice."""
-
-    NO_MODEL = "no model"
-    """The partner has no model configured."""
-    MODEL_TROUBLE = "model trouble"
-    """A model is configured but failed (down, hanging, refusing) after its retry and its backup."""
 
 
 # --------------------------------------------------------------------------- notes into passages
@@ -160,26 +148,6 @@ def read_note(path: Path, rel: str) -> tuple[str, list[Passage]]:
     return title, passages
 
 
-def query_words(text: str) -> list[str]:
-    """The words worth searching for: letters and digits only, casefolded, no stopwords, each once."""
-    words: list[str] = []
-    for word in _WORD.findall(text.casefold()):
-        if word not in _STOPWORDS and (len(word) > 1 or word.isdigit()) and word not in words:
-            words.append(word)
-            if len(words) == MAX_QUERY_WORDS:
-                break
-    return words
-
-
-def fts_query(text: str) -> str | None:
-    """The learner's words as an FTS5 query of quoted terms joined by OR; None when no word is left.
-
-    Only letters and digits survive, each term inside double quotes, so no
-    input can form FTS5 syntax (operators, column filters, prefixes, groups).
-    """
-    return " OR ".join(f'"{word}"' for word in query_words(text)) or None
-
-
 # --------------------------------------------------------------------------- the index
 
 
@@ -264,6 +232,10 @@ class NotesIndex:
         Weak matches -- scoring under RELEVANCE_RATIO of the best -- are left out,
         so a stray common word does not drag in an unrelated note.
         """
+        return [p for p, relevance in self.scored(persona, text, limit) if relevance >= RELEVANCE_RATIO]
+
+    def scored(self, persona: Persona, text: str, limit: int) -> list[tuple[Passage, float]]:
+        """The ``limit`` best passages by bm25, each with its score as a fraction of the best one's."""
         self.refresh(persona)
         query = fts_query(text)
         if query is None:
@@ -275,7 +247,7 @@ class NotesIndex:
                 (query, str(persona.folder), limit),
             ).fetchall()
         best = rows[0][4] if rows else 0.0  # bm25 is negative: lower is better
-        return [Passage(*row[:4]) for row in rows if row[4] <= best * RELEVANCE_RATIO]
+        return [(Passage(*row[:4]), row[4] / best if best else 1.0) for row in rows]
 
     def topics(self, persona: Persona) -> list[str]:
         self.refresh(persona)
@@ -300,7 +272,7 @@ def model_status(persona: Persona, partner: PartnerConfig | None = None) -> tupl
         return f"persona {persona.id} uses {_describe(persona.model)}", ""
     who = f"partner {partner.id} (persona {persona.id})" if partner is not None else f"persona {persona.id}"
     return (
-        f"{who} has no language model configured: it answers by quoting its study notes",
+        f"{who} has no language model configured: it answers by quoting its knowledge base and study notes",
         f"set `model:` in {persona.folder / 'persona.yaml'} (e.g. `model: openai/gpt-4o-mini` or "
         "`model: ollama/llama3`) or in the partner's config, then restart the gateway",
     )
@@ -349,44 +321,75 @@ def excerpt(text: str, words: Sequence[str] = (), limit: int = EXCERPT_CHARS) ->
     return "\n".join(kept)
 
 
-def _notice(persona: Persona, model: ModelSettings | None) -> str:
-    if model is None:
-        return (
-            "_No language model is configured, so I can only share what my study notes say._\n"
-            f"(For my teacher: set `model:` in the {persona.id} persona's persona.yaml or in the partner's config, "
-            "then restart the gateway; `partners doctor` checks the setup.)"
-        )
-    return (
-        "_I'm answering from my study notes only: this gateway runs the offline notes responder, "
-        f"so my language model ({model.model}) is not in use._\n"
-        "(For my teacher: `partners doctor` shows which responder runs.)"
-    )
+class OfflineReason(str, Enum):
+    """Why a turn is answered from the notes rather than by the model: it decides the one-line notice."""
+
+    NO_MODEL = "no model"
+    """The partner has no model configured."""
+    MODEL_TROUBLE = "model trouble"
+    """A model is configured but failed (down, hanging, refusing) after its retry and its backup."""
 
 
-def _trouble_notice() -> str:
-    return "_I'm having trouble reaching my thinking engine right now, so here is what my notes say._"
+NO_MODEL_NOTICE = "_No language model is configured for me yet, so I can only quote my notes._"
+MODEL_OFF_NOTICE = "_My language model is not in use here, so I can only quote my notes._"
+TROUBLE_NOTICE = "_I'm having trouble reaching my language model right now, so I can only quote my notes._"
+"""One short sentence each, for the learner.  How to set a model is the teacher's business: it goes to
+``partners doctor`` and the log (:func:`model_status`), never into a learner's chat."""
+
+SETUP_PROBLEM = (
+    "I can't open my study notes right now because something in my setup needs fixing. "
+    "Please let your teacher know."
+)
 
 
-def _quote(passage: Passage, words: Sequence[str]) -> str:
+def _notice(model: ModelSettings | None, because: OfflineReason) -> str:
+    if because is OfflineReason.MODEL_TROUBLE:
+        return TROUBLE_NOTICE
+    return NO_MODEL_NOTICE if model is None else MODEL_OFF_NOTICE
+
+
+def _quote(passage: Candidate, words: Sequence[str], subject: frozenset[str]) -> str:
+    """The passage's title and section (and file and page), then an excerpt -- from its definition
+    of the asked term when that sits too far in to show otherwise."""
     cite = f"**{passage.title}**" + (f" — {passage.heading}" if passage.heading else "")
-    body = "\n".join(f"> {line}" if line else ">" for line in excerpt(passage.text, words).splitlines())
+    cite += f" ({passage.source})" if passage.source else ""
+    text = passage.text
+    at = definition_at(text, subject) if len(text) > EXCERPT_CHARS and subject else None
+    if at is not None and at > EXCERPT_CHARS // 2:
+        text = "… " + text[at:]
+    body = "\n".join(f"> {line}" if line else ">" for line in excerpt(text, words).splitlines())
     return f"{cite}\n{body}"
+
+
+def note_candidates(index: NotesIndex, persona: Persona, text: str, limit: int = CANDIDATES) -> list[Candidate]:
+    """The persona's notes as ranking candidates, cited by their title only (a note's path means nothing to a learner)."""
+    return [Candidate(p.title, p.heading, p.text, "", relevance) for p, relevance in index.scored(persona, text, limit)]
+
+
+def document_candidates(hits: Sequence[Hit]) -> list[Candidate]:
+    """A knowledge base's hits as ranking candidates, cited by file and page (``worksheet.pdf p. 3``)."""
+    best = max((hit.score for hit in hits), default=0.0)
+    return [
+        Candidate(hit.document.title, hit.chunk.section, hit.chunk.text, hit.citation,
+                  hit.score / best if best > 0 else 1.0)
+        for hit in hits
+    ]
 
 
 def compose(
     persona: Persona, index: NotesIndex, text: str, model: ModelSettings | None = None,
-    because: OfflineReason = OfflineReason.NO_MODEL,
+    because: OfflineReason = OfflineReason.NO_MODEL, documents: Sequence[Candidate] = (),
 ) -> str:
-    """The whole answer in Markdown: the notice, then quoted passages or the topics there are notes on.
+    """The whole answer in Markdown: one notice sentence, then quoted passages or the topics there are notes on.
 
-    ``model`` is the partner's effective model (its own, else the persona's), for the notice.
+    ``model`` is the partner's effective model (its own, else the persona's), for the notice;
+    ``documents`` are the partner's knowledge-base hits, ranked together with the notes.
     """
-    parts = [_trouble_notice() if because is OfflineReason.MODEL_TROUBLE else _notice(persona, model)]
-    passages = index.search(persona, text)
+    parts = [_notice(model, because)]
+    passages = rank([*note_candidates(index, persona, text), *documents], text, MAX_PASSAGES)
     if passages:
-        parts.append("Here is what my notes say:")
-        words = query_words(text)
-        parts.extend(_quote(p, words) for p in passages)
+        words, subject = query_words(text), subject_of(text)
+        parts.extend(_quote(p, words, subject) for p in passages)
         return "\n\n".join(parts)
     topics = index.topics(persona)
     if not topics:
@@ -398,39 +401,74 @@ def compose(
     return "\n\n".join(parts)
 
 
-SETUP_PROBLEM = (
-    "I can't open my study notes right now because something in my setup needs fixing. "
-    "My teacher can find it with `partners doctor`."
-)
+class DocumentSearch(Protocol):
+    """The partner's knowledge base (:class:`brain.knowledge.service.KnowledgeService`)."""
+
+    async def search_documents(self, partner: str, query: str, limit: int) -> list[Hit]:
+        """That partner's documents only, best first; a failing knowledge base is logged and returns []."""
+        ...
 
 
 class NotesResponder:
-    """The offline default :class:`~gateway.turns.Responder`: quotes the partner persona's notes."""
+    """The offline :class:`~gateway.turns.Responder`: quotes the partner's documents and its persona's notes.
+
+    The brain hands it the turns of a partner without a model (``NO_MODEL``) and
+    those whose model failed (``MODEL_TROUBLE``).  The learner reads one short
+    sentence about why; the teacher reads how to fix it in a WARNING, once per
+    partner for the life of the process, and in ``partners doctor``.
+    """
 
     name = "notes"
 
-    def __init__(self, search: Sequence[Path] = (), *, index: NotesIndex | None = None) -> None:
+    def __init__(self, search: Sequence[Path] = (), *, index: NotesIndex | None = None,
+                 knowledge: DocumentSearch | None = None) -> None:
         self.search = list(search)
         self.index = index or NotesIndex()
+        self.knowledge = knowledge
+        self._warned: set[str] = set()
 
     @classmethod
-    def from_config(cls, config: Config) -> "NotesResponder":
+    def from_config(cls, config: Config, *, knowledge: DocumentSearch | None = None) -> "NotesResponder":
         """User personas next to the config; the index cached in ``<data_dir>/notes-index.db``."""
-        return cls(persona_dirs(config), index=NotesIndex(config.data_dir / "notes-index.db"))
+        return cls(persona_dirs(config), index=NotesIndex(config.data_dir / "notes-index.db"), knowledge=knowledge)
 
-    def answer(self, partner: PartnerConfig, text: str, because: OfflineReason = OfflineReason.NO_MODEL) -> str:
+    def answer(self, partner: PartnerConfig, text: str, because: OfflineReason = OfflineReason.NO_MODEL,
+               documents: Sequence[Candidate] = ()) -> str:
         try:
             persona = load_persona(partner.persona, self.search)
         except ConfigError as error:
             log.error("persona does not load partner=%s persona=%s error=%s", partner.id, partner.persona, error)
             return SETUP_PROBLEM
-        return compose(persona, self.index, text, partner.model or persona.model, because)
+        model = partner.model or persona.model
+        if because is OfflineReason.NO_MODEL and model is None:
+            self._tell_teacher(partner, persona)
+        return compose(persona, self.index, text, model, because, documents)
+
+    def _tell_teacher(self, partner: PartnerConfig, persona: Persona) -> None:
+        if partner.id in self._warned:
+            return
+        self._warned.add(partner.id)
+        message, fix = model_status(persona, partner)
+        log.warning("offline answers partner=%s persona=%s: %s; fix: %s", partner.id, persona.id, message, fix)
+
+    async def documents(self, partner: PartnerConfig, text: str) -> list[Candidate]:
+        """The partner's own knowledge-base hits (never another partner's), or [] when it is slow or broken."""
+        if self.knowledge is None or fts_query(text) is None:
+            return []
+        try:
+            hits = await asyncio.wait_for(self.knowledge.search_documents(partner.id, text, CANDIDATES), KB_SEARCH_TIMEOUT_S)
+        except TimeoutError:
+            log.warning("knowledge search too slow for an offline answer partner=%s timeout_s=%s", partner.id, KB_SEARCH_TIMEOUT_S)
+            return []
+        return document_candidates(hits)
 
     async def respond(self, turn: Turn, *, because: OfflineReason = OfflineReason.NO_MODEL) -> AsyncIterator[RuntimeEvent]:
-        """Answer the turn from the notes; ``because`` picks the notice (no model, or a model in trouble)."""
+        """Answer the turn from the notes and documents; ``because`` picks the notice (no model, or a model in trouble)."""
         said = [turn.text, *(m.text for m in turn.take_arrivals())]
+        text = "\n".join(t for t in said if t)
         yield Progress(label="searching notes")
-        markdown = await asyncio.to_thread(self.answer, turn.partner, "\n".join(t for t in said if t), because)
+        documents = await self.documents(turn.partner, text)
+        markdown = await asyncio.to_thread(self.answer, turn.partner, text, because, documents)
         pieces = markdown.split("\n\n")
         for i, piece in enumerate(pieces):
             yield StreamDelta(text=piece if i == 0 else "\n\n" + piece)

@@ -75,6 +75,8 @@ class ChannelContext:
     sink: InboundSink
     cursors: CursorStore
     data_dir: Path
+    partner_name: str | None = None
+    """The name of the partner bound to the whole account, for a channel that shows one (the web chat's page)."""
 
 
 class Channel(ABC):

@@ -134,17 +134,18 @@ class Gateway:
         return self._outlets.get((channel, account))
 
     def _with_persona_defaults(self, partner: PartnerConfig) -> PartnerConfig:
-        """Fill what the partner leaves to its persona (today: the mid-turn policy)."""
-        if partner.mid_turn is not None:
+        """Fill what the partner leaves to its persona: the mid-turn policy and the greeting."""
+        if partner.mid_turn is not None and partner.greeting:
             return partner
         from personas.loader import load_persona, persona_dirs
 
         try:
-            mid_turn = load_persona(partner.persona, persona_dirs(self.config)).policies.mid_turn
+            persona = load_persona(partner.persona, persona_dirs(self.config))
         except ConfigError as error:
             log.error("persona does not load partner=%s error=%s", partner.id, error)
-            mid_turn = MidTurn.QUEUE
-        return partner.model_copy(update={"mid_turn": mid_turn})
+            return partner.model_copy(update={"mid_turn": partner.mid_turn or MidTurn.QUEUE})
+        return partner.model_copy(update={"mid_turn": partner.mid_turn or persona.policies.mid_turn,
+                                          "greeting": partner.greeting or persona.greeting})
 
     def _build_brain(self) -> Responder:
         """The brain, with the two services only the gateway can give it (late-bound: the teacher
@@ -188,6 +189,7 @@ class Gateway:
             sink=ingest,
             cursors=AccountCursors(self.store, name, account),
             data_dir=self.config.data_dir / "channels" / name / account,
+            partner_name=bound.name if (bound := self.router.for_account(name, account)) else None,
         )
         channel = cls(context)
         retry = RetryPolicy(max_attempts=self.config.pipeline.delivery_max_attempts)

@@ -2,7 +2,7 @@
 
 Nothing to install or configure and nothing leaves the machine.  Words match
 by their stem (``porter``), accents aside; the learner's text reaches FTS5
-only as quoted words (:func:`brain.notes.fts_query`, the same query builder
+only as quoted words (:func:`brain.knowledge.query.fts_query`, the same query builder
 the notes use), so no input is FTS5 syntax.  A section heading counts double,
 a document's title one and a half.
 """
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from brain.knowledge.catalog import CHUNK_COLUMNS, DOCUMENT_COLUMNS, Catalog, chunk_from, document_from
 from brain.knowledge.engine import Chunk, Document, Hit
-from brain.notes import fts_query
+from brain.knowledge.query import fts_query
 
 FTS_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(

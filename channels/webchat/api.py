@@ -114,7 +114,7 @@ class WebchatApi:
 
     def _render_page(self) -> str:
         template = (STATIC_DIR / "index.html").read_text(encoding="utf-8")
-        return template.replace("{{title}}", html.escape(self.settings.title)).replace(
+        return template.replace("{{title}}", html.escape(self.channel.title)).replace(
             "{{max_text_chars}}", str(self.settings.max_text_chars)
         )
 

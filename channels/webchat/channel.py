@@ -33,11 +33,13 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the ro
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 5.0
+DEFAULT_TITLE = "Study partner"
+"""Only for an account no partner is bound to as a whole (bindings per chat, or none yet)."""
 
 
 class WebchatConfig(AccountConfig):
-    title: str = Field(default="Study partner", min_length=1, max_length=120)
-    """Shown as the page's title and heading."""
+    title: str | None = Field(default=None, min_length=1, max_length=120)
+    """Shown as the page's title and heading; unset, the name of the partner bound to the account."""
     max_text_chars: int = Field(default=8000, ge=1, le=100_000)
     """Longest message a learner may send, in characters (code points)."""
     backlog_events: int = Field(default=200, ge=10, le=10_000)
@@ -54,6 +56,8 @@ class WebchatChannel(Channel):
         super().__init__(context)
         config = context.config
         self.settings = config if isinstance(config, WebchatConfig) else WebchatConfig.model_validate(config.model_dump())
+        self.title = self.settings.title or context.partner_name or DEFAULT_TITLE
+        """What the page calls the partner (escaped when the page is rendered)."""
         self.feeds = SessionFeeds(backlog=self.settings.backlog_events, idle_ttl_s=self.settings.idle_session_s)
 
     async def run(self, heartbeat: Heartbeat) -> None:

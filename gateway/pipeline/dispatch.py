@@ -2,7 +2,9 @@
 
 Runs after ingest, off the acknowledgement path: drop the bot's own echoes,
 route to the partner bound to the account / group / conversation, apply the
-access policy, then hand admitted messages to their conversation lane.  A
+access policy, answer a chat's ``/start`` with the partner's greeting
+(:mod:`gateway.pipeline.greeting`), then hand admitted messages to their
+conversation lane.  A
 message that is not answered is marked with the reason (logged and counted);
 refused senders may get a short, rate-limited notice; a stranger waiting for
 pairing has their messages *held* and answered once the owner approves.
@@ -20,6 +22,7 @@ from gateway.config import AccessPolicy, PartnerConfig, ToolRule
 from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
+from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.routing import Router
 from gateway.store import InboundState, ReplyState, Store
@@ -104,6 +107,9 @@ class Dispatcher:
         decision = decide(message, policy, partner, approved=approved)
         match decision.verdict:
             case Verdict.ADMIT:
+                if opens_chat(message):
+                    await self._greet(message, partner)
+                    return
                 if self.teacher is not None and await self.teacher.intercept(message, partner, decision.role):
                     return
                 rules = _group_rules(policy, message)
@@ -161,6 +167,15 @@ class Dispatcher:
         address = message.address
         if await self.store.notice_due(address.channel, address.account, message.sender.user, policy.refusal.min_interval_s):
             await self._notice(message, policy.refusal.text, purpose="refusal")
+
+    async def _greet(self, message: InboundMessage, partner: PartnerConfig) -> None:
+        key = reply_key(message.address, message.event_id, "greeting")
+        greeting = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer,
+                                 markdown=greeting_of(partner))
+        await self.store.put_reply(greeting, ReplyState.READY, answered=[message.dedup_key])
+        self.lanes.resume_delivery(key, message.address)
+        log.info("greeting platform=%s account=%s chat=%s event=%s partner=%s", message.address.channel,
+                 message.address.account, message.address.conversation.key, message.event_id, partner.id)
 
     async def _notice(self, message: InboundMessage, text: str, *, purpose: str) -> None:
         key = reply_key(message.address, message.event_id, purpose)

@@ -26,5 +26,9 @@ class Router:
                 return partner
         return None
 
+    def for_account(self, channel: str, account: str) -> PartnerConfig | None:
+        """The partner bound to the whole account (no chat or thread), if any."""
+        return self._by_key.get((channel, account, None, None))
+
     def accounts(self) -> set[tuple[str, str]]:
         return {(channel, account) for channel, account, _chat, _thread in self._by_key}

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import logging
 import os
 import re
 import shutil
@@ -15,7 +17,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from brain.notes import (
+    MODEL_OFF_NOTICE,
+    NO_MODEL_NOTICE,
     SETUP_PROBLEM,
+    TROUBLE_NOTICE,
+    OfflineReason,
     NotesIndex,
     NotesResponder,
     excerpt,
@@ -89,10 +95,40 @@ async def test_what_is_photosynthesis_cites_the_note_and_says_no_model_is_set(re
     text = final_text(await collect(responder, make_turn("what is photosynthesis?")))
 
     assert NOTICE in text
-    assert "`model:`" in text and "persona.yaml" in text and "`partners doctor`" in text
     assert "**Photosynthesis**" in text
     assert "> Photosynthesis is how plants, algae and some bacteria make their own food." in text
     assert text.index(NOTICE) < text.index("**Photosynthesis**")
+
+
+async def test_the_learner_reads_one_sentence_about_the_model_and_the_teacher_reads_the_fix_once(tmp_path, caplog):
+    responder = NotesResponder()
+    caplog.set_level(logging.WARNING, logger="brain.notes")
+    first = final_text(await collect(responder, make_turn("what is photosynthesis?")))
+    second = final_text(await collect(responder, make_turn("what are fractions?")))
+
+    for text in (first, second):
+        notice = text.split("\n\n")[0]
+        assert notice == NO_MODEL_NOTICE and notice.count(".") == 1  # one short sentence, and nothing else
+        for teacher_only in ("For my teacher", "persona.yaml", "model:", "partners doctor", "restart"):
+            assert teacher_only not in text
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING and "offline answers" in r.getMessage()]
+    assert len(warnings) == 1  # once per partner, not once per message
+    assert "partner=buddy" in warnings[0].getMessage()
+    assert "`model:`" in warnings[0].getMessage() and "persona.yaml" in warnings[0].getMessage()
+
+    other = make_turn("what is photosynthesis?")
+    other = dataclasses.replace(other, partner=other.partner.model_copy(update={"id": "chem"}))
+    await collect(responder, other)
+    assert sum("offline answers" in r.getMessage() for r in caplog.records) == 2  # a second partner is told once too
+
+
+async def test_a_model_in_trouble_says_so_in_one_sentence_and_still_quotes(responder):
+    turn = make_turn("what is photosynthesis?", model={"model": "openai/gpt-4o-mini"})
+    text = final_text([e async for e in responder.respond(turn, because=OfflineReason.MODEL_TROUBLE)])
+
+    assert text.startswith(TROUBLE_NOTICE + "\n\n")
+    assert "> Photosynthesis is how plants, algae and some bacteria make their own food." in text
+    assert "gpt-4o-mini" not in text and "For my teacher" not in text
 
 
 @pytest.mark.parametrize(
@@ -149,7 +185,7 @@ async def test_a_partner_model_changes_the_notice_not_the_answer(responder):
     turn = make_turn("what is photosynthesis", model={"model": "openai/gpt-4o-mini"})
     text = final_text(await collect(responder, turn))
 
-    assert NOTICE not in text and "openai/gpt-4o-mini" in text and "**Photosynthesis**" in text
+    assert NOTICE not in text and text.startswith(MODEL_OFF_NOTICE) and "**Photosynthesis**" in text
 
 
 async def test_a_persona_without_notes_says_so(tmp_path):

@@ -12,7 +12,7 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.config import PipelineConfig
-from gateway.defaults import default_config
+from gateway.defaults import SAMPLE_GREETING, default_config
 from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.http.app import build_app
 from gateway.http.server import serve_http
@@ -27,7 +27,9 @@ CHROMIUM_ARGS = [
 ]
 PARTIAL = ["Seven ", "eights ", "are"]
 FINAL = "Seven eights are **56**."
-TIMEOUT_MS = 10_000
+TIMEOUT_MS = 60_000
+ANSWER = ".bubble.partner:not(.greeting)"
+"""The answers, not the greeting a new session opens with (marked by the test once it has seen it)."""
 
 
 class GatedResponder:
@@ -73,6 +75,14 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
                 await server
 
 
+async def greeted(page) -> None:
+    """A new session opens with the partner's greeting, the first bubble; marked so ANSWER leaves it out."""
+    first = page.locator(".bubble.partner").first
+    await first.wait_for(timeout=TIMEOUT_MS)
+    assert (await first.inner_text()).strip() == SAMPLE_GREETING
+    await first.evaluate("li => li.classList.add('greeting')")
+
+
 @pytest.fixture
 async def page():
     from playwright.async_api import async_playwright
@@ -92,7 +102,10 @@ async def page():
 async def test_a_learner_sees_the_answer_stream_in_and_end_formatted(running: Running, page) -> None:
     await page.goto(running.url + "/")  # the gateway redirects to its web chat page
     assert page.url == running.url + "/channels/webchat/default/"
-    assert await page.title() == "Study partner"
+    assert await page.title() == "Study Buddy"  # the partner's name, not "Study partner"
+    assert await page.locator("h1").inner_text() == "Study Buddy"
+    await greeted(page)
+    assert await page.locator(".bubble.learner").count() == 0  # the page's /start is never shown as sent
 
     await page.fill("#text", "What is 7 x 8?")
     await page.press("#text", "Enter")
@@ -102,43 +115,46 @@ async def test_a_learner_sees_the_answer_stream_in_and_end_formatted(running: Ru
     assert await page.input_value("#text") == ""
 
     # The preview shows while the answer is still being written.
-    partner = page.locator(".bubble.partner")
+    partner = page.locator(ANSWER)
     await page.wait_for_function(
-        "() => { const b = document.querySelector('.bubble.partner .body'); return b && b.textContent.includes('Seven eights'); }",
+        "() => { const b = document.querySelector('.bubble.partner:not(.greeting) .body'); "
+        "return b && b.textContent.includes('Seven eights'); }",
         timeout=TIMEOUT_MS,
     )
     assert "56" not in await partner.inner_text()
-    assert await page.locator(".bubble.partner strong").count() == 0
+    assert await page.locator(f"{ANSWER} strong").count() == 0
 
     running.responder.release.set()
-    await page.locator(".bubble.partner:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
-    assert await page.locator(".bubble.partner strong").inner_text() == "56"
+    await page.locator(f"{ANSWER}:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
+    assert await page.locator(f"{ANSWER} strong").inner_text() == "56"
     assert (await partner.inner_text()).strip() == "Seven eights are 56."
     assert await partner.count() == 1  # the final answer replaced the preview, no second bubble
     assert await page.get_attribute(".bubble.learner", "data-state") == "sent"
 
-    [turn] = running.responder.turns
+    [turn] = running.responder.turns  # the greeting came from the gateway, not the responder
     assert turn.text == "What is 7 x 8?"
 
-    # A reload keeps the conversation and does not send the message again.
+    # A reload keeps the conversation, does not send the message again, and is not greeted again.
     await page.reload()
     await page.locator(".bubble.partner strong").wait_for(timeout=TIMEOUT_MS)
-    assert await page.locator(".bubble").count() == 2
+    assert await page.locator(".bubble").count() == 3
     await asyncio.sleep(0.3)
     assert len(running.responder.turns) == 1
+    assert await page.locator(".bubble.partner").count() == 2
 
 
 async def test_shift_enter_starts_a_new_line_instead_of_sending(running: Running, page) -> None:
     running.responder.release.set()
     await page.goto(running.url + "/channels/webchat/default/")
+    await greeted(page)
     await page.fill("#text", "first line")
     await page.press("#text", "Shift+Enter")
     await page.type("#text", "second line")
-    assert await page.locator(".bubble").count() == 0
+    assert await page.locator(".bubble.learner").count() == 0
     await page.click("#send")
     await page.locator(".bubble.learner").wait_for(timeout=TIMEOUT_MS)
     assert await page.locator(".bubble.learner .body").inner_text() == "first line\nsecond line"
-    await page.locator(".bubble.partner:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
+    await page.locator(f"{ANSWER}:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
 
 
 async def test_a_post_whose_answer_is_lost_is_retried_with_the_same_id_and_answered_once(running: Running, page) -> None:
@@ -146,6 +162,9 @@ async def test_a_post_whose_answer_is_lost_is_retried_with_the_same_id_and_answe
     posted: list[dict[str, str]] = []
 
     async def answer_lost_once(route) -> None:
+        if route.request.post_data_json["text"] == "/start":
+            await route.continue_()
+            return
         posted.append(route.request.post_data_json)
         if len(posted) == 1:
             await route.fetch()  # the gateway stores the message...
@@ -155,13 +174,14 @@ async def test_a_post_whose_answer_is_lost_is_retried_with_the_same_id_and_answe
 
     await page.route("**/api/messages", answer_lost_once)
     await page.goto(running.url + "/channels/webchat/default/")
+    await greeted(page)
     await page.fill("#text", "What is 7 x 8?")
     await page.press("#text", "Enter")
     await page.locator(".bubble.learner[data-state='sent']").wait_for(timeout=TIMEOUT_MS)
-    await page.locator(".bubble.partner:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
+    await page.locator(f"{ANSWER}:not(.streaming) strong").wait_for(timeout=TIMEOUT_MS)
 
     assert len(posted) == 2
     assert posted[0] == posted[1]  # same session, same message_id, same text
     await asyncio.sleep(0.3)
     assert len(running.responder.turns) == 1
-    assert await page.locator(".bubble.partner").count() == 1
+    assert await page.locator(ANSWER).count() == 1

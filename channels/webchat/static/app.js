@@ -6,6 +6,9 @@
  * durable. Until then it is retried with the same id (the gateway drops
  * duplicates), so a reload or a network blip neither loses nor doubles it.
  *
+ * A new session (none saved yet) first sends "/start", hidden: the gateway
+ * answers it with the partner's greeting, as Telegram's Start button does.
+ *
  * Receiving: a Server-Sent Events stream of this session's events. A
  * "message" event with an id already on screen replaces that bubble's
  * content: that is how a streamed answer grows. The last event id is saved,
@@ -55,9 +58,16 @@
     return Array.prototype.map.call(bytes, function (b) { return (b + 0x100).toString(16).slice(1); }).join("");
   }
 
-  var session = load("session", null) || newId();
+  var known = load("session", null);
+  var session = known || newId();
   save("session", session);
-  var outbox = load("outbox", []);            // [{message_id, text}] not yet accepted, oldest first
+  var outbox = load("outbox", []);            // [{message_id, text, hidden}] not yet accepted, oldest first
+  if (!known) {
+    // A new session opens the chat: the gateway answers "/start" with the partner's greeting.
+    // It goes through the outbox like any message (so exactly once), but is never shown as sent.
+    outbox.unshift({ message_id: "start-" + session, text: "/start", hidden: true });
+    save("outbox", outbox);
+  }
   var lastEventId = load("lastEventId", "");
   var entries = new Map();                     // id -> {id, role, text | html, state, final, attachments}
   var bubbles = new Map();                     // id -> <li>
@@ -197,6 +207,7 @@
         var result = await deliver(item);
         outbox.shift();
         save("outbox", outbox);
+        if (item.hidden) continue;
         var entry = entries.get(item.message_id) || { id: item.message_id, role: "learner", text: item.text };
         entry.state = result.ok ? "sent" : "failed";
         entry.error = result.error;

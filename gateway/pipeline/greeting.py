@@ -1,0 +1,35 @@
+"""First contact: a chat that opens gets the partner's greeting, the same way on every channel.
+
+A platform that has a gesture for "start talking to this bot" sends it as the
+``/start`` command: Telegram's Start button does, and the web chat page sends
+it once, hidden, when it opens a new session.  A channel without such a
+gesture (email: the first mail is already a question) sends none, and its
+learners get no greeting -- their first message is answered instead.
+
+The dispatcher answers ``/start`` itself, before access is past and the turn
+would reach a responder: no model, no session log, the same reply whatever
+the responder.  The greeting is a reply like any other -- in the outbox under
+the deterministic key ``reply_key(address, event id, "greeting")``, written in
+the same transaction that marks the ``/start`` answered -- so a restart
+neither loses it nor sends it twice.
+"""
+
+from __future__ import annotations
+
+from gateway.config import PartnerConfig
+from gateway.messages import InboundMessage
+
+START = "/start"
+DEFAULT_GREETING = "Hi! I'm {name}. What would you like to work on today?"
+"""For a partner whose config and persona both leave ``greeting`` empty."""
+
+
+def opens_chat(message: InboundMessage) -> bool:
+    """The message is the platform's "start" gesture: ``/start``, ``/start@this_bot`` or ``/start PAYLOAD``."""
+    words = message.text.split(maxsplit=1)
+    return bool(words) and words[0].split("@", 1)[0].casefold() == START
+
+
+def greeting_of(partner: PartnerConfig) -> str:
+    """The partner's greeting (the gateway fills an empty one from the persona), else a plain hello."""
+    return partner.greeting.strip() or DEFAULT_GREETING.format(name=partner.name)
