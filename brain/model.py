@@ -505,7 +505,8 @@ class LitellmClient:
                 return
             except ModelError as error:
                 if not error.adapts:
-                    self.health.failed(request.partner, settings.model, error.kind.value, str(error))
+                    said = f"{settings.model} says {error.status}: " if error.status else ""
+                    self.health.failed(request.partner, settings.model, error.kind.value, said + error.message)
                 if started:
                     raise
                 pause = self._pause(error, retried)
