@@ -163,7 +163,8 @@ class ModelSettings(_Model):
     """Seconds to open the connection: a server that is not there fails this fast."""
     first_token_timeout_s: float = Field(default=15.0, gt=0)
     """Seconds from asking to the first piece of the answer, and the longest silence between two pieces
-    after it.  Raise it for a local model that loads slowly or one that thinks silently before it speaks."""
+    after it.  Raise it for a local model that loads slowly or one that thinks silently before it speaks.
+    (A model that cannot stream sends its whole answer at once: only ``timeout_s`` bounds it.)"""
     timeout_s: float = Field(default=120.0, gt=0)
     """Seconds for the whole answer, however steadily it streams."""
     input_cost_per_token: float | None = None
