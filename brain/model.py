@@ -232,6 +232,11 @@ def _unreachable(error: BaseException) -> str | None:
     return None
 
 
+def _address(api_base: str | None) -> str:
+    """The provider's address for a message, without any ``user:password@`` it may carry."""
+    return re.sub(r"(?<=://)[^/@]*@", "", api_base) if api_base else "the provider's default address"
+
+
 def classify(error: BaseException, model: str, *, api_base: str | None = None) -> ModelError | None:
     """Translate a litellm (or transport) exception into a ModelError; None for anything else (a bug)."""
     import litellm
@@ -253,7 +258,7 @@ def classify(error: BaseException, model: str, *, api_base: str | None = None) -
           or _MISSING_KEY.search(detail)):  # litellm reports a missing key as a 500
         kind = ModelErrorKind.AUTH
     elif (why := _unreachable(error)) is not None:  # litellm reports a refused connection as a 500
-        return model_error(ModelErrorKind.UNREACHABLE, f"nothing answers at {api_base or 'the provider'}: {why}",
+        return model_error(ModelErrorKind.UNREACHABLE, f"nothing answers at {_address(api_base)}: {why}",
                            model=model, param=param)
     elif isinstance(error, (litellm.Timeout, asyncio.TimeoutError)):
         return model_error(ModelErrorKind.TIMEOUT, f"no answer in time ({detail})", model=model, param=param)

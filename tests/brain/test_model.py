@@ -550,3 +550,15 @@ async def test_stub_process_is_scripted_over_http():
         assert sum(v * v for v in vectors[0]) == pytest.approx(1.0, abs=1e-4)
     finally:
         peer.stop()
+
+
+def test_an_unreachable_address_is_named_without_its_credentials():
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connect call failed")
+        except ConnectionRefusedError as refused:
+            raise httpx.ConnectError("Cannot connect to host") from refused
+    except httpx.ConnectError as raw:
+        error = classify(raw, "ollama/llama3", api_base="http://teacher:hunter2@127.0.0.1:11434")
+    assert error.kind is ModelErrorKind.UNREACHABLE
+    assert error.message == "nothing answers at http://127.0.0.1:11434: connection refused"
