@@ -200,9 +200,11 @@ async def test_a_model_that_stays_down_answers_from_the_notes_saying_so_not_the_
     assert ended[-1].outcome == "model_unavailable"
 
 
-def with_deadlines(turn, stub, *, backup: bool):
-    """The turn's partner with deadlines short enough for a test (and a backup on the same stub)."""
-    quick = {"first_token_timeout_s": 0.5, "timeout_s": 10}
+def with_deadlines(turn, stub, *, backup: bool, first_token: float = 0.5):
+    """The turn's partner with deadlines short enough for a test (and a backup on the same stub).
+
+    0.5 s only where the stub never answers; a deadline the stub must meet gets seconds (a loaded machine)."""
+    quick = {"first_token_timeout_s": first_token, "timeout_s": 10}
     model = turn.partner.model.model_copy(update={
         **quick, "backup": turn.partner.model.model_copy(update={**quick, "model": "openai/backup-model"}) if backup else None,
     })
@@ -219,7 +221,7 @@ async def test_a_hanging_model_and_backup_end_in_the_notes_after_two_tries_each(
 
 async def test_an_answer_that_stalls_keeps_what_was_shown_and_says_it_broke_off(stub, tmp_path, persona_dir):
     stub.script(Reply.stalled("Plants make sugar from light and then", chunk=16, after=2), Reply.text("never asked"))
-    events = await run(build(tmp_path, persona_dir), with_deadlines(turn_for(stub), stub, backup=True))
+    events = await run(build(tmp_path, persona_dir), with_deadlines(turn_for(stub), stub, backup=True, first_token=2))
     previews = "".join(e.text for e in events if isinstance(e, StreamDelta))
     assert previews == "Plants make suga"
     assert final(events) == f"{previews}\n\n{BROKE_OFF}"  # the preview stays the answer's beginning
