@@ -2,7 +2,8 @@
 
 The gateway's composition root calls :func:`build_brain` and hands in the two
 services only the gateway can provide (reminders go through its outbox, teacher
-takeovers through its pipeline); everything else is the brain's own.
+takeovers through its pipeline), and the model health record it reports from;
+everything else is the brain's own.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from functools import partial
 import httpx
 
 from brain.commands import Commands
+from brain.health import ModelHealth
 from brain.knowledge.service import KnowledgeService
 from brain.loop import Brain
 from brain.memory import MEMORY_FILE
@@ -31,12 +33,14 @@ from gateway.config import Config
 from personas.loader import load_persona, persona_dirs
 
 
-def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff) -> Brain:
+def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff, health: ModelHealth | None = None) -> Brain:
+    """``health`` hears how every partner's model calls go (the gateway's ``/status`` and metrics read it)."""
     search = persona_dirs(config)
     persona_for = partial(load_persona, search=search)
     index = NotesIndex(config.data_dir / "notes-index.db")
     quirks_path = config.data_dir / "model-quirks.json"
-    model = LitellmClient(ModelQuirks.load(quirks_path) if quirks_path.exists() else ModelQuirks(path=quirks_path))
+    quirks = ModelQuirks.load(quirks_path) if quirks_path.exists() else ModelQuirks(path=quirks_path)
+    model = LitellmClient(quirks, health=health)
     log_ = SessionLog(config.data_dir / "brain.db")
     usage = UsageLedger(config.data_dir / "brain.db")
     store = MemoryStore(config.data_dir / MEMORY_FILE)

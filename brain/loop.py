@@ -15,8 +15,16 @@ Rules, each with a test:
   (``Turn.take_arrivals``; the pipeline queues them instead for queue-mode partners);
 - models without native tool calling get the text tool protocol, parsed and
   executed, never shown;
-- daily token budgets end with a friendly message; a model that stays
-  unavailable ends with one too -- never with internal error text;
+- daily token budgets end with a friendly message;
+- a model that stays unavailable (after its deadlines, one retry and its
+  ``backup``, all in ``brain.model``) never shows internal error text: if the
+  learner has seen nothing yet, the partner answers from its notes and
+  knowledge base with one sentence saying the tutor is having trouble; if
+  part of the answer was already shown, that part stays and one sentence says
+  it broke off (the preview is the reply's first part, ADR 0004: replacing it
+  with something else would look garbled).  A summary that fails for the same
+  reason sends the turn to the notes at once rather than making the learner
+  wait out the same dead model twice (ADR 0013);
 - with a memory service, a direct conversation's history is the *person's*
   (it follows them across linked chat apps), one turn runs at a time per
   person (per group in groups), and the system prompt carries the blocks of
@@ -42,6 +50,7 @@ from brain.locks import KeyedLocks
 from brain.markup import OutputFilter, parse_tool_markup, split_output, tool_protocol_prompt
 from brain.memory.scopes import Session
 from brain.model import ModelClient, ModelError, ModelErrorKind
+from brain.notes import OfflineReason
 from brain.session_log import (
     AssistantSaid,
     ModelAnswered,
@@ -61,7 +70,7 @@ from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, Mo
 from brain.usage import UsageLedger
 from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.messages import ConversationKind, InboundMessage
-from gateway.turns import Responder, Turn
+from gateway.turns import Turn
 from personas.loader import Persona
 
 log = logging.getLogger(__name__)
@@ -71,13 +80,14 @@ EMPTY_NUDGE = "Your last reply was empty. Please answer the learner's message no
 WRAP_UP = "You have used most of your steps for this message. Finish what you are doing and answer the learner."
 FORCED = "Answer the learner now, in your own words, without using any tools."
 APOLOGY = "Sorry, I couldn't put an answer together just now. Could you ask me again?"
-MODEL_DOWN = "I can't reach my language model right now. Please try again in a few minutes."
 BUDGET_LEARNER = "We've done a lot of work together today! I need a rest now; let's pick this up again tomorrow."
 SUMMARIZE = (
     "Summarize this tutoring conversation for the tutor's own memory: what the learner is working on, "
     "what they understood or struggled with, and anything promised. At most 150 words, plain text."
 )
 BUDGET_PARTNER = "I've reached my limit for today. Please try again tomorrow, or let your teacher know."
+BROKE_OFF = "_…I lost my connection to my thinking engine before I could finish. Ask me again for the rest._"
+"""Ends an answer whose beginning the learner has already seen when the model stops mid-way."""
 
 
 @dataclass(frozen=True)
@@ -97,8 +107,15 @@ class TurnMemory(Protocol):
         ...
 
 
+class NotesFallback(Protocol):
+    """Answers a turn without a model (``brain.notes.NotesResponder``), saying why in its first line."""
+
+    def respond(self, turn: Turn, *, because: OfflineReason = OfflineReason.NO_MODEL) -> AsyncIterator[RuntimeEvent]:
+        ...
+
+
 class Brain:
-    """Implements ``gateway.turns.Responder``; a partner without a model goes to ``fallback``."""
+    """Implements ``gateway.turns.Responder``; a partner without a model, or whose model fails, goes to ``fallback``."""
 
     name = "brain"
 
@@ -111,7 +128,7 @@ class Brain:
         services: ToolServices,
         log_: SessionLog,
         usage: UsageLedger,
-        fallback: Responder,
+        fallback: NotesFallback,
         settings: BrainSettings = BrainSettings(),
         memory: TurnMemory | None = None,
         commands: Commands | None = None,
@@ -240,7 +257,7 @@ class _TurnRun:
         folded = history_to_fold(entries, self.brain.settings.history_tokens, self.group)
         if not folded:
             return
-        request = ModelRequest(settings=self.settings, messages=(
+        request = ModelRequest(settings=self.settings, partner=self.turn.partner.id, messages=(
             ChatMessage(role="system", content=SUMMARIZE),
             ChatMessage(role="user", content=transcript(folded)),
         ))
@@ -251,6 +268,8 @@ class _TurnRun:
                     result = item
         except ModelError as error:
             log.info("summary skipped conversation=%s error=%s", self.conversation, error)
+            if error.transient:
+                raise  # the model and its backup just failed their deadlines: do not make the learner wait twice
             return
         if result is not None:
             self.add_usage(result.usage)  # a summary is part of this turn's cost
@@ -295,7 +314,13 @@ class _TurnRun:
             return
         surface = self.surface()
         text_protocol = not self.brain.model.native_tools(self.settings.model)
-        await self.summarize_if_needed()
+        try:
+            await self.summarize_if_needed()
+        except ModelError as error:
+            await self.start(surface, text_protocol)
+            async for event in self._without_model(error):
+                yield event
+            return
         await self.start(surface, text_protocol)
         policies = self.persona.policies
         answer = ""
@@ -312,6 +337,7 @@ class _TurnRun:
                     outcome: _RoundOutcome | None = None
                     async for item in self._round(round_no):
                         if isinstance(item, StreamDelta):
+                            self.shown += item.text
                             yield item
                         else:
                             outcome = item
@@ -351,10 +377,8 @@ class _TurnRun:
             else:
                 answer = answer or APOLOGY
         except ModelError as error:
-            log.warning("model unavailable conversation=%s kind=%s error=%s", self.conversation, error.kind.value, error)
-            await self._end("model_unavailable")
-            yield StreamEnd(markdown=MODEL_DOWN)
-            yield TurnEnd()
+            async for event in self._without_model(error):
+                yield event
             return
         except asyncio.CancelledError:
             await asyncio.shield(self._end("stopped"))
@@ -363,9 +387,22 @@ class _TurnRun:
         yield StreamEnd(markdown=answer)
         yield TurnEnd()
 
+    async def _without_model(self, error: ModelError) -> AsyncIterator[RuntimeEvent]:
+        """End a turn whose model (and backup) failed: notes if nothing was shown, else what was shown, marked cut."""
+        log.warning("model unavailable conversation=%s partner=%s kind=%s error=%s",
+                    self.conversation, self.turn.partner.id, error.kind.value, error)
+        await self._end("model_unavailable")
+        if self.shown.strip():
+            yield StreamEnd(markdown=f"{self.shown.rstrip()}\n\n{BROKE_OFF}")
+            yield TurnEnd()
+            return
+        async for event in self.brain.fallback.respond(self.turn, because=OfflineReason.MODEL_TROUBLE):
+            yield event
+
     async def _round(self, round_no: int) -> AsyncIterator[StreamDelta | _RoundOutcome]:
         entries = await self.brain.log.read(self.conversation)
         request = build_request(entries, self.settings, history_tokens=self.brain.settings.history_tokens, group=self.group)
+        request = request.model_copy(update={"partner": self.turn.partner.id})
         requested = ModelRequested(turn=self.id, round=round_no, digest=request_digest(request))
         visible_filter = OutputFilter()
         result: ModelResult | None = None

@@ -13,7 +13,9 @@ a :class:`ModelErrorKind`, most specific first::
 
     ModelError(kind)                 GatewayError
     ├── rate_limited                 429; carries retry_after when the provider said
-    ├── transient                    5xx, timeouts, dropped connections
+    ├── unreachable                  nothing answers at the address: refused, no connection in time, no such host
+    ├── timeout                      a deadline passed: no first token, a stall mid-answer, the whole answer
+    ├── transient                    5xx, dropped connections
     ├── unsupported_streaming        the model refuses ``stream`` (or ``stream_options``)
     ├── unsupported_tools            ToolsUnsupported: switch to the text tool protocol
     ├── unsupported_images           drop the images and ask again
@@ -32,10 +34,23 @@ and its earlier tool calls and results go out written in the text protocol).
 Cost: the settings' per-token prices when set (the operator knows their
 contract), else litellm's bundled price list, else 0.
 
-Retries live here and only here: a rate limit waits the provider's
-``retry_after`` (when it is short enough), a transient failure retries with
-jittered backoff, and when those run out the request goes to
-``settings.backup``.  Nothing is retried once text has reached the caller.
+Deadlines (``docs/adr/0013``): the connection must open within
+``connect_timeout_s``; the first piece of the answer must come within
+``first_token_timeout_s`` of asking, and no later piece may take longer than
+that either; the whole answer must be done within ``timeout_s``.  A missed
+deadline is a ``timeout`` error like any other.
+
+Retries live here and only here, and they are bounded: each model in the
+chain gets *one* retry (``RetryPolicy.retries``) after a rate limit (waiting
+the provider's ``retry_after`` when it is short enough), an outage or a missed
+deadline; then the request goes to ``settings.backup`` (for any failure but
+the ones the caller adapts to: tools, images), which gets one retry too.  So a
+dead model with a dead backup costs four attempts, then the caller answers
+without a model.  Nothing is retried once text has reached the caller: the
+learner has seen it (``docs/adr/0004``).
+
+Every failed attempt and every answer is reported to :class:`brain.health.ModelHealth`
+under ``request.partner``: that is what ``/status`` and the metrics show.
 
 litellm is imported lazily, off the event loop, on the first request: it takes
 seconds to import and the CLI must start fast.  Before importing it we make it
@@ -51,15 +66,19 @@ import logging
 import os
 import random
 import re
+import socket
 import time
 import warnings
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
+import httpx
+
+from brain.health import ModelHealth
 from brain.markup import text_protocol_messages
 from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, ModelSettings, TextDelta, ToolCall, Usage
 from gateway.errors import GatewayError
@@ -82,6 +101,8 @@ class ModelClient(Protocol):
 
 class ModelErrorKind(str, Enum):
     RATE_LIMITED = "rate_limited"
+    UNREACHABLE = "unreachable"
+    TIMEOUT = "timeout"
     TRANSIENT = "transient"
     UNSUPPORTED_STREAMING = "unsupported_streaming"
     UNSUPPORTED_TOOLS = "unsupported_tools"
@@ -103,7 +124,19 @@ class ModelError(GatewayError):
 
     @property
     def transient(self) -> bool:
-        return self.kind in (ModelErrorKind.RATE_LIMITED, ModelErrorKind.TRANSIENT)
+        """Worth one more try: the same request may well succeed in a moment."""
+        return self.kind in _TRANSIENT
+
+    @property
+    def adapts(self) -> bool:
+        """The caller changes the request and asks again (text tool protocol, no images): not a failure."""
+        return self.kind in _ADAPTED
+
+
+_TRANSIENT = frozenset({ModelErrorKind.RATE_LIMITED, ModelErrorKind.UNREACHABLE, ModelErrorKind.TIMEOUT,
+                        ModelErrorKind.TRANSIENT})
+_ADAPTED = frozenset({ModelErrorKind.UNSUPPORTED_STREAMING, ModelErrorKind.UNSUPPORTED_TOOLS,
+                      ModelErrorKind.UNSUPPORTED_IMAGES})
 
 
 class ToolsUnsupported(ModelError):
@@ -176,7 +209,35 @@ def _detail(error: BaseException, body: object) -> str:
     return text.strip()[:500] or type(error).__name__
 
 
-def classify(error: BaseException, model: str) -> ModelError | None:
+def _causes(error: BaseException) -> Iterator[BaseException]:
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen and len(seen) < 16:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _unreachable(error: BaseException) -> str | None:
+    """Why nothing answers at the address, when the transport says it could not connect at all."""
+    causes = list(_causes(error))
+    if any(isinstance(c, httpx.ConnectTimeout) for c in causes):
+        return "no connection within connect_timeout_s"
+    if any(isinstance(c, socket.gaierror) for c in causes):
+        return "the host name does not resolve"
+    if any(isinstance(c, ConnectionRefusedError) for c in causes):
+        return "connection refused"
+    if any(isinstance(c, httpx.ConnectError) for c in causes):
+        return "cannot connect"
+    return None
+
+
+def _address(api_base: str | None) -> str:
+    """The provider's address for a message, without any ``user:password@`` it may carry."""
+    return re.sub(r"(?<=://)[^/@]*@", "", api_base) if api_base else "the provider's default address"
+
+
+def classify(error: BaseException, model: str, *, api_base: str | None = None) -> ModelError | None:
     """Translate a litellm (or transport) exception into a ModelError; None for anything else (a bug)."""
     import litellm
 
@@ -196,7 +257,12 @@ def classify(error: BaseException, model: str) -> ModelError | None:
     elif (isinstance(error, (litellm.AuthenticationError, litellm.PermissionDeniedError)) or status in (401, 403)
           or _MISSING_KEY.search(detail)):  # litellm reports a missing key as a 500
         kind = ModelErrorKind.AUTH
-    elif (isinstance(error, (litellm.Timeout, litellm.APIConnectionError, asyncio.TimeoutError, OSError))
+    elif (why := _unreachable(error)) is not None:  # litellm reports a refused connection as a 500
+        return model_error(ModelErrorKind.UNREACHABLE, f"nothing answers at {_address(api_base)}: {why}",
+                           model=model, param=param)
+    elif isinstance(error, (litellm.Timeout, asyncio.TimeoutError)):
+        return model_error(ModelErrorKind.TIMEOUT, f"no answer in time ({detail})", model=model, param=param)
+    elif (isinstance(error, (litellm.APIConnectionError, OSError))
           or (status or 0) >= 500):  # includes litellm's InternalServerError, ServiceUnavailable, BadGateway
         kind = ModelErrorKind.TRANSIENT
     elif isinstance(error, (litellm.BadRequestError, litellm.UnprocessableEntityError, litellm.NotFoundError)):
@@ -303,10 +369,10 @@ def load_litellm() -> ModuleType:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    rate_limit_retries: int = 2
+    retries: int = 1
+    """Tries after the first, per model in the chain, whatever the transient failure; then the backup."""
     max_rate_wait_s: float = 20.0
     """A longer ``retry_after`` is not waited for: the backup model (or the caller) takes over."""
-    transient_retries: int = 2
     backoff_s: float = 0.5
     max_backoff_s: float = 8.0
 
@@ -344,13 +410,71 @@ def _chain(settings: ModelSettings | None) -> Iterable[ModelSettings]:
         settings = settings.backup
 
 
+T = TypeVar("T")
+
+
+def _substantive(chunk: Any) -> bool:
+    """A chunk that carries some of the answer (text, reasoning, a tool call) or ends it, not just a role."""
+    if not chunk.choices:
+        return getattr(chunk, "usage", None) is not None
+    choice = chunk.choices[0]
+    delta = choice.delta
+    return bool(getattr(delta, "content", None) or getattr(delta, "reasoning_content", None)
+                or getattr(delta, "tool_calls", None) or choice.finish_reason)
+
+
+async def _before(deadline: float, awaitable: Awaitable[T], model: str, reason: str) -> T:
+    """Await ``awaitable`` until the loop-clock ``deadline``; past it, a ``timeout`` ModelError saying ``reason``.
+
+    The deadline covers this one await only, never the caller's code between two pieces (a timeout
+    scope held across a ``yield`` would cancel whatever the caller happened to be awaiting)."""
+    scope = asyncio.timeout_at(deadline)
+    try:
+        async with scope:
+            return await awaitable
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise ModelError(ModelErrorKind.TIMEOUT, reason, model=model) from None
+
+
+class _Deadlines:
+    """The three deadlines of one call, on the event loop's clock."""
+
+    def __init__(self, settings: ModelSettings) -> None:
+        self.settings = settings
+        self.clock = asyncio.get_running_loop().time
+        self.began = self.clock()
+        self.answer_by = self.began + settings.timeout_s
+        self.heard: float | None = None
+        """When the latest piece of the answer arrived (None: nothing yet)."""
+
+    def heard_now(self) -> None:
+        self.heard = self.clock()
+
+    def next_piece(self) -> tuple[float, str]:
+        """When the next piece is due, and what to say if it does not come."""
+        s = self.settings
+        gap_by = (self.heard if self.heard is not None else self.began) + s.first_token_timeout_s
+        if self.answer_by <= gap_by:
+            return self.answer_by, f"the answer was not finished within timeout_s ({s.timeout_s:g} s)"
+        if self.heard is None:
+            return gap_by, f"no answer began within first_token_timeout_s ({s.first_token_timeout_s:g} s)"
+        return gap_by, f"the answer stopped mid-way for first_token_timeout_s ({s.first_token_timeout_s:g} s)"
+
+    def whole(self) -> tuple[float, str]:
+        return self.answer_by, f"no answer within timeout_s ({self.settings.timeout_s:g} s)"
+
+
 class LitellmClient:
-    """A ModelClient for every provider litellm reaches; retries, falls back and learns quirks."""
+    """A ModelClient for every provider litellm reaches; keeps deadlines, retries once, falls back, learns quirks."""
 
     def __init__(self, quirks: ModelQuirks | None = None, *, retry: RetryPolicy = RetryPolicy(),
-                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, draw: Callable[[], float] = random.random):
+                 sleep: Callable[[float], Awaitable[None]] = asyncio.sleep, draw: Callable[[], float] = random.random,
+                 health: ModelHealth | None = None):
         self.quirks = quirks if quirks is not None else ModelQuirks()
         self.retry, self.sleep, self.draw = retry, sleep, draw
+        self.health = health if health is not None else ModelHealth()
 
     def native_tools(self, model: str) -> bool:
         return self.quirks.native_tools(model)
@@ -362,11 +486,13 @@ class LitellmClient:
             started = False
             try:
                 async for piece in self._retrying(litellm, settings, request):
+                    if isinstance(piece, ModelResult):
+                        self.health.answered(request.partner, settings.model, chain[0].model)
                     started = True
                     yield piece
                 return
             except ModelError as error:
-                if started or not error.transient or number == len(chain) - 1:
+                if started or error.adapts or number == len(chain) - 1:
                     raise
                 log.warning("model=%s failed (%s), falling back to backup=%s",
                             settings.model, error, chain[number + 1].model)
@@ -374,7 +500,7 @@ class LitellmClient:
     async def _retrying(
         self, litellm: ModuleType, settings: ModelSettings, request: ModelRequest
     ) -> AsyncIterator[TextDelta | ModelResult]:
-        rate_limits = failures = 0
+        retried = 0
         while True:
             started = False
             try:
@@ -383,29 +509,30 @@ class LitellmClient:
                     yield piece
                 return
             except ModelError as error:
+                if not error.adapts:
+                    said = f"{settings.model} says {error.status}: " if error.status else ""
+                    self.health.failed(request.partner, settings.model, error.kind.value, said + error.message)
                 if started:
                     raise
-                pause = self._pause(error, rate_limits, failures)
+                pause = self._pause(error, retried)
                 if pause is None:
                     raise
-                if error.kind is ModelErrorKind.RATE_LIMITED:
-                    rate_limits += 1
-                elif error.kind is ModelErrorKind.TRANSIENT:
-                    failures += 1
+                if not error.adapts:
+                    retried += 1
                 log.info("model=%s retrying in %.2f s after %s", settings.model, pause, error)
                 if pause > 0:
                     await self.sleep(pause)
 
-    def _pause(self, error: ModelError, rate_limits: int, failures: int) -> float | None:
+    def _pause(self, error: ModelError, retried: int) -> float | None:
         """How long to wait before trying again, or None to stop trying this model."""
         if error.kind is ModelErrorKind.UNSUPPORTED_STREAMING:
-            return 0.0  # a quirk was learned; the next try asks differently
-        if error.kind is ModelErrorKind.RATE_LIMITED and rate_limits < self.retry.rate_limit_retries:
-            wait = error.retry_after if error.retry_after is not None else self.retry.backoff(rate_limits, self.draw)
+            return 0.0  # a quirk was learned; the next try asks differently (bounded: each quirk is learned once)
+        if not error.transient or retried >= self.retry.retries:
+            return None
+        if error.kind is ModelErrorKind.RATE_LIMITED:
+            wait = error.retry_after if error.retry_after is not None else self.retry.backoff(retried, self.draw)
             return wait if wait <= self.retry.max_rate_wait_s else None
-        if error.kind is ModelErrorKind.TRANSIENT and failures < self.retry.transient_retries:
-            return self.retry.backoff(failures, self.draw)
-        return None
+        return self.retry.backoff(retried, self.draw)
 
     def _arguments(self, settings: ModelSettings, request: ModelRequest) -> dict[str, Any]:
         messages = request.messages
@@ -414,7 +541,8 @@ class LitellmClient:
         arguments: dict[str, Any] = {
             "model": settings.model,
             "messages": [_wire(m) for m in messages],
-            "timeout": settings.timeout_s,
+            # the transport's own bounds: the connect deadline, and the whole answer as a backstop to ours
+            "timeout": httpx.Timeout(settings.timeout_s, connect=settings.connect_timeout_s),
             "max_retries": 0,  # retries are ours (the SDK underneath would retry too)
         }
         if settings.api_base:
@@ -432,22 +560,33 @@ class LitellmClient:
     async def _call(
         self, litellm: ModuleType, settings: ModelSettings, request: ModelRequest
     ) -> AsyncIterator[TextDelta | ModelResult]:
-        """One request to one model: yields its text, then its result; failures come out as ModelError."""
+        """One request to one model, within its deadlines: yields its text, then its result; failures come out as ModelError."""
         model = settings.model
         if request.tools and not self.quirks.native_tools(model):
             raise ToolsUnsupported("known not to take native tools; use the text tool protocol", model=model)
         arguments = self._arguments(settings, request)
         streamed = self.quirks.streaming(model)
+        deadlines = _Deadlines(settings)
         try:
             if streamed:
                 if self.quirks.stream_usage(model):
                     arguments["stream_options"] = {"include_usage": True}
                 chunks = []
+                due, why = deadlines.next_piece()
+                opened = await _before(due, litellm.acompletion(**arguments, stream=True), model, why)
                 # ``async with``: the connection is closed even when the caller stops listening half way
-                async with await litellm.acompletion(**arguments, stream=True) as stream:
+                async with opened as stream:
+                    pieces = stream.__aiter__()
                     thinking = False
-                    async for chunk in stream:
+                    while True:
+                        due, why = deadlines.next_piece()
+                        try:
+                            chunk = await _before(due, pieces.__anext__(), model, why)
+                        except StopAsyncIteration:
+                            break
                         chunks.append(chunk)
+                        if _substantive(chunk):
+                            deadlines.heard_now()
                         delta = chunk.choices[0].delta if chunk.choices else None
                         reasoning, text = getattr(delta, "reasoning_content", None), getattr(delta, "content", None)
                         piece = ("" if thinking or not reasoning else "<think>") + (reasoning or "")
@@ -460,12 +599,13 @@ class LitellmClient:
                         yield TextDelta(text="</think>")
                 response = litellm.stream_chunk_builder(chunks, messages=arguments["messages"])
             else:
-                response = await litellm.acompletion(**arguments)
+                due, why = deadlines.whole()
+                response = await _before(due, litellm.acompletion(**arguments), model, why)
                 text = _raw_text(response.choices[0].message) if response.choices else ""
                 if text:
                     yield TextDelta(text=text)
         except Exception as raw:
-            error = classify(raw, model)
+            error = classify(raw, model, api_base=settings.api_base)
             if error is None:
                 raise
             raise self._learn(error, streamed=streamed, usage_asked="stream_options" in arguments) from raw

@@ -47,6 +47,8 @@ class ModelRequest(_Model):
     settings: ModelSettings
     messages: tuple[ChatMessage, ...]
     tools: tuple[ToolSpec, ...] = ()
+    partner: str = ""
+    """Whose call this is, for the model health report (``brain.health``); empty: nobody's, not reported."""
 
 
 class FinishReason(str, Enum):

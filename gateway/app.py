@@ -19,11 +19,12 @@ from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import datetime, timezone
 
+from brain.health import ModelHealth
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
 from gateway.capabilities import ChannelCapabilities
-from gateway.config import AccessPolicy, Config, MidTurn, PartnerConfig, validate_account
+from gateway.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.messages import AccountId, Address
 from gateway.metrics import Metrics
@@ -35,7 +36,7 @@ from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk, ReminderOutcome
 from gateway.takeover import TeacherDesk
-from gateway.status import AccountStatus, StatusReport, UnavailableChannel
+from gateway.status import AccountStatus, ModelStatus, StatusReport, UnavailableChannel
 from gateway.store import QueueDepths, ReplyState, Store
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
@@ -115,6 +116,8 @@ class Gateway:
         self.supervisor = Supervisor()
         self.delivery = Delivery(self.store, self.metrics)
         self.reminders = ReminderDesk(self.store, self._capabilities)
+        self.model_health = ModelHealth(on_error=self._count_model_error)
+        """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
         self.responder: Responder = responder or responder_from_env() or self._build_brain()
         self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
         self.teacher = TeacherDesk(self.store, self.router, self.lanes)
@@ -152,7 +155,11 @@ class Gateway:
         desk needs the lanes, which need the responder)."""
         from brain.factory import build_brain
 
-        return build_brain(self.config, scheduler=_ReportedReminders(self), handoff=_LateHandoff(self))
+        return build_brain(self.config, scheduler=_ReportedReminders(self), handoff=_LateHandoff(self),
+                           health=self.model_health)
+
+    def _count_model_error(self, partner: str, kind: str) -> None:
+        self.metrics.model_errors.labels(partner, kind).inc()
 
     def _capabilities(self, channel: str, account: str) -> ChannelCapabilities | None:
         outlet = self._outlets.get((channel, account))
@@ -332,6 +339,25 @@ class Gateway:
             accounts=accounts,
             unavailable=self.unavailable,
             responder=getattr(self.responder, "name", type(self.responder).__name__),
+            models=[self._model_status(p) for p in self.config.partners],
+        )
+
+    def _model_status(self, partner: PartnerConfig) -> ModelStatus:
+        """The partner's own model (its ``model:``, else its persona's) and how its calls have gone."""
+        settings: ModelSettings | None = partner.model
+        if settings is None:
+            from personas.loader import load_persona, persona_dirs
+
+            try:
+                settings = load_persona(partner.persona, persona_dirs(self.config)).model
+            except ConfigError as error:
+                return ModelStatus(partner=partner.id, state="none", reason=f"its persona does not load: {error}")
+        if settings is None:
+            return ModelStatus(partner=partner.id, state="none", reason="no model configured: it answers from its notes")
+        seen = self.model_health.condition(partner.id)
+        return ModelStatus(
+            partner=partner.id, model=settings.model, backup=settings.backup.model if settings.backup else "",
+            state=seen.state.value, kind=seen.kind, reason=seen.reason, since=seen.since, failures=seen.failures,
         )
 
 

@@ -271,14 +271,27 @@ def format_status(report: StatusReport, url: str) -> str:
     lines = [header, "", table]
     if report.unavailable:
         lines += ["", "not running:"] + [f"  {u.channel}/{u.account}: {u.reason}" for u in report.unavailable]
+    if report.models:
+        models = [
+            (m.partner, m.model or "-", m.backup or "-", m.state, f"{m.since:%Y-%m-%d %H:%M:%S %Z}".strip() if m.since else "-",
+             f"{m.kind}: {m.reason}" if m.kind else m.reason)
+            for m in report.models
+        ]
+        lines += ["", _table(("PARTNER", "MODEL", "BACKUP", "STATE", "SINCE", "REASON"), models)]
     return "\n".join(lines)
+
+
+STATUS_PROBLEMS_EXIT = 3
+"""``partners status`` exit status while an account or a model is in error (1: no gateway answers; 2: bad config)."""
 
 
 @cli.command()
 @click.option("--url", help="The gateway's address (default: http.public_url, else http://host:port from the config).")
 @click.pass_context
 def status(ctx: click.Context, url: str | None) -> None:
-    """Show what the running gateway is doing: accounts, states, queue depths."""
+    """Show what the running gateway is doing: accounts, models, states, queue depths.
+
+    Exit 0 when all is well, 3 while an account or a model is in error, 1 when no gateway answers."""
     import httpx
     from pydantic import ValidationError
 
@@ -299,6 +312,10 @@ def status(ctx: click.Context, url: str | None) -> None:
         click.echo(f"{url}/status did not answer like a Partners Gateway.", err=True)
         ctx.exit(1)
     click.echo(format_status(report, url))
+    problems = report.problems()
+    if problems:
+        click.echo("\nneeds attention:\n" + "\n".join(f"  {line}" for line in problems), err=True)
+        ctx.exit(STATUS_PROBLEMS_EXIT)
 
 
 # --------------------------------------------------------------------------- doctor

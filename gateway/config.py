@@ -145,17 +145,36 @@ class MidTurn(str, Enum):
 
 
 class ModelSettings(_Model):
-    """Which model a partner uses, set per partner or persona; any provider litellm supports."""
+    """Which model a partner uses, set per partner or persona; any provider litellm supports.
 
-    model: str = Field(description="litellm model name, e.g. openai/gpt-4o-mini or ollama/llama3")
+    ``model: openai/gpt-4o-mini`` is short for ``model: {model: openai/gpt-4o-mini}``, wherever a
+    model is set: a partner, a persona, a ``backup``.  The three deadlines bound how long a learner
+    can wait on one call (``docs/adr/0013``): a model that misses one is retried once, then its
+    ``backup`` is asked, then the partner answers from its notes.
+    """
+
+    model: str = Field(min_length=1, description="litellm model name, e.g. openai/gpt-4o-mini or ollama/llama3")
     api_base: str | None = None
     api_key: EnvSecret | None = None
     backup: "ModelSettings | None" = None
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
-    timeout_s: float = Field(default=60.0, gt=0)
+    connect_timeout_s: float = Field(default=5.0, gt=0)
+    """Seconds to open the connection: a server that is not there fails this fast."""
+    first_token_timeout_s: float = Field(default=15.0, gt=0)
+    """Seconds from asking to the first piece of the answer, and the longest silence between two pieces
+    after it.  Raise it for a local model that loads slowly or one that thinks silently before it speaks.
+    (A model that cannot stream sends its whole answer at once: only ``timeout_s`` bounds it.)"""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Seconds for the whole answer, however steadily it streams."""
     input_cost_per_token: float | None = None
     output_cost_per_token: float | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value: Any) -> Any:
+        """One rule for every place a model is set: a bare name is the model with every default."""
+        return {"model": value} if isinstance(value, str) else value
 
 
 class OwnerRef(_Model):

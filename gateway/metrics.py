@@ -28,6 +28,11 @@ class Metrics:
             registry=self.registry,
         )
         self.queue_depth = Gauge("partners_queue_depth", "Items waiting", (*labels, "queue"), registry=self.registry)
+        self.model_errors = Counter(
+            "partners_model_errors", "Failed model attempts (each retry and backup counts), by kind",
+            ("partner", "kind"), registry=self.registry,
+        )
+        """``kind`` is a ``brain.model.ModelErrorKind`` value: timeout, unreachable, transient, rate_limited, auth, ..."""
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -1,10 +1,19 @@
-"""The gateway's self-report, as served by ``GET /status`` and ``partners status``."""
+"""The gateway's self-report, as served by ``GET /status`` and ``partners status``.
+
+:meth:`StatusReport.problems` is the one definition of "something needs the
+teacher": an account that is in error, waits for a human or could not start,
+and a partner whose model fails (or is answered by its backup only).
+``partners status`` exits non-zero while there is one.
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 
 from pydantic import BaseModel
+
+ACCOUNT_ERROR_STATES = frozenset({"error", "action_required"})
+MODEL_ERROR_STATES = frozenset({"failing", "degraded"})
 
 
 class AccountStatus(BaseModel):
@@ -26,6 +35,23 @@ class UnavailableChannel(BaseModel):
     reason: str
 
 
+class ModelStatus(BaseModel):
+    """One partner's model: ``none`` (no model: answers from notes), ``untried``, ``ok``, ``degraded``, ``failing``."""
+
+    partner: str
+    model: str = ""
+    """The partner's own model (its ``model:``, else its persona's); empty when there is none."""
+    backup: str = ""
+    state: str
+    kind: str = ""
+    """What failed, as a ``ModelErrorKind`` value: timeout, unreachable, transient, rate_limited, auth, ..."""
+    reason: str = ""
+    since: datetime | None = None
+    """When the state began (for failing and degraded: the first failure of the current run)."""
+    failures: int = 0
+    """Failed attempts since the partner's own model last answered."""
+
+
 class StatusReport(BaseModel):
     version: str
     started_at: datetime
@@ -33,3 +59,13 @@ class StatusReport(BaseModel):
     accounts: list[AccountStatus]
     unavailable: list[UnavailableChannel]
     responder: str
+    models: list[ModelStatus] = []
+
+    def problems(self) -> list[str]:
+        """What is in error, one line each (empty: all is well)."""
+        found = [f"{a.channel}/{a.account} is {a.state}" + (f": {a.reason}" if a.reason else "")
+                 for a in self.accounts if a.state in ACCOUNT_ERROR_STATES]
+        found += [f"{u.channel}/{u.account} is not running: {u.reason}" for u in self.unavailable]
+        found += [f"partner {m.partner}'s model {m.model} is {m.state}" + (f": {m.reason}" if m.reason else "")
+                  for m in self.models if m.state in MODEL_ERROR_STATES]
+        return found

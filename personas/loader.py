@@ -24,7 +24,7 @@ from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gateway.config import ToolRule
 from brain.types import ModelSettings
@@ -60,11 +60,6 @@ class Policies(_Model):
     answer_style: AnswerStyle = AnswerStyle.CHAT
 
 
-def _model_shorthand(value: Any) -> Any:
-    """``model: openai/gpt-4o-mini`` is short for ``model: {model: openai/gpt-4o-mini}``."""
-    return {"model": value} if isinstance(value, str) else value
-
-
 LanguageTag = Annotated[str, Field(pattern=r"^[A-Za-z]{2,3}(-[A-Za-z0-9]{2,8})*$")]
 """A BCP-47 tag: en, es, fr, pt-BR, zh-Hans."""
 ToolName = Annotated[str, Field(pattern=r"^[a-z][a-z0-9_]{0,63}$")]
@@ -80,8 +75,9 @@ class Persona(_Model):
     description: str = ""
     greeting: str = ""
     languages: tuple[LanguageTag, ...] = ("en",)
-    model: Annotated[ModelSettings | None, BeforeValidator(_model_shorthand)] = None
-    """None: no language model configured (partners answer from notes)."""
+    model: ModelSettings | None = None
+    """None: no language model configured (partners answer from notes); ``model: NAME`` is short for
+    ``model: {model: NAME}`` (a rule of ``ModelSettings`` itself, shared with partners and backups)."""
     tools: tuple[ToolName, ...] = ()
     forced_tools: tuple[ToolName, ...] = ()
     """Enabled whether or not ``tools`` lists them, and never taken away by a tool rule."""
@@ -190,7 +186,8 @@ _RESERVED = {
 }
 _MODEL_FIX = (
     "write `model: provider/name` (e.g. openai/gpt-4o-mini or ollama/llama3), or a mapping with "
-    "model, api_base, api_key: env:NAME, backup, temperature, max_tokens, timeout_s; `partners doctor` checks it"
+    "model, api_base, api_key: env:NAME, backup, temperature, max_tokens, connect_timeout_s, first_token_timeout_s, "
+    "timeout_s; `partners doctor` checks it"
 )
 _cache: dict[Path, tuple[tuple[int, ...], Persona]] = {}
 _cache_lock = threading.Lock()

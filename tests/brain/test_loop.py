@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -12,8 +13,8 @@ import pytest
 import yaml
 
 from brain.knowledge.service import KnowledgeService
-from brain.loop import APOLOGY, BUDGET_LEARNER, FORCED, MODEL_DOWN, SUMMARIZE, WRAP_UP, Brain, BrainSettings
-from brain.model import LitellmClient, ModelQuirks, RetryPolicy
+from brain.loop import APOLOGY, BROKE_OFF, BUDGET_LEARNER, FORCED, SUMMARIZE, WRAP_UP, Brain, BrainSettings
+from brain.model import LitellmClient, ModelQuirks
 from brain.notes import NotesIndex, NotesResponder
 from brain.session_log import AssistantSaid, SessionLog, Summarized, TurnEnded, TurnStarted
 from brain.tools.base import ToolServices
@@ -59,7 +60,7 @@ def build(tmp_path, persona_dir, *, budget=None, history_tokens=6000) -> Brain:
     persona_for = lambda name: load_persona(name, [persona_dir])  # noqa: E731
     return Brain(
         persona_for=persona_for,
-        model=LitellmClient(ModelQuirks(), retry=RetryPolicy(transient_retries=1), sleep=lambda s: asyncio.sleep(0)),
+        model=LitellmClient(ModelQuirks(), sleep=lambda s: asyncio.sleep(0)),
         tools=default_registry(httpx.AsyncClient()),
         services=ToolServices(knowledge=KnowledgeService(tmp_path / "knowledge", notes=index,
                                                          persona_of=lambda _p: persona_for("tiny-tutor"))),
@@ -184,11 +185,60 @@ async def test_daily_budget_ends_with_a_friendly_message_and_no_model_call(stub,
     assert final(events) == BUDGET_LEARNER and len(stub.requests) == 1
 
 
-async def test_a_model_that_stays_down_gets_a_friendly_message_not_the_error(stub, tmp_path, persona_dir):
+TROUBLE = "having trouble reaching my thinking engine"
+
+
+async def test_a_model_that_stays_down_answers_from_the_notes_saying_so_not_the_error(stub, tmp_path, persona_dir):
     stub.script(*(Reply.server_error(503) for _ in range(6)))
     events = await run(build(tmp_path, persona_dir), turn_for(stub))
-    assert final(events) == MODEL_DOWN
-    assert "503" not in shown(events)
+    answer = final(events)
+    assert TROUBLE in answer.splitlines()[0] and "Photosynthesis" in answer
+    assert "503" not in shown(events) and "For my teacher" not in answer
+    assert len(stub.requests) == 2 and stub.pending == 4  # one retry, no backup configured
+    ended = [e.event for e in await build(tmp_path, persona_dir).log.read("webchat:default:chat-ann")
+             if isinstance(e.event, TurnEnded)]
+    assert ended[-1].outcome == "model_unavailable"
+
+
+def with_deadlines(turn, stub, *, backup: bool, first_token: float = 0.5):
+    """The turn's partner with deadlines short enough for a test (and a backup on the same stub).
+
+    0.5 s only where the stub never answers; a deadline the stub must meet gets seconds (a loaded machine)."""
+    quick = {"first_token_timeout_s": first_token, "timeout_s": 10}
+    model = turn.partner.model.model_copy(update={
+        **quick, "backup": turn.partner.model.model_copy(update={**quick, "model": "openai/backup-model"}) if backup else None,
+    })
+    return dataclasses.replace(turn, partner=turn.partner.model_copy(update={"model": model}))
+
+
+async def test_a_hanging_model_and_backup_end_in_the_notes_after_two_tries_each(stub, tmp_path, persona_dir):
+    stub.script(*[Reply.hung()] * 4, Reply.text("never asked"))
+    events = await run(build(tmp_path, persona_dir), with_deadlines(turn_for(stub), stub, backup=True))
+    answer = final(events)
+    assert TROUBLE in answer and "Photosynthesis" in answer
+    assert [r["model"] for r in stub.requests] == ["stub-model", "stub-model", "backup-model", "backup-model"]
+
+
+async def test_an_answer_that_stalls_keeps_what_was_shown_and_says_it_broke_off(stub, tmp_path, persona_dir):
+    stub.script(Reply.stalled("Plants make sugar from light and then", chunk=16, after=2), Reply.text("never asked"))
+    events = await run(build(tmp_path, persona_dir), with_deadlines(turn_for(stub), stub, backup=True, first_token=2))
+    previews = "".join(e.text for e in events if isinstance(e, StreamDelta))
+    assert previews == "Plants make suga"
+    assert final(events) == f"{previews}\n\n{BROKE_OFF}"  # the preview stays the answer's beginning
+    assert len(stub.requests) == 1 and stub.pending == 1  # nothing asked again once the learner saw text
+
+
+async def test_a_summary_that_times_out_sends_the_turn_to_the_notes_at_once(stub, tmp_path, persona_dir):
+    brain = build(tmp_path, persona_dir, history_tokens=60)
+    for number in range(3):
+        stub.script(Reply.text(f"answer {number} " + "about plants and light " * 8))
+        await run(brain, turn_for(stub, f"question {number} " + "tell me more about plants " * 8))
+    asked = len(stub.requests)
+    stub.script(*[Reply.hung()] * 4, Reply.text("never asked"))
+    events = await run(brain, with_deadlines(turn_for(stub, "what is photosynthesis?"), stub, backup=True))
+    assert TROUBLE in final(events)
+    summaries = [r for r in stub.requests[asked:] if r["messages"][0]["content"] == SUMMARIZE]
+    assert len(summaries) == len(stub.requests) - asked == 4  # the summary's four tries, then no turn request
 
 
 async def test_strangers_lose_tools_and_the_reasons_are_logged(stub, tmp_path, persona_dir):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -59,7 +61,7 @@ def client(sleeps):
 
 
 def settings(stub: ModelStub, model: str = "openai/stub-model", **extra) -> ModelSettings:
-    return ModelSettings(model=model, api_base=stub.api_base, api_key=SecretStr("sk-test"), timeout_s=5, **extra)
+    return ModelSettings(model=model, api_base=stub.api_base, api_key=SecretStr("sk-test"), **{"timeout_s": 5, **extra})
 
 
 def request(stub: ModelStub, messages=HELLO, tools=(), **extra) -> ModelRequest:
@@ -217,35 +219,34 @@ async def test_rate_limit_longer_than_the_bound_is_not_waited(stub, client, slee
     assert "openai/stub-model says 429" in str(error)
 
 
-async def test_rate_limits_run_out_then_raise(stub, sleeps):
-    client = LitellmClient(ModelQuirks(), retry=RetryPolicy(rate_limit_retries=1), sleep=sleeps)
-    stub.script(Reply.rate_limited(2), Reply.rate_limited(2))
+async def test_a_model_gets_one_retry_whatever_failed(stub, client, sleeps):
+    stub.script(Reply.rate_limited(2), Reply.server_error(), Reply.text("never asked"))
     error = await fails(client, request(stub))
-    assert error.kind is ModelErrorKind.RATE_LIMITED and sleeps == [2.0] and len(stub.requests) == 2
+    assert error.kind is ModelErrorKind.TRANSIENT and sleeps == [2.0] and len(stub.requests) == 2
 
 
-async def test_server_errors_retry_with_backoff_then_go_to_the_backup(stub, client, sleeps):
-    stub.script(Reply.server_error(), Reply.server_error(502), Reply.server_error(503), Reply.text("backup here"))
+async def test_server_errors_retry_once_then_go_to_the_backup(stub, client, sleeps):
+    stub.script(Reply.server_error(), Reply.server_error(502), Reply.text("backup here"))
     backup = settings(stub, model="openai/backup-model")
     _, result = await run(client, request(stub, backup=backup))
     assert result.text == "backup here" and result.model == "openai/backup-model"
-    assert [r["model"] for r in stub.requests] == ["stub-model"] * 3 + ["backup-model"]
-    assert sleeps == [pytest.approx(0.375), pytest.approx(0.75)]  # equal jitter, draw 0.5, base 0.5 s
+    assert [r["model"] for r in stub.requests] == ["stub-model"] * 2 + ["backup-model"]
+    assert sleeps == [pytest.approx(0.375)]  # equal jitter, draw 0.5, base 0.5 s
 
 
 async def test_server_errors_without_backup_raise_transient(stub, client, sleeps):
     stub.script(*[Reply.server_error()] * 3)
     error = await fails(client, request(stub))
     assert error.kind is ModelErrorKind.TRANSIENT and error.status == 500
-    assert len(stub.requests) == 3 and len(sleeps) == 2
+    assert len(stub.requests) == 2 and len(sleeps) == 1 and stub.pending == 1
 
 
-async def test_timeout_is_transient(stub, sleeps):
-    client = LitellmClient(ModelQuirks(), retry=RetryPolicy(transient_retries=0), sleep=sleeps)
+async def test_a_slow_answer_is_a_timeout(stub, sleeps):
+    client = LitellmClient(ModelQuirks(), retry=RetryPolicy(retries=0), sleep=sleeps)
     stub.script(Reply.timeout(seconds=10))
     req = ModelRequest(settings=settings(stub).model_copy(update={"timeout_s": 0.3}), messages=HELLO)
     error = await fails(client, req)
-    assert error.kind is ModelErrorKind.TRANSIENT and error.transient
+    assert error.kind is ModelErrorKind.TIMEOUT and error.transient and "timeout_s" in error.message
 
 
 async def test_timeout_is_retried(stub, client, sleeps):
@@ -266,9 +267,16 @@ async def test_nothing_is_retried_once_text_was_shown(stub, client, sleeps):
     assert len(stub.requests) == 1 and sleeps == [] and stub.pending == 1
 
 
-async def test_auth_error_is_not_retried(stub, client, sleeps):
+async def test_auth_error_is_not_retried_but_the_backup_is_asked(stub, client, sleeps):
+    stub.script(Reply.unauthorized(), Reply.text("backup here"))
+    _, result = await run(client, request(stub, backup=settings(stub, model="openai/backup-model")))
+    assert result.text == "backup here" and result.model == "openai/backup-model"
+    assert [r["model"] for r in stub.requests] == ["stub-model", "backup-model"] and sleeps == []
+
+
+async def test_auth_error_without_backup_raises_at_once(stub, client, sleeps):
     stub.script(Reply.unauthorized(), Reply.text("never asked"))
-    error = await fails(client, request(stub, backup=settings(stub, model="openai/backup-model")))
+    error = await fails(client, request(stub))
     assert error.kind is ModelErrorKind.AUTH and not error.transient and error.status == 401
     assert len(stub.requests) == 1 and sleeps == []
 
@@ -291,6 +299,117 @@ async def test_other_bad_requests_are_bad_requests(stub, client, sleeps):
                               param="messages"))
     error = await fails(client, request(stub))
     assert error.kind is ModelErrorKind.BAD_REQUEST and error.param == "messages" and sleeps == []
+
+
+# --------------------------------------------------------------------------- deadlines
+
+
+def quick(stub: ModelStub, model: str = "openai/stub-model", **extra) -> ModelSettings:
+    """Settings with deadlines short enough for a test; hangs are bounded by the test's own timeout.
+
+    0.5 s is only for a stub that never answers; where the stub does answer, the deadline it must
+    meet is a few seconds, so a loaded machine does not miss it."""
+    return settings(stub, model, **{"first_token_timeout_s": 0.5, "timeout_s": 5, **extra})
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+async def test_a_model_that_never_answers_times_out_retries_once_then_the_backup_twice(stub, client, sleeps):
+    stub.script(*[Reply.hung()] * 4, Reply.text("never asked"))
+    req = ModelRequest(settings=quick(stub, backup=quick(stub, "openai/backup-model")), messages=HELLO, partner="tutor")
+    error = await fails(client, req)
+    assert error.kind is ModelErrorKind.TIMEOUT and error.model == "openai/backup-model"
+    assert "first_token_timeout_s" in error.message
+    assert [r["model"] for r in stub.requests] == ["stub-model", "stub-model", "backup-model", "backup-model"]
+    assert stub.pending == 1 and len(sleeps) == 2
+
+
+async def test_a_first_token_then_silence_is_a_timeout_and_not_retried(stub, client, sleeps):
+    stub.script(Reply.stalled("The answer begins and then", chunk=10, after=2), Reply.text("never asked"))
+    deltas = []
+    with pytest.raises(ModelError) as caught:
+        async for item in client.stream(ModelRequest(settings=quick(stub, first_token_timeout_s=2,
+                                                                    backup=quick(stub, "openai/backup-model")),
+                                                     messages=HELLO)):
+            deltas.append(item)
+    assert caught.value.kind is ModelErrorKind.TIMEOUT and "stopped mid-way" in caught.value.message
+    assert [d.text for d in deltas] == ["The answer"]
+    assert len(stub.requests) == 1 and stub.pending == 1 and sleeps == []
+
+
+async def test_a_steady_stream_may_take_longer_than_the_first_token_deadline(stub, client):
+    stub.script(Reply.text("slow but steady", chunk=3, pause=0.5))  # 7 pieces, 0.5 s apart: over 3 s in all
+    _, result = await run(client, ModelRequest(settings=quick(stub, first_token_timeout_s=2), messages=HELLO))
+    assert result.text == "slow but steady"
+
+
+async def test_a_stream_longer_than_the_whole_answer_deadline_is_cut(stub, client, sleeps):
+    stub.script(Reply.text("x" * 40, chunk=1, pause=0.1), Reply.text("y" * 40, chunk=1, pause=0.1))
+    with pytest.raises(ModelError) as caught:
+        await run(client, ModelRequest(settings=quick(stub, timeout_s=1, first_token_timeout_s=5), messages=HELLO))
+    assert caught.value.kind is ModelErrorKind.TIMEOUT and "not finished within timeout_s" in caught.value.message
+
+
+async def test_a_closed_port_is_unreachable_and_named(client, sleeps):
+    base = f"http://127.0.0.1:{closed_port()}/v1"
+    req = ModelRequest(settings=ModelSettings(model="openai/stub-model", api_base=base, api_key=SecretStr("k")),
+                       messages=HELLO)
+    error = await fails(client, req)
+    assert error.kind is ModelErrorKind.UNREACHABLE and error.transient and error.status is None
+    assert error.message == f"nothing answers at {base}: connection refused"
+    assert len(sleeps) == 1  # retried once
+
+
+async def test_a_connection_that_never_opens_is_unreachable_after_the_connect_deadline(client, sleeps):
+    full = socket.socket()
+    full.bind(("127.0.0.1", 0))
+    full.listen(0)  # never accepted: once its queue is full, the kernel drops further connection attempts
+    port = full.getsockname()[1]
+    fillers = []
+    try:
+        for _ in range(3):
+            filler = socket.socket()
+            filler.setblocking(False)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+            fillers.append(filler)
+        base = f"http://127.0.0.1:{port}/v1"
+        req = ModelRequest(settings=ModelSettings(model="openai/stub-model", api_base=base, api_key=SecretStr("k"),
+                                                  connect_timeout_s=0.3, first_token_timeout_s=30), messages=HELLO)
+        error = await fails(client, req)
+    finally:
+        for sock in (*fillers, full):
+            sock.close()
+    assert error.kind is ModelErrorKind.UNREACHABLE and "connect_timeout_s" in error.message
+
+
+# --------------------------------------------------------------------------- health
+
+
+async def test_health_follows_failures_the_backup_and_recovery(stub, client):
+    from brain.health import ModelState
+
+    backup = settings(stub, model="openai/backup-model")
+    stub.script(Reply.server_error(503), Reply.server_error(503), Reply.text("backup here"))
+    await run(client, ModelRequest(settings=settings(stub, backup=backup), messages=HELLO, partner="tutor"))
+    degraded = client.health.condition("tutor")
+    assert degraded.state is ModelState.DEGRADED and degraded.model == "openai/stub-model"
+    assert degraded.kind == "transient" and "503" in degraded.reason and "backup openai/backup-model answers" in degraded.reason
+    assert degraded.failures == 2 and degraded.since is not None
+
+    stub.script(Reply.server_error(503), Reply.server_error(503))
+    await fails(client, ModelRequest(settings=settings(stub), messages=HELLO, partner="tutor"))
+    failing = client.health.condition("tutor")
+    assert failing.state is ModelState.FAILING and failing.since == degraded.since and failing.failures == 4
+
+    stub.script(Reply.text("back again"))
+    await run(client, ModelRequest(settings=settings(stub), messages=HELLO, partner="tutor"))
+    assert client.health.condition("tutor").state is ModelState.OK
+    assert client.health.condition("someone-else").state is ModelState.UNTRIED
 
 
 # --------------------------------------------------------------------------- quirks
@@ -435,3 +554,15 @@ async def test_stub_process_is_scripted_over_http():
         assert sum(v * v for v in vectors[0]) == pytest.approx(1.0, abs=1e-4)
     finally:
         peer.stop()
+
+
+def test_an_unreachable_address_is_named_without_its_credentials():
+    try:
+        try:
+            raise ConnectionRefusedError(111, "Connect call failed")
+        except ConnectionRefusedError as refused:
+            raise httpx.ConnectError("Cannot connect to host") from refused
+    except httpx.ConnectError as raw:
+        error = classify(raw, "ollama/llama3", api_base="http://teacher:hunter2@127.0.0.1:11434")
+    assert error.kind is ModelErrorKind.UNREACHABLE
+    assert error.message == "nothing answers at http://127.0.0.1:11434: connection refused"

@@ -57,3 +57,44 @@ def test_the_report_shows_each_account_with_state_reason_and_queues():
     assert lines[4].split() == ["webchat", "default", "running", "0", "2", "0", "1"]
     assert lines[5].split() == ["relay", "class-7b", "backoff", "3", "0", "4", "0", "peer", "unavailable"]
     assert lines[-2:] == ["not running:", "  telegram/default: needs the telegram extra"]
+
+
+def test_each_partners_model_is_shown_and_what_is_in_error_is_listed():
+    from gateway.status import ModelStatus
+
+    since = datetime(2025, 3, 1, 9, 15, tzinfo=timezone.utc)
+    report = StatusReport(
+        version="0.1.0", started_at=since, partners=["buddy", "coach", "quiet"], responder="brain",
+        accounts=[
+            AccountStatus(channel="webchat", account="default", state="running"),
+            AccountStatus(channel="telegram", account="main", state="action_required", reason="telegram says 401"),
+        ],
+        unavailable=[],
+        models=[
+            ModelStatus(partner="buddy", model="openai/gpt-4o-mini", backup="ollama/llama3", state="failing",
+                        kind="timeout", reason="no answer began within first_token_timeout_s (15 s)", since=since,
+                        failures=4),
+            ModelStatus(partner="coach", model="ollama/llama3", state="ok", since=since),
+            ModelStatus(partner="quiet", state="none", reason="no model configured: it answers from its notes"),
+        ],
+    )
+
+    lines = format_status(report, "http://127.0.0.1:8780").splitlines()
+
+    table = lines[lines.index(next(line for line in lines if line.startswith("PARTNER"))):]
+    assert table[0].split() == ["PARTNER", "MODEL", "BACKUP", "STATE", "SINCE", "REASON"]
+    assert table[1].split()[:6] == ["buddy", "openai/gpt-4o-mini", "ollama/llama3", "failing", "2025-03-01", "09:15:00"]
+    assert table[1].endswith("timeout: no answer began within first_token_timeout_s (15 s)")
+    assert table[2].split()[:4] == ["coach", "ollama/llama3", "-", "ok"]
+    assert table[3].split()[:5] == ["quiet", "-", "-", "none", "-"]
+    assert report.problems() == [
+        "telegram/main is action_required: telegram says 401",
+        "partner buddy's model openai/gpt-4o-mini is failing: no answer began within first_token_timeout_s (15 s)",
+    ]
+
+
+def test_a_report_with_nothing_in_error_has_no_problems():
+    report = StatusReport(version="0.1.0", started_at=datetime(2025, 3, 1, tzinfo=timezone.utc), partners=[],
+                          accounts=[AccountStatus(channel="webchat", account="default", state="running")],
+                          unavailable=[], responder="notes")
+    assert report.problems() == []

@@ -119,6 +119,8 @@ class WebLearner:
         self.shown: list[Shown] = []
         self.said: list[str] = []
         """The message ids this learner posted (the gateway's event ids), in order."""
+        self.typing: list[float] = []
+        """``time.perf_counter()`` of every typing indicator the page was sent."""
         self._changed = asyncio.Event()
         self._follower: asyncio.Task[None] | None = None
 
@@ -144,6 +146,8 @@ class WebLearner:
                         payload = json.loads(data)
                         self.shown.append(Shown(time.perf_counter(), payload["id"], payload["html"], payload["final"]))
                         self._changed.set()
+                    elif event == "typing":
+                        self.typing.append(time.perf_counter())
                     event, data = "", ""
 
     async def say(self, text: str) -> str:

@@ -27,7 +27,7 @@ from brain.memory.consolidate import Consolidator
 from brain.memory.controls import MemoryControls
 from brain.memory.service import MemoryService
 from brain.memory.store import MemoryStore
-from brain.model import LitellmClient, ModelQuirks, RetryPolicy
+from brain.model import LitellmClient, ModelQuirks
 from brain.notes import NotesIndex, NotesResponder
 from brain.session_log import SessionLog
 from brain.tools.base import ToolServices
@@ -156,7 +156,7 @@ async def rig(stub, tmp_path, persona_dir):
     def persona_for(name: str):
         return load_persona(name, [persona_dir])
 
-    model = LitellmClient(ModelQuirks(), retry=RetryPolicy(transient_retries=1), sleep=lambda s: asyncio.sleep(0))
+    model = LitellmClient(ModelQuirks(), sleep=lambda s: asyncio.sleep(0))
     log = SessionLog(data / "brain.db")
     usage = UsageLedger(data / "brain.db")
     store = MemoryStore(data / "memory.db")

@@ -24,6 +24,11 @@ set, with a usage chunk when ``stream_options.include_usage`` is set);
 ``POST /v1/embeddings`` (deterministic 384-dimension hash vectors, as floats or
 base64).
 
+Faults a provider has: :meth:`Reply.hung` takes the request and never answers,
+:meth:`Reply.stalled` streams a first piece and then falls silent (both hold the
+connection open until the stub stops); a closed port, for a model that is
+down, needs no stub at all.
+
 Each chat request takes the next scripted :class:`Reply` from the queue; when
 the queue is empty :func:`default_reply` answers by rule.  Every request body is
 recorded, in order, before it is answered.  ``rejects`` names request
@@ -89,6 +94,10 @@ class Reply:
     """Reasoning sent in its own ``reasoning_content`` field, before the text (as DeepSeek and vLLM do)."""
     cut_after: int | None = None
     """Drop the connection after this many streamed chunks (a provider dying mid-answer)."""
+    hang: bool = False
+    """Take the request and never answer it, holding the connection open (a provider that is stuck)."""
+    stall_after: int | None = None
+    """Fall silent after this many streamed chunks, holding the connection open (a provider stuck mid-answer)."""
 
     @classmethod
     def text(cls, text: str, **options: Any) -> "Reply":
@@ -159,6 +168,16 @@ class Reply:
         return cls.failure(400, "This model's maximum context length is 8192 tokens. However, your messages "
                            "resulted in 9000 tokens. Please reduce the length of the messages.",
                            type="invalid_request_error", param="messages", code="context_length_exceeded")
+
+    @classmethod
+    def hung(cls) -> "Reply":
+        """Accept the request and never send a byte back (until the stub stops)."""
+        return cls(kind="text", content="never sent", hang=True)
+
+    @classmethod
+    def stalled(cls, text: str, *, after: int = 2, **options: Any) -> "Reply":
+        """Stream the role and the first ``after - 1`` pieces of ``text``, then fall silent for good."""
+        return cls(kind="text", content=text, stall_after=after, **options)
 
     @classmethod
     def timeout(cls, seconds: float = 30.0, text: str = "too late") -> "Reply":
@@ -306,6 +325,10 @@ class StubState:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self.stopping.wait(), seconds)
 
+    async def hold(self) -> None:
+        """Wait until the server stops: a hung or stalled reply."""
+        await self.stopping.wait()
+
 
 class _Unfinished:
     """A streamed answer whose end never comes: the server drops the connection instead."""
@@ -331,6 +354,9 @@ def build_app(state: StubState) -> Starlette:
         rejected = next((p for p in sorted(state.rejects) if p in body), None)
         reply = Reply.unsupported(rejected) if rejected else state.queue.popleft() if state.queue else state.responder(body)
         await state.sleep(reply.delay)
+        if reply.hang:
+            await state.hold()
+            return JSONResponse({"error": {"message": "the stub is stopping"}}, status_code=503)
         if reply.kind == "error":
             headers = {"Retry-After": f"{reply.retry_after:g}"} if reply.retry_after is not None else None
             return JSONResponse(reply.error, status_code=reply.status, headers=headers)
@@ -340,6 +366,9 @@ def build_app(state: StubState) -> Starlette:
         async def events():
             for sent, piece in enumerate(completion_chunks(body, reply, number)):
                 if sent == reply.cut_after:
+                    return
+                if sent == reply.stall_after:
+                    await state.hold()
                     return
                 yield f"data: {json.dumps(piece)}\n\n"
                 await state.sleep(reply.pause)
