@@ -86,7 +86,7 @@ SUMMARIZE = (
     "what they understood or struggled with, and anything promised. At most 150 words, plain text."
 )
 BUDGET_PARTNER = "I've reached my limit for today. Please try again tomorrow, or let your teacher know."
-BROKE_OFF = "_…I lost my connection to my thinking engine before I could finish. Ask me again for the rest._"
+BROKE_OFF = "_…I lost my connection to my language model before I could finish. Ask me again for the rest._"
 """Ends an answer whose beginning the learner has already seen when the model stops mid-way."""
 
 

@@ -28,6 +28,7 @@ from gateway.messages import (
 from gateway.turns import Role, Turn
 from personas.loader import load_persona
 from tests.peers.model_stub import ModelStub, Reply
+from brain.notes import TROUBLE_NOTICE
 
 PACKAGED = Path(__file__).resolve().parents[2] / "personas"
 
@@ -185,7 +186,7 @@ async def test_daily_budget_ends_with_a_friendly_message_and_no_model_call(stub,
     assert final(events) == BUDGET_LEARNER and len(stub.requests) == 1
 
 
-TROUBLE = "having trouble reaching my thinking engine"
+TROUBLE = TROUBLE_NOTICE.strip("_")
 
 
 async def test_a_model_that_stays_down_answers_from_the_notes_saying_so_not_the_error(stub, tmp_path, persona_dir):

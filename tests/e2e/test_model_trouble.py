@@ -23,12 +23,13 @@ from gateway.cli import STATUS_PROBLEMS_EXIT, cli
 from gateway.config import parse_config
 from tests.e2e.rig import PARTNER, WebLearner, e2e_config, served
 from tests.peers.model_stub import ModelStub, Reply
+from brain.notes import TROUBLE_NOTICE
 
 pytestmark = [pytest.mark.timeout(180), pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
 
 QUESTION = "What is photosynthesis?"
 NOTES_LINE = "Photosynthesis is how plants, algae and some bacteria make their own food."
-TROUBLE = "having trouble reaching my thinking engine"
+TROUBLE = TROUBLE_NOTICE.strip("_")
 QUICK = {"first_token_timeout_s": 2, "connect_timeout_s": 5, "timeout_s": 30}
 """Short enough for a quick test, long enough that a loaded machine answering from the stub meets them."""
 HANG_BOUND = 90.0
