@@ -25,11 +25,39 @@ DEFAULT_FIX = "correct it in the file, then check with `partners doctor`"
 
 
 def config_message(error: ConfigError) -> str:
-    return str(error) if error.fix else f"{error} (fix: {DEFAULT_FIX})"
+    """The error as printed: every problem, each with its own fix (a lone one without gets the general fix)."""
+    return str(error) if error.fix or len(error.problems) > 1 else f"{error} (fix: {DEFAULT_FIX})"
+
+
+CONFIG_HELP = "Config file (default: $PARTNERS_CONFIG, else ./partners.yaml if present, else the embedded default)."
+
+
+def _remember_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:  # given after the command: it wins over one given before it or $PARTNERS_CONFIG
+        ctx.obj = value
+    return value
+
+
+class _ReadsConfig(click.Command):
+    """A command that also takes ``--config`` after its name: ``partners serve -c FILE``.
+
+    Every command of the ``partners`` group (and of its subgroups) is one, so the
+    option is declared once here rather than copied onto each command.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(
+            ["--config", "-c", "config_path"], type=click.Path(dir_okay=False, path_type=Path),
+            expose_value=False, callback=_remember_config, help=CONFIG_HELP,
+        ))
 
 
 class _Partners(click.Group):
-    """Turns a ConfigError raised anywhere below into one line and exit status 2."""
+    """Turns a ConfigError raised anywhere below into its message and exit status 2."""
+
+    command_class = _ReadsConfig
+    group_class = type  # subgroups (pairing, memory, ...) are _Partners too, so their commands read --config
 
     def invoke(self, ctx: click.Context) -> Any:
         from gateway.errors import ConfigError
@@ -41,10 +69,17 @@ class _Partners(click.Group):
             ctx.exit(EXIT_CONFIG)
 
 
-def _load(ctx: click.Context) -> Config:
+def _load(ctx: click.Context, *, resolve_secrets: bool = True) -> Config:
+    """The config the command runs with.
+
+    ``resolve_secrets=False`` for commands that only read the data dir or the address
+    (status, pairing, people, kb...): an unset ``env:`` variable then fails only if
+    something uses that secret, so they run without the model's key.
+    """
+    from gateway.config import Secrets
     from gateway.defaults import load
 
-    return load(ctx.obj)
+    return load(ctx.obj, secrets=Secrets.RESOLVE if resolve_secrets else Secrets.DEFER)
 
 
 def _embedded_note(config: Config) -> str:
@@ -72,8 +107,7 @@ def _duration(seconds: float) -> str:
 
 @click.group(cls=_Partners, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="PARTNERS_CONFIG",
-    help="Config file (default: $PARTNERS_CONFIG, else ./partners.yaml if present, else the embedded default).",
+    "--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="PARTNERS_CONFIG", help=CONFIG_HELP,
 )
 @click.version_option(package_name="partners-gateway")
 @click.pass_context
@@ -238,7 +272,7 @@ def chat(ctx: click.Context, partner_id: str | None) -> None:
 # --------------------------------------------------------------------------- channels
 
 
-@cli.command()
+@cli.command(cls=click.Command)  # reads no config, so takes no --config
 def channels() -> None:
     """List every channel and whether it can run here."""
     from channels.registry import list_channels
@@ -284,7 +318,7 @@ def status(ctx: click.Context, url: str | None) -> None:
 
     from gateway.status import StatusReport
 
-    url = (url or base_url(_load(ctx))).rstrip("/")
+    url = (url or base_url(_load(ctx, resolve_secrets=False))).rstrip("/")
     try:
         response = httpx.get(f"{url}/status", timeout=5.0)
     except httpx.HTTPError:
@@ -337,7 +371,7 @@ def _with_store(ctx: click.Context, action: Any) -> Any:
 
     from gateway.store.sqlite import SqliteStore
 
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     if not config.database_path.exists():
         return None
 
@@ -406,3 +440,7 @@ import gateway.cli_memory  # noqa: E402,F401 -- registers `partners memory` and 
 
 def main() -> None:
     cli(prog_name="partners")
+
+
+if __name__ == "__main__":  # python -m gateway.cli, for a checkout without the console script
+    main()

@@ -58,7 +58,7 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
     if rewrites:
         from gateway.datadir import DataDirBusy, exclusive
 
-        config = _load(ctx)
+        config = _load(ctx, resolve_secrets=False)
         try:
             with exclusive(config.data_dir):
                 return _controlled(ctx, partner_id, work)
@@ -73,7 +73,7 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
     from brain.session_log import SessionLog
     from brain.usage import UsageLedger
 
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     partner = _partner(config, partner_id)
     store, log, usage = MemoryStore(config.data_dir / MEMORY_FILE), SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
     try:
