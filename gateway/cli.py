@@ -229,6 +229,25 @@ def chat_config(config: Config, partner_id: str, user: str) -> Config:
     })
 
 
+ANSWER_POLL_S = 0.05
+
+
+async def _answered(gateway: Any, channel: str, account: str) -> None:
+    """Return once nothing typed on ``channel/account`` waits for a turn and no answer waits to be shown.
+
+    The store says so: a message is ``pending`` until its answer is in the outbox (one
+    transaction), and the answer is open until the console printed it.
+    """
+    import asyncio
+
+    key = f"{channel}:{account}"
+    while True:
+        depths = await gateway.store.queue_depths()
+        if not depths.inbound_pending.get(key) and not depths.outbox_open.get(key):
+            return
+        await asyncio.sleep(ANSWER_POLL_S)
+
+
 async def _chat(config: Config) -> None:
     from channels.console import ConsoleChannel
     from gateway.app import Gateway
@@ -240,6 +259,8 @@ async def _chat(config: Config) -> None:
         if not isinstance(channel, ConsoleChannel):
             raise click.ClickException("the console channel did not start; run `partners doctor`")
         await channel.finished.wait()
+        if channel.input_ended:  # piped input ran out: print every answer before leaving (/quit leaves at once)
+            await _answered(gateway, "console", "default")
     finally:
         await gateway.stop()
 

@@ -16,6 +16,7 @@ Loaded personas are cached until the folder, ``persona.yaml`` or ``SOUL.md`` cha
 
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 from collections.abc import Sequence
@@ -174,10 +175,12 @@ def find_persona(name_or_path: str | Path, search: Sequence[Path] = ()) -> Path:
     for folder in order:
         if (folder / name_or_path).is_dir():
             return folder / name_or_path
-    known = ", ".join(list_personas(search)) or "none"
+    names = list(list_personas(search))
+    close = difflib.get_close_matches(name_or_path, names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? Otherwise use" if close else "use"
     raise ConfigError(
         f"no persona folder named {name_or_path!r} in {', '.join(str(f) for f in order)}", field="persona",
-        fix=f"use one of: {known}; or create {order[0] / name_or_path}/ with {SPEC_FILE} and {SOUL_FILE}",
+        fix=f"{hint} one of: {', '.join(names) or 'none'}; or create {order[0] / name_or_path}/ with {SPEC_FILE} and {SOUL_FILE}",
     )
 
 
