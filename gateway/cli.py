@@ -137,13 +137,31 @@ def init(ctx: click.Context, path: Path | None, force: bool) -> None:
         click.echo(f"error: {path} already exists; pass --force to overwrite it", err=True)
         ctx.exit(1)
     flag = "" if path == Path(DEFAULT_CONFIG_NAME) else f" -c {path}"
+    me = _invoked_as()
     click.echo(
         f"Wrote {path}.\n\nNext:\n"
-        f"  partners{flag} doctor   check the setup\n"
-        f"  partners{flag} serve    start the gateway, then open the address it prints to chat with Study Buddy\n"
-        f"  partners{flag} chat     talk to Study Buddy in this terminal\n\n"
+        f"  {me}{flag} doctor   check the setup\n"
+        f"  {me}{flag} serve    start the gateway, then open the address it prints to chat with Study Buddy\n"
+        f"  {me}{flag} chat     talk to Study Buddy in this terminal\n\n"
         f"Edit {path} to add partners and chat apps (docs/operation.md explains every setting)."
     )
+
+
+def _invoked_as() -> str:
+    """How to run this same command again from here: ``partners`` when the shell finds it (an
+    activated venv), else the path it was started by (``.venv/bin/partners`` in a new shell)."""
+    import shutil
+
+    started = Path(sys.argv[0])
+    if started.name != "partners" or not started.is_file():
+        return "partners"
+    found = shutil.which("partners")
+    if found is not None and Path(found).resolve() == started.resolve():
+        return "partners"
+    try:
+        return str(started.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(started)
 
 
 # --------------------------------------------------------------------------- serve
