@@ -1,5 +1,7 @@
 """``partners memory`` and ``partners people``: a teacher's controls over what partners remember.
 
+``people list`` and ``conversations list`` live in :mod:`gateway.cli_roster`.
+
 Registered on the ``partners`` group when :mod:`gateway.cli` is imported; like
 it, this module imports only click, and each command imports the memory code
 when it runs.  Every command works on the data dir of the loaded config
@@ -8,7 +10,9 @@ acts in (its first owner; see ``brain.memory.scopes``).  The same operations
 are Python methods of ``brain.memory.controls.MemoryControls``, returning
 plain data, for a web console's JSON API to call.
 
-A learner is named by an identity, ``CHANNEL:ACCOUNT:USER`` (``telegram:default:12345``);
+A learner is named by an identity, ``CHANNEL:ACCOUNT:USER`` (``telegram:default:12345``),
+or -- where the person must already exist -- by a platform user id or a display name
+(:func:`brain.memory.roster.matching`; several matches are an error listing them);
 a group by ``CHANNEL:ACCOUNT:CHAT``.
 """
 
@@ -221,7 +225,7 @@ def memory_edit(ctx: click.Context, partner_id: str, path: Path, **who: Any) -> 
 
 @cli.group()
 def people() -> None:
-    """Link a learner's identities on several chat apps into one person, or undo it."""
+    """Who talks to the partners: list people, link a learner's identities into one person, or undo it."""
 
 
 @people.command("show")
