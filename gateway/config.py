@@ -18,7 +18,9 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, ValidationInfo, model_validator
+from pydantic import (
+    BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import ConfigError, Problem
@@ -262,6 +264,7 @@ class Config(_Model):
     channels: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """channel name -> account id -> that account's settings (validated by the channel's model)."""
     source: Path | None = Field(default=None, exclude=True)
+    _secrets: Secrets = PrivateAttr(default=Secrets.RESOLVE)
 
     @model_validator(mode="after")
     def _check_references(self) -> "Config":
@@ -273,6 +276,11 @@ class Config(_Model):
             if binding.partner not in ids:
                 raise ValueError(f"bindings.{i}.partner: no partner with id {binding.partner!r} (known: {', '.join(ids) or 'none'})")
         return self
+
+    @property
+    def secrets(self) -> Secrets:
+        """How this config was loaded; files read on its behalf (personas) treat their secrets the same way."""
+        return self._secrets
 
     @property
     def database_path(self) -> Path:
@@ -298,9 +306,11 @@ def parse_config(raw: Any, *, source: str = "<config>", secrets: Secrets = Secre
     if not isinstance(raw, dict):
         raise ConfigError("the file must hold a mapping of settings", file=source, fix="start from `partners init`")
     try:
-        return Config.model_validate(raw, context=secrets)
+        config = Config.model_validate(raw, context=secrets)
     except ValidationError as error:
         raise ConfigError.of(problems(error, Config, raw=raw), file=source) from None
+    config._secrets = secrets  # not a setting: a file cannot choose it
+    return config
 
 
 def _env_references(value: Any, path: str) -> Iterator[tuple[str, str]]:

@@ -29,7 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from gateway.config import ToolRule
 from brain.types import ModelSettings
-from gateway.config import Config, MidTurn
+from gateway.config import Config, MidTurn, Secrets
 from gateway.errors import ConfigError
 
 PACKAGED_DIR = Path(__file__).resolve().parent
@@ -195,7 +195,7 @@ _MODEL_FIX = (
     "write `model: provider/name` (e.g. openai/gpt-4o-mini or ollama/llama3), or a mapping with "
     "model, api_base, api_key: env:NAME, backup, temperature, max_tokens, timeout_s; `partners doctor` checks it"
 )
-_cache: dict[Path, tuple[tuple[int, ...], Persona]] = {}
+_cache: dict[tuple[Path, Secrets], tuple[tuple[int, ...], Persona]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -281,14 +281,14 @@ def _check_knowledge(persona: Persona, spec: Path) -> None:
             )
 
 
-def _parse(folder: Path) -> Persona:
+def _parse(folder: Path, secrets: Secrets) -> Persona:
     spec = folder / SPEC_FILE
     raw = _read_spec(spec)
     soul = _read_soul(folder / SOUL_FILE)
     if "knowledge" not in raw:
         raw["knowledge"] = ["notes/"] if (folder / "notes").is_dir() else []
     try:
-        persona = Persona.model_validate({**raw, "id": folder.name, "folder": folder, "soul": soul})
+        persona = Persona.model_validate({**raw, "id": folder.name, "folder": folder, "soul": soul}, context=secrets)
     except ValidationError as error:
         errors = error.errors()
         first = errors[0]
@@ -301,18 +301,19 @@ def _parse(folder: Path) -> Persona:
     return persona
 
 
-def load_persona(name_or_path: str | Path, search: Sequence[Path] = ()) -> Persona:
+def load_persona(name_or_path: str | Path, search: Sequence[Path] = (), *, secrets: Secrets = Secrets.RESOLVE) -> Persona:
     """Load a persona by name (user folders in ``search`` first, then the packaged ones) or by path.
 
+    ``secrets``: as its config was loaded (``Config.secrets``): a read-only command defers them.
     Raises :class:`ConfigError` naming the file, the field and the fix.
     """
     folder = find_persona(name_or_path, search)
     signature = _signature(folder)
     with _cache_lock:
-        cached = _cache.get(folder)
+        cached = _cache.get((folder, secrets))
     if cached is not None and cached[0] == signature:
         return cached[1]
-    persona = _parse(folder)
+    persona = _parse(folder, secrets)
     with _cache_lock:
-        _cache[folder] = (signature, persona)
+        _cache[(folder, secrets)] = (signature, persona)
     return persona

@@ -303,3 +303,38 @@ def test_serve_lists_the_problems_of_every_account_together(invoke, workdir, mon
     lines = problem_lines(invoke("serve"))
 
     assert [line.split(":", 1)[0] for line in lines] == ["channels.telegram.default.token", "channels.webchat.default.access.dm"]
+
+
+def keyed_persona(workdir) -> None:
+    """A persona next to the config whose model's key comes from an unset variable."""
+    from personas.loader import PACKAGED_DIR
+
+    folder = workdir / "personas" / "keyed"
+    folder.mkdir(parents=True)
+    (folder / "SOUL.md").write_text((PACKAGED_DIR / "study-buddy" / "SOUL.md").read_text(), encoding="utf-8")
+    (folder / "notes").mkdir()
+    (folder / "notes" / "osmosis.md").write_text("# Osmosis\n\nOsmosis moves water across a membrane.\n", encoding="utf-8")
+    (folder / "persona.yaml").write_text(
+        "name: Keyed\nmodel: {model: openai/gpt-4o-mini, api_key: env:PARTNERS_TEST_UNSET_KEY}\n", encoding="utf-8")
+    write(workdir, "data_dir: data\npartners:\n  - {id: tutor, name: Tutor, persona: keyed}\n")
+
+
+def test_kb_search_reads_a_personas_notes_without_its_model_key(invoke, workdir, monkeypatch):
+    monkeypatch.delenv("PARTNERS_TEST_UNSET_KEY", raising=False)
+    keyed_persona(workdir)
+
+    result = invoke("kb", "search", "tutor", "osmosis")
+
+    assert result.exit_code == 0, result.output
+    assert "Osmosis moves water across a membrane." in result.stdout
+    assert "not set" not in result.output
+
+
+def test_serve_still_stops_on_a_personas_missing_model_key(invoke, workdir, monkeypatch):
+    monkeypatch.delenv("PARTNERS_TEST_UNSET_KEY", raising=False)
+    keyed_persona(workdir)
+
+    result = invoke("serve", "--port", "0")
+
+    assert result.exit_code == 2, result.output
+    assert "persona.yaml:model.api_key: environment variable PARTNERS_TEST_UNSET_KEY is not set" in result.stderr
