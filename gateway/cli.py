@@ -175,13 +175,12 @@ def _configure_logging(level: str) -> None:
 
 
 def _preflight(config: Config) -> None:
-    """Stop on broken accounts (one ConfigError listing all of them); then warn about channels that cannot run here."""
+    """Stop on a broken account (ConfigError); then warn about channels that cannot run here."""
     from channels.registry import load_channel
     from gateway.config import account_enabled, validate_account
-    from gateway.errors import ChannelUnavailable, ConfigError
+    from gateway.errors import ChannelUnavailable
 
     warnings: list[str] = []
-    broken: list[ConfigError] = []
     for channel, accounts in config.channels.items():
         for account in accounts:
             if not account_enabled(config, channel, account):
@@ -191,12 +190,7 @@ def _preflight(config: Config) -> None:
             except ChannelUnavailable as error:
                 warnings.append(f"warning: {channel}/{account} will not run: {error}")
                 model = None
-            try:
-                validate_account(config, channel, account, model)
-            except ConfigError as error:
-                broken.append(error)
-    if broken:
-        raise ConfigError.of([p for error in broken for p in error.problems], file=broken[0].file)
+            validate_account(config, channel, account, model)
     for warning in warnings:
         click.echo(warning, err=True)
 

@@ -295,16 +295,6 @@ def test_a_deferred_secret_fails_clearly_when_it_is_used(monkeypatch, tmp_path):
     assert "PARTNERS_TEST_UNSET_KEY" in repr(key) and "not set" in str(key)
 
 
-def test_serve_lists_the_problems_of_every_account_together(invoke, workdir, monkeypatch):
-    monkeypatch.delenv("PARTNERS_TEST_UNSET_TOKEN", raising=False)
-    write(workdir, "channels:\n  telegram:\n    default:\n      token: env:PARTNERS_TEST_UNSET_TOKEN\n"
-                   "  webchat:\n    default:\n      access: {dm: sometimes}\n")
-
-    lines = problem_lines(invoke("serve"))
-
-    assert [line.split(":", 1)[0] for line in lines] == ["channels.telegram.default.token", "channels.webchat.default.access.dm"]
-
-
 def keyed_persona(workdir) -> None:
     """A persona next to the config whose model's key comes from an unset variable."""
     from personas.loader import PACKAGED_DIR
