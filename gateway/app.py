@@ -23,7 +23,7 @@ from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
 from gateway.capabilities import ChannelCapabilities
-from gateway.config import AccessPolicy, Config, PartnerConfig, validate_account
+from gateway.config import AccessPolicy, Config, MidTurn, PartnerConfig, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.messages import AccountId, Address
 from gateway.metrics import Metrics
@@ -111,7 +111,7 @@ class Gateway:
         """Channels supplied by an embedding program (or a test) instead of the registry."""
         self.metrics = Metrics()
         self.store: Store = store or SqliteStore(config.database_path)
-        self.router = Router([self._with_persona_defaults(i, p) for i, p in enumerate(config.partners)], config.bindings)
+        self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
         self.delivery = Delivery(self.store, self.metrics)
         self.reminders = ReminderDesk(self.store, self._capabilities)
@@ -133,27 +133,18 @@ class Gateway:
     def _outlet(self, channel: str, account: str) -> Outlet | None:
         return self._outlets.get((channel, account))
 
-    def _with_persona_defaults(self, index: int, partner: PartnerConfig) -> PartnerConfig:
-        """Fill what the partner leaves to its persona (today: the mid-turn policy).
-
-        A persona that does not load stops the gateway here, with the error and fix
-        ``partners doctor`` prints: a partner started without one would answer every
-        learner with an apology.
-        """
+    def _with_persona_defaults(self, partner: PartnerConfig) -> PartnerConfig:
+        """Fill what the partner leaves to its persona (today: the mid-turn policy)."""
+        if partner.mid_turn is not None:
+            return partner
         from personas.loader import load_persona, persona_dirs
 
         try:
-            persona = load_persona(partner.persona, persona_dirs(self.config))
+            mid_turn = load_persona(partner.persona, persona_dirs(self.config)).policies.mid_turn
         except ConfigError as error:
-            if error.file is not None:  # a problem inside the persona's own files, which the error names
-                raise
-            raise ConfigError(  # the folder is not there: the mistake is the config's `persona:` line
-                error.message, file=str(self.config.source or "<embedded default>"),
-                field=f"partners.{index}.persona", fix=error.fix,
-            ) from None
-        if partner.mid_turn is not None:
-            return partner
-        return partner.model_copy(update={"mid_turn": persona.policies.mid_turn})
+            log.error("persona does not load partner=%s error=%s", partner.id, error)
+            mid_turn = MidTurn.QUEUE
+        return partner.model_copy(update={"mid_turn": mid_turn})
 
     def _build_brain(self) -> Responder:
         """The brain, with the two services only the gateway can give it (late-bound: the teacher

@@ -195,6 +195,13 @@ def _preflight(config: Config) -> None:
         click.echo(warning, err=True)
 
 
+def _check_personas(config: Config) -> None:
+    """Stop, with doctor's error and fix, on a partner whose persona does not load (a misspelt folder)."""
+    from personas.loader import load_partner_personas
+
+    load_partner_personas(config)
+
+
 def ready_message(config: Config, url: str) -> str:
     url = url if url.endswith("/") else url + "/"
     names = [config.partner(b.partner).name for b in config.bindings if b.channel == "webchat" and b.account == "default" and b.chat is None]
@@ -214,6 +221,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
     import errno
 
     config = _load(ctx)
+    _check_personas(config)
     if config.source is None:
         click.echo(_embedded_note(config))
     overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
@@ -295,6 +303,7 @@ def chat(ctx: click.Context, partner_id: str | None) -> None:
     config = _load(ctx)
     if not config.partners:
         raise click.ClickException("no partner is configured; add one under partners: (see `partners init`)")
+    _check_personas(config)
     try:
         partner = config.partner(partner_id) if partner_id else config.partners[0]
     except KeyError:

@@ -195,7 +195,7 @@ _MODEL_FIX = (
     "write `model: provider/name` (e.g. openai/gpt-4o-mini or ollama/llama3), or a mapping with "
     "model, api_base, api_key: env:NAME, backup, temperature, max_tokens, timeout_s; `partners doctor` checks it"
 )
-_cache: dict[tuple[Path, Secrets], tuple[tuple[int, ...], Persona]] = {}
+_cache: dict[Path, tuple[tuple[int, ...], Persona]] = {}
 _cache_lock = threading.Lock()
 
 
@@ -304,16 +304,43 @@ def _parse(folder: Path, secrets: Secrets) -> Persona:
 def load_persona(name_or_path: str | Path, search: Sequence[Path] = (), *, secrets: Secrets = Secrets.RESOLVE) -> Persona:
     """Load a persona by name (user folders in ``search`` first, then the packaged ones) or by path.
 
-    ``secrets``: as its config was loaded (``Config.secrets``): a read-only command defers them.
+    ``secrets``: as its config was loaded (``Config.secrets``).  Only personas whose secrets
+    resolved are cached, so one read for a read-only command never serves a gateway.
     Raises :class:`ConfigError` naming the file, the field and the fix.
     """
     folder = find_persona(name_or_path, search)
+    if secrets is not Secrets.RESOLVE:
+        return _parse(folder, secrets)
     signature = _signature(folder)
     with _cache_lock:
-        cached = _cache.get((folder, secrets))
+        cached = _cache.get(folder)
     if cached is not None and cached[0] == signature:
         return cached[1]
     persona = _parse(folder, secrets)
     with _cache_lock:
-        _cache[(folder, secrets)] = (signature, persona)
+        _cache[folder] = (signature, persona)
     return persona
+
+
+def load_partner_personas(config: Config) -> dict[str, Persona]:
+    """Every partner's persona, by partner id, as its config was loaded (``Config.secrets``).
+
+    ``serve`` and ``chat`` call this before anything starts: a partner started without its
+    persona could only apologise to every learner.  A folder that is not there is the
+    config's mistake, so it is reported at ``partners.N.persona`` of the config file, with
+    the message and fix ``partners doctor`` prints; a problem inside the persona's own
+    files names those files.
+    """
+    search = persona_dirs(config)
+    personas: dict[str, Persona] = {}
+    for index, partner in enumerate(config.partners):
+        try:
+            personas[partner.id] = load_persona(partner.persona, search, secrets=config.secrets)
+        except ConfigError as error:
+            if error.file is not None:
+                raise
+            raise ConfigError(
+                error.message, file=str(config.source or "<embedded default>"), field=f"partners.{index}.persona",
+                fix=error.fix,
+            ) from None
+    return personas
