@@ -13,14 +13,10 @@ from pathlib import Path
 
 import httpx
 import pytest
-import yaml
-
-from tests.peers.model_stub import ModelStubProcess, Reply
 
 PARTNERS = Path(sys.executable).with_name("partners")
 """The console script installed next to the interpreter running the tests."""
-TIMEOUT_S = 120.0
-"""Bounds a hang only: a fresh process imports the model library, which takes long on a loaded machine."""
+TIMEOUT_S = 30.0
 
 
 def clean_env() -> dict[str, str]:
@@ -155,6 +151,8 @@ NO_DRAIN = {"pipeline": {"shutdown_drain_s": 0}}
 
 @pytest.mark.slow
 async def test_piped_chat_prints_the_notes_answer_before_it_leaves(tmp_path):
+    import yaml
+
     (tmp_path / "partners.yaml").write_text(yaml.safe_dump({
         "partners": [{"id": "study-buddy", "name": "Study Buddy"}], **NO_DRAIN}), encoding="utf-8")
 
@@ -168,6 +166,10 @@ async def test_piped_chat_prints_the_notes_answer_before_it_leaves(tmp_path):
 
 @pytest.mark.slow
 async def test_piped_chat_waits_for_a_slow_model_answer_to_finish(tmp_path):
+    import yaml
+
+    from tests.peers.model_stub import ModelStubProcess, Reply
+
     answer = "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen."
     stub = ModelStubProcess.start()
     try:
