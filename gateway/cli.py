@@ -195,19 +195,19 @@ def _preflight(config: Config) -> None:
         click.echo(warning, err=True)
 
 
-def _check_personas(config: Config) -> None:
-    """Stop, with doctor's error and fix, on a partner whose persona does not load (a misspelt folder)."""
-    from personas.loader import load_partner_personas
-
-    load_partner_personas(config)
-
-
 def ready_message(config: Config, url: str) -> str:
     url = url if url.endswith("/") else url + "/"
     names = [config.partner(b.partner).name for b in config.bindings if b.channel == "webchat" and b.account == "default" and b.chat is None]
     if names:
         return f"Partners Gateway is running: open {url} to chat with {' and '.join(names)}"
     return f"Partners Gateway is running at {url}"
+
+
+def _check_personas(config: Config) -> None:
+    """Stop, with doctor's error and fix, on a partner whose persona does not load (a misspelt folder)."""
+    from personas.loader import load_partner_personas
+
+    load_partner_personas(config)
 
 
 @cli.command()
