@@ -24,7 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import ConfigError, Problem
-from gateway.validation import place, problems
+from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
 
 DEFAULT_CONFIG_NAME = "partners.yaml"
 
@@ -297,6 +297,12 @@ class Config(_Model):
         raw = self.channels.get(channel, {}).get(account, {})
         common = {k: v for k, v in raw.items() if k in AccountConfig.model_fields}
         return AccountConfig.model_validate(common)
+
+
+def describe(error: ValidationError) -> tuple[str, str]:
+    """The first problem's place and message, for validators that report one (``knowledge.yaml``)."""
+    first = error.errors()[0]
+    return place(*first["loc"]), first["msg"].removeprefix("Value error, ")
 
 
 def parse_config(raw: Any, *, source: str = "<config>", secrets: Secrets = Secrets.RESOLVE) -> Config:

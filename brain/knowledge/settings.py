@@ -22,9 +22,8 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from brain.knowledge.engine import KnowledgeEngine
-from gateway.config import EnvSecret, ModelSettings
+from gateway.config import FIXES, EnvSecret, ModelSettings, describe
 from gateway.errors import ConfigError
-from gateway.validation import problems
 
 SETTINGS_FILE = "knowledge.yaml"
 CATALOG_FILE = "catalog.db"
@@ -97,7 +96,8 @@ def parse_settings(raw: Any, source: str) -> KnowledgeSettings:
     try:
         return KnowledgeSettings.model_validate(raw)
     except ValidationError as error:
-        raise ConfigError.of(problems(error, KnowledgeSettings, raw=raw), file=source) from None
+        field, message = describe(error)
+        raise ConfigError(message, file=source, field=field, fix=FIXES.get(error.errors()[0]["type"])) from None
 
 
 def read_raw(folder: Path) -> dict[str, Any] | None:
