@@ -328,3 +328,11 @@ def test_serve_still_stops_on_a_personas_missing_model_key(invoke, workdir, monk
 
     assert result.exit_code == 2, result.output
     assert "persona.yaml:model.api_key: environment variable PARTNERS_TEST_UNSET_KEY is not set" in result.stderr
+
+
+def test_a_misspelt_key_deep_inside_an_optional_model_gets_its_suggestion(invoke, workdir):
+    write(workdir, "partners:\n  - id: tutor\n    name: Tutor\n    model: {model: ollama/llama3, api_bsae: 'http://127.0.0.1:11434'}\n")
+
+    result = invoke("serve")
+
+    assert_config_error(result, "partners.0.model.api_bsae", "did you mean `api_base`?")
