@@ -14,9 +14,11 @@ conversations.
 from __future__ import annotations
 
 import asyncio
+import json
 from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Annotated, Literal, Union
@@ -139,6 +141,20 @@ def _prefix_range(prefix: str) -> tuple[str, str]:
     return prefix, prefix[:-1] + chr(ord(prefix[-1]) + 1)
 
 
+@dataclass(frozen=True)
+class ConversationActivity:
+    """One conversation at a glance: who it is with and how lively, for the teacher's lists."""
+
+    key: str
+    partner: str
+    """The partner of its latest turn ("" if no turn started yet)."""
+    messages: int
+    """Messages learners sent (``user`` events)."""
+    last_message_at: datetime | None
+    users: frozenset[str]
+    """User ids that spoke in it."""
+
+
 class SessionLog(SqliteFile):
     """Append-only per-conversation log in SQLite; one short lock-protected write at a time.
 
@@ -240,6 +256,31 @@ class SessionLog(SqliteFile):
                 ).rowcount
 
         return await asyncio.to_thread(delete)
+
+    def _activity(self) -> list[ConversationActivity]:
+        with self._lock:
+            conn = self._connect()
+            said = conn.execute(
+                "SELECT conversation, COUNT(*), MAX(json_extract(payload, '$.at')),"
+                " json_group_array(DISTINCT json_extract(payload, '$.user'))"
+                " FROM session_events WHERE kind = 'user' GROUP BY conversation"
+            ).fetchall()
+            partners = dict(conn.execute(
+                "SELECT conversation, json_extract(payload, '$.partner') FROM session_events"
+                " WHERE seq IN (SELECT MAX(seq) FROM session_events WHERE kind = 'turn_started' GROUP BY conversation)"
+            ).fetchall())
+        found = {
+            key: ConversationActivity(key, partners.get(key) or "", count, datetime.fromisoformat(last) if last else None,
+                                      frozenset(u for u in json.loads(users) if u))
+            for key, count, last, users in said
+        }
+        for key, partner in partners.items():
+            found.setdefault(key, ConversationActivity(key, partner or "", 0, None, frozenset()))
+        return list(found.values())
+
+    async def activity(self) -> list[ConversationActivity]:
+        """Every conversation in the log with its partner, message count and last message time."""
+        return await asyncio.to_thread(self._activity)
 
     async def conversations_with(self, prefix: str, user: str) -> list[str]:
         """Conversations under ``prefix`` where ``user`` spoke or started a turn (for ``/forget``)."""

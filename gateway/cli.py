@@ -25,11 +25,39 @@ DEFAULT_FIX = "correct it in the file, then check with `partners doctor`"
 
 
 def config_message(error: ConfigError) -> str:
-    return str(error) if error.fix else f"{error} (fix: {DEFAULT_FIX})"
+    """The error as printed: every problem, each with its own fix (a lone one without gets the general fix)."""
+    return str(error) if error.fix or len(error.problems) > 1 else f"{error} (fix: {DEFAULT_FIX})"
+
+
+CONFIG_HELP = "Config file (default: $PARTNERS_CONFIG, else ./partners.yaml if present, else the embedded default)."
+
+
+def _remember_config(ctx: click.Context, _param: click.Parameter, value: Path | None) -> Path | None:
+    if value is not None:  # given after the command: it wins over one given before it or $PARTNERS_CONFIG
+        ctx.obj = value
+    return value
+
+
+class _ReadsConfig(click.Command):
+    """A command that also takes ``--config`` after its name: ``partners serve -c FILE``.
+
+    Every command of the ``partners`` group (and of its subgroups) is one, so the
+    option is declared once here rather than copied onto each command.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.params.append(click.Option(
+            ["--config", "-c", "config_path"], type=click.Path(dir_okay=False, path_type=Path),
+            expose_value=False, callback=_remember_config, help=CONFIG_HELP,
+        ))
 
 
 class _Partners(click.Group):
-    """Turns a ConfigError raised anywhere below into one line and exit status 2."""
+    """Turns a ConfigError raised anywhere below into its message and exit status 2."""
+
+    command_class = _ReadsConfig
+    group_class = type  # subgroups (pairing, memory, ...) are _Partners too, so their commands read --config
 
     def invoke(self, ctx: click.Context) -> Any:
         from gateway.errors import ConfigError
@@ -41,10 +69,17 @@ class _Partners(click.Group):
             ctx.exit(EXIT_CONFIG)
 
 
-def _load(ctx: click.Context) -> Config:
+def _load(ctx: click.Context, *, resolve_secrets: bool = True) -> Config:
+    """The config the command runs with.
+
+    ``resolve_secrets=False`` for commands that only read the data dir or the address
+    (status, pairing, people, kb...): an unset ``env:`` variable then fails only if
+    something uses that secret, so they run without the model's key.
+    """
+    from gateway.config import Secrets
     from gateway.defaults import load
 
-    return load(ctx.obj)
+    return load(ctx.obj, secrets=Secrets.RESOLVE if resolve_secrets else Secrets.DEFER)
 
 
 def _embedded_note(config: Config) -> str:
@@ -72,8 +107,7 @@ def _duration(seconds: float) -> str:
 
 @click.group(cls=_Partners, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
-    "--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="PARTNERS_CONFIG",
-    help="Config file (default: $PARTNERS_CONFIG, else ./partners.yaml if present, else the embedded default).",
+    "--config", "-c", "config_path", type=click.Path(dir_okay=False, path_type=Path), envvar="PARTNERS_CONFIG", help=CONFIG_HELP,
 )
 @click.version_option(package_name="partners-gateway")
 @click.pass_context
@@ -103,13 +137,31 @@ def init(ctx: click.Context, path: Path | None, force: bool) -> None:
         click.echo(f"error: {path} already exists; pass --force to overwrite it", err=True)
         ctx.exit(1)
     flag = "" if path == Path(DEFAULT_CONFIG_NAME) else f" -c {path}"
+    me = _invoked_as()
     click.echo(
         f"Wrote {path}.\n\nNext:\n"
-        f"  partners{flag} doctor   check the setup\n"
-        f"  partners{flag} serve    start the gateway, then open the address it prints to chat with Study Buddy\n"
-        f"  partners{flag} chat     talk to Study Buddy in this terminal\n\n"
+        f"  {me}{flag} doctor   check the setup\n"
+        f"  {me}{flag} serve    start the gateway, then open the address it prints to chat with Study Buddy\n"
+        f"  {me}{flag} chat     talk to Study Buddy in this terminal\n\n"
         f"Edit {path} to add partners and chat apps (docs/operation.md explains every setting)."
     )
+
+
+def _invoked_as() -> str:
+    """How to run this same command again from here: ``partners`` when the shell finds it (an
+    activated venv), else the path it was started by (``.venv/bin/partners`` in a new shell)."""
+    import shutil
+
+    started = Path(sys.argv[0])
+    if started.name != "partners" or not started.is_file():
+        return "partners"
+    found = shutil.which("partners")
+    if found is not None and Path(found).resolve() == started.resolve():
+        return "partners"
+    try:
+        return str(started.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(started)
 
 
 # --------------------------------------------------------------------------- serve
@@ -151,6 +203,13 @@ def ready_message(config: Config, url: str) -> str:
     return f"Partners Gateway is running at {url}"
 
 
+def _check_personas(config: Config) -> None:
+    """Stop, with doctor's error and fix, on a partner whose persona does not load (a misspelt folder)."""
+    from personas.loader import load_partner_personas
+
+    load_partner_personas(config)
+
+
 @cli.command()
 @click.option("--host", help="Listen on this address (overrides http.host).")
 @click.option("--port", type=click.IntRange(0, 65535), help="Listen on this port, 0 for any free one (overrides http.port).")
@@ -162,6 +221,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
     import errno
 
     config = _load(ctx)
+    _check_personas(config)
     if config.source is None:
         click.echo(_embedded_note(config))
     overrides = {k: v for k, v in (("host", host), ("port", port)) if v is not None}
@@ -195,6 +255,25 @@ def chat_config(config: Config, partner_id: str, user: str) -> Config:
     })
 
 
+ANSWER_POLL_S = 0.05
+
+
+async def _answered(gateway: Any, channel: str, account: str) -> None:
+    """Return once nothing typed on ``channel/account`` waits for a turn and no answer waits to be shown.
+
+    The store says so: a message is ``pending`` until its answer is in the outbox (one
+    transaction), and the answer is open until the console printed it.
+    """
+    import asyncio
+
+    key = f"{channel}:{account}"
+    while True:
+        depths = await gateway.store.queue_depths()
+        if not depths.inbound_pending.get(key) and not depths.outbox_open.get(key):
+            return
+        await asyncio.sleep(ANSWER_POLL_S)
+
+
 async def _chat(config: Config) -> None:
     from channels.console import ConsoleChannel
     from gateway.app import Gateway
@@ -206,6 +285,8 @@ async def _chat(config: Config) -> None:
         if not isinstance(channel, ConsoleChannel):
             raise click.ClickException("the console channel did not start; run `partners doctor`")
         await channel.finished.wait()
+        if channel.input_ended:  # piped input ran out: print every answer before leaving (/quit leaves at once)
+            await _answered(gateway, "console", "default")
     finally:
         await gateway.stop()
 
@@ -222,6 +303,7 @@ def chat(ctx: click.Context, partner_id: str | None) -> None:
     config = _load(ctx)
     if not config.partners:
         raise click.ClickException("no partner is configured; add one under partners: (see `partners init`)")
+    _check_personas(config)
     try:
         partner = config.partner(partner_id) if partner_id else config.partners[0]
     except KeyError:
@@ -238,7 +320,7 @@ def chat(ctx: click.Context, partner_id: str | None) -> None:
 # --------------------------------------------------------------------------- channels
 
 
-@cli.command()
+@cli.command(cls=click.Command)  # reads no config, so takes no --config
 def channels() -> None:
     """List every channel and whether it can run here."""
     from channels.registry import list_channels
@@ -297,7 +379,7 @@ def status(ctx: click.Context, url: str | None) -> None:
 
     from gateway.status import StatusReport
 
-    url = (url or base_url(_load(ctx))).rstrip("/")
+    url = (url or base_url(_load(ctx, resolve_secrets=False))).rstrip("/")
     try:
         response = httpx.get(f"{url}/status", timeout=5.0)
     except httpx.HTTPError:
@@ -354,7 +436,7 @@ def _with_store(ctx: click.Context, action: Any) -> Any:
 
     from gateway.store.sqlite import SqliteStore
 
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     if not config.database_path.exists():
         return None
 
@@ -419,7 +501,12 @@ def pairing_deny(ctx: click.Context, code: str) -> None:
 
 import gateway.cli_kb  # noqa: E402,F401 -- registers `partners kb` (imports only click until a kb command runs)
 import gateway.cli_memory  # noqa: E402,F401 -- registers `partners memory` and `partners people` (likewise)
+import gateway.cli_roster  # noqa: E402,F401 -- registers `partners people list` and `partners conversations`
 
 
 def main() -> None:
     cli(prog_name="partners")
+
+
+if __name__ == "__main__":  # python -m gateway.cli, for a checkout without the console script
+    main()

@@ -109,7 +109,7 @@ def _describe(outcome: Outcome) -> str:
 def kb_add(ctx: click.Context, partner: str, files: tuple[Path, ...], engine: str | None, embedding_model: str | None,
            embedding_dimensions: int | None, embedding_api_base: str | None, embedding_api_key: str | None) -> None:
     """Add FILES (Markdown, text, PDF, DOCX, HTML) to PARTNER's knowledge; unchanged files are skipped."""
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     _partner(config, partner)
     embedding = {key: value for key, value in (
         ("model", embedding_model), ("dimensions", embedding_dimensions),
@@ -145,7 +145,7 @@ def kb_list(ctx: click.Context, partner: str) -> None:
     """Show PARTNER's documents and the engine that indexes them."""
     import time
 
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     _partner(config, partner)
     service = _service(config)
 
@@ -173,7 +173,7 @@ def kb_search(ctx: click.Context, partner: str, query: str, limit: int) -> None:
     """Search PARTNER's documents and notes as its knowledge_search tool does, with citations."""
     from brain.notes import excerpt, query_words
 
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     _partner(config, partner)
     service = _service(config, with_notes=True)
     passages = _run(ctx, service, service.search(partner, query, limit))
@@ -192,7 +192,7 @@ def kb_search(ctx: click.Context, partner: str, query: str, limit: int) -> None:
 @click.pass_context
 def kb_rm(ctx: click.Context, partner: str, doc_id: str) -> None:
     """Remove document DOC_ID (see `partners kb list`) and its passages from PARTNER's knowledge."""
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     _partner(config, partner)
     service = _service(config)
     if not _run(ctx, service, service.remove(partner, doc_id)):

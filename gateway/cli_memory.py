@@ -1,5 +1,7 @@
 """``partners memory`` and ``partners people``: a teacher's controls over what partners remember.
 
+``people list`` and ``conversations list`` live in :mod:`gateway.cli_roster`.
+
 Registered on the ``partners`` group when :mod:`gateway.cli` is imported; like
 it, this module imports only click, and each command imports the memory code
 when it runs.  Every command works on the data dir of the loaded config
@@ -8,7 +10,9 @@ acts in (its first owner; see ``brain.memory.scopes``).  The same operations
 are Python methods of ``brain.memory.controls.MemoryControls``, returning
 plain data, for a web console's JSON API to call.
 
-A learner is named by an identity, ``CHANNEL:ACCOUNT:USER`` (``telegram:default:12345``);
+A learner is named by an identity, ``CHANNEL:ACCOUNT:USER`` (``telegram:default:12345``),
+or -- where the person must already exist -- by a platform user id or a display name
+(:func:`brain.memory.roster.matching`; several matches are an error listing them);
 a group by ``CHANNEL:ACCOUNT:CHAT``.
 """
 
@@ -58,7 +62,7 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
     if rewrites:
         from gateway.datadir import DataDirBusy, exclusive
 
-        config = _load(ctx)
+        config = _load(ctx, resolve_secrets=False)
         try:
             with exclusive(config.data_dir):
                 return _controlled(ctx, partner_id, work)
@@ -73,7 +77,7 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
     from brain.session_log import SessionLog
     from brain.usage import UsageLedger
 
-    config = _load(ctx)
+    config = _load(ctx, resolve_secrets=False)
     partner = _partner(config, partner_id)
     store, log, usage = MemoryStore(config.data_dir / MEMORY_FILE), SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
     try:
@@ -82,6 +86,33 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
         store.close()
         log.close()
         usage.close()
+
+
+async def _person(controls: MemoryControls, partner: PartnerConfig, text: str) -> str:
+    """The person ``text`` names in the partner's teacher scope: an identity, a platform user id or a name.
+
+    Two people answering to the same name or user id (two Anns, one id on two chat
+    apps) are listed, never guessed between."""
+    from brain.memory.roster import matching, read_people
+    from brain.memory.scopes import teacher_of
+
+    found = matching(await read_people(controls.store), text, teacher_of(partner))
+    if not found:
+        raise click.ClickException(
+            f"{text} has not written to {partner.id} or its teacher's other partners yet "
+            "(`partners people list` shows who has)"
+        )
+    if len(found) > 1:
+        listed = "; ".join(", ".join(_account_label(a) for a in person.accounts) for person in found)
+        raise click.ClickException(
+            f"{text!r} names {len(found)} learners of {partner.id}'s teacher: {listed}. "
+            "Name one by an identity, CHANNEL:ACCOUNT:USER"
+        )
+    return found[0].id
+
+
+def _account_label(account: Any) -> str:
+    return f"{account.identity}" + (f" ({account.display_name})" if account.display_name else "")
 
 
 async def _scope(controls: MemoryControls, partner: PartnerConfig, who: dict[str, Any]) -> Scope:
@@ -98,11 +129,7 @@ async def _scope(controls: MemoryControls, partner: PartnerConfig, who: dict[str
     if len(chosen) != 1:
         raise click.UsageError("name exactly one of --learner, --group, --notes or --owner")
     if who.get("learner"):
-        identity = _identity(who["learner"], "--learner")
-        person = await controls.person(teacher, identity)
-        if person is None:
-            raise click.ClickException(f"{identity} has not written to {partner.id} or its teacher's other partners yet")
-        return learner_scope(teacher, person)
+        return learner_scope(teacher, await _person(controls, partner, who["learner"]))
     if who.get("group"):
         group = _identity(who["group"], "--group")
         return Scope(ScopeKind.GROUP, teacher, str(group))
@@ -114,7 +141,7 @@ async def _scope(controls: MemoryControls, partner: PartnerConfig, who: dict[str
 def _scope_options(command: Callable[..., Any]) -> Callable[..., Any]:
     for option in reversed([
         click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used)."),
-        click.option("--learner", help="A learner, by one of their identities: CHANNEL:ACCOUNT:USER."),
+        click.option("--learner", help="A learner: an identity CHANNEL:ACCOUNT:USER, a platform user id, or a name."),
         click.option("--group", help="A group chat: CHANNEL:ACCOUNT:CHAT."),
         click.option("--notes", is_flag=True, help="The teacher's notes for this partner."),
         click.option("--owner", is_flag=True, help="What the partners remember about the teacher."),
@@ -198,24 +225,18 @@ def memory_edit(ctx: click.Context, partner_id: str, path: Path, **who: Any) -> 
 
 @cli.group()
 def people() -> None:
-    """Link a learner's identities on several chat apps into one person, or undo it."""
+    """Who talks to the partners: list people, link a learner's identities into one person, or undo it."""
 
 
 @people.command("show")
-@click.argument("identity")
+@click.argument("learner")
 @click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used).")
 @click.pass_context
-def people_show(ctx: click.Context, identity: str, partner_id: str) -> None:
-    """List every identity linked to IDENTITY's person."""
-    who = _identity(identity, "IDENTITY")
+def people_show(ctx: click.Context, learner: str, partner_id: str) -> None:
+    """List every identity linked to LEARNER's person (an identity, a platform user id or a name)."""
 
     async def work(controls: MemoryControls, partner: PartnerConfig) -> list[str]:
-        from brain.memory.scopes import teacher_of
-
-        person = await controls.person(teacher_of(partner), who)
-        if person is None:
-            raise click.ClickException(f"{who} is not known to {partner.id}'s teacher yet")
-        return [f"{a.identity}" + (f" ({a.display_name})" if a.display_name else "") for a in await controls.accounts(person)]
+        return [_account_label(a) for a in await controls.accounts(await _person(controls, partner, learner))]
 
     click.echo("\n".join(_controlled(ctx, partner_id, work)))
 
@@ -259,23 +280,17 @@ def people_unlink(ctx: click.Context, identity: str, partner_id: str) -> None:
 
 
 @people.command("forget")
-@click.argument("identity")
+@click.argument("learner")
 @click.option("--partner", "partner_id", required=True, help="The partner (its teacher's scope is used).")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.pass_context
-def people_forget(ctx: click.Context, identity: str, partner_id: str, yes: bool) -> None:
-    """Erase IDENTITY's person: every identity, all memory and every conversation (what /forget does)."""
-    who = _identity(identity, "IDENTITY")
+def people_forget(ctx: click.Context, learner: str, partner_id: str, yes: bool) -> None:
+    """Erase LEARNER's person: every identity, all memory and every conversation (what /forget does)."""
     if not yes:
         click.confirm("This erases the learner on every linked identity and cannot be undone. Go ahead?", abort=True)
 
     async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, int]:
-        from brain.memory.scopes import teacher_of
-
-        person = await controls.person(teacher_of(partner), who)
-        if person is None:
-            raise click.ClickException(f"{who} is not known to {partner.id}'s teacher")
-        return await controls.forget(person)
+        return await controls.forget(await _person(controls, partner, learner))
 
     counts = _controlled(ctx, partner_id, work, rewrites=True)
     click.echo("Erased " + ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in sorted(counts.items())) + ".")

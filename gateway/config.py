@@ -18,22 +18,64 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, SecretStr, ValidationError, model_validator
+from pydantic import (
+    BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, model_validator,
+)
+from pydantic_core import PydanticCustomError
 
-from gateway.errors import ConfigError
+from gateway.errors import ConfigError, Problem
+from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
 
 DEFAULT_CONFIG_NAME = "partners.yaml"
 
 
-def _secret_from_env(value: Any) -> Any:
+class Secrets(str, Enum):
+    """How ``env:NAME`` secrets are treated while a config loads (passed as pydantic's validation context)."""
+
+    RESOLVE = "resolve"
+    """Read every secret now; an unset variable is a configuration error (``serve``, ``chat``, ``doctor``)."""
+    DEFER = "defer"
+    """An unset variable becomes an :class:`UnsetSecret` that fails only when used (read-only commands)."""
+
+
+class UnsetSecret(SecretStr):
+    """A secret whose environment variable is not set, in a config loaded with :attr:`Secrets.DEFER`.
+
+    ``partners status`` or ``partners people list`` read the config for its data dir and
+    address and never use the model's key, so they must not need it; anything that does
+    use the secret gets the same error ``serve`` would have stopped with.
+    """
+
+    def __init__(self, variable: str) -> None:
+        super().__init__("")
+        self.variable = variable
+
+    def get_secret_value(self) -> str:
+        raise ConfigError(
+            f"environment variable {self.variable} is not set",
+            fix=f"export {self.variable}=... in the gateway's environment before starting it",
+        )
+
+    def __str__(self) -> str:
+        return f"env:{self.variable} (not set)"
+
+    def __repr__(self) -> str:
+        return f"UnsetSecret({self.variable!r})"
+
+
+def _secret_from_env(value: Any, info: ValidationInfo) -> Any:
     if isinstance(value, SecretStr) or value is None:
         return value
     if isinstance(value, str) and value.startswith("env:"):
         name = value[4:]
-        if name not in os.environ:
-            raise ValueError(f"environment variable {name} is not set (export {name}=... before starting)")
-        return SecretStr(os.environ[name])
-    raise ValueError("secrets are read from the environment: write env:VARIABLE_NAME here, not the secret itself")
+        if name in os.environ:
+            return SecretStr(os.environ[name])
+        if info.context is Secrets.DEFER:
+            return UnsetSecret(name)
+        raise PydanticCustomError("env_unset", "environment variable {variable} is not set", {"variable": name})
+    raise PydanticCustomError(
+        "secret_literal", "secrets are read from the environment: write env:VARIABLE_NAME here, not the secret itself"
+    )
 
 
 EnvSecret = Annotated[SecretStr, BeforeValidator(_secret_from_env)]
@@ -241,6 +283,7 @@ class Config(_Model):
     channels: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """channel name -> account id -> that account's settings (validated by the channel's model)."""
     source: Path | None = Field(default=None, exclude=True)
+    _secrets: Secrets = PrivateAttr(default=Secrets.RESOLVE)
 
     @model_validator(mode="after")
     def _check_references(self) -> "Config":
@@ -252,6 +295,11 @@ class Config(_Model):
             if binding.partner not in ids:
                 raise ValueError(f"bindings.{i}.partner: no partner with id {binding.partner!r} (known: {', '.join(ids) or 'none'})")
         return self
+
+    @property
+    def secrets(self) -> Secrets:
+        """How this config was loaded; files read on its behalf (personas) treat their secrets the same way."""
+        return self._secrets
 
     @property
     def database_path(self) -> Path:
@@ -271,30 +319,22 @@ class Config(_Model):
 
 
 def describe(error: ValidationError) -> tuple[str, str]:
+    """The first problem's place and message, for validators that report one (``knowledge.yaml``)."""
     first = error.errors()[0]
-    field = ".".join(str(p) for p in first["loc"])
-    message = first["msg"].removeprefix("Value error, ")
-    return field, message
+    return place(*first["loc"]), first["msg"].removeprefix("Value error, ")
 
 
-FIXES = {
-    "extra_forbidden": "remove this field or check its spelling",
-    "missing": "add this field",
-    "enum": "use one of the values listed",
-}
-
-
-def parse_config(raw: Any, *, source: str = "<config>") -> Config:
+def parse_config(raw: Any, *, source: str = "<config>", secrets: Secrets = Secrets.RESOLVE) -> Config:
+    """Validate a config's settings; a :class:`ConfigError` lists every problem of the file at once."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ConfigError("the file must hold a mapping of settings", file=source, fix="start from `partners init`")
     try:
-        config = Config.model_validate(raw)
+        config = Config.model_validate(raw, context=secrets)
     except ValidationError as error:
-        field, message = describe(error)
-        kind = error.errors()[0]["type"]
-        raise ConfigError(message, file=source, field=field, fix=FIXES.get(kind)) from None
+        raise ConfigError.of(problems(error, Config, raw=raw), file=source) from None
+    config._secrets = secrets  # not a setting: a file cannot choose it
     return config
 
 
@@ -318,29 +358,32 @@ def validate_account(config: Config, channel: str, account: str, model: type[Acc
 
     Every ``env:NAME`` reference must resolve, whether or not the channel can
     load here, so a missing secret is reported before anything starts.
-    Raises :class:`ConfigError` naming the file, the field and the fix; secret
-    values never appear in it.
+    Raises one :class:`ConfigError` listing every problem of the account, each
+    with its field and fix; secret values never appear in it.
     """
     source = str(config.source or "<embedded default>")
-    prefix = f"channels.{channel}.{account}"
+    prefix = ("channels", channel, account)
     raw = config.channels[channel][account] or {}
-    for field, name in _env_references(raw, prefix):
-        if name not in os.environ:
-            raise ConfigError(
-                f"environment variable {name} is not set", file=source, field=field,
-                fix=f"export {name}=... in the gateway's environment before starting it",
-            )
+    found = [
+        Problem(field, f"environment variable {name} is not set", f"export {name}=... in the gateway's environment before starting it")
+        for field, name in _env_references(raw, place(*prefix)) if name not in os.environ
+    ]
     settings = raw if model is not None else {k: v for k, v in raw.items() if k in AccountConfig.model_fields}
     try:
-        return (model or AccountConfig).model_validate(settings)
+        validated = (model or AccountConfig).model_validate(settings)
     except ValidationError as error:
-        field, message = describe(error)
-        fix = FIXES.get(error.errors()[0]["type"])
-        raise ConfigError(message, file=source, field=f"{prefix}.{field}", fix=fix) from None
+        unset = {p.field for p in found}  # already reported, with the variable's name
+        found += [p for p in problems(error, model or AccountConfig, raw=settings, prefix=prefix) if p.field not in unset]
+    if found:
+        raise ConfigError.of(found, file=source)
+    return validated
 
 
-def load_config(path: Path) -> Config:
-    """Read and validate a config file; relative ``data_dir`` resolves against the file's folder."""
+def load_config(path: Path, *, secrets: Secrets = Secrets.RESOLVE) -> Config:
+    """Read and validate a config file; relative ``data_dir`` resolves against the file's folder.
+
+    ``secrets``: :attr:`Secrets.DEFER` for commands that never use the secrets (see :class:`Secrets`).
+    """
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
@@ -354,6 +397,6 @@ def load_config(path: Path) -> Config:
             f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path), field=where,
             fix="check indentation and quoting on that line; YAML indents with spaces, not tabs",
         ) from None
-    config = parse_config(raw, source=str(path))
+    config = parse_config(raw, source=str(path), secrets=secrets)
     data_dir = config.data_dir if config.data_dir.is_absolute() else (path.parent / config.data_dir)
     return config.model_copy(update={"data_dir": data_dir.resolve(), "source": path})

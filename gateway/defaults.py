@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.config import DEFAULT_CONFIG_NAME, Config, load_config, parse_config
+from gateway.config import DEFAULT_CONFIG_NAME, Config, Secrets, load_config, parse_config
 
 DEFAULT_DATA_DIR = Path("partners-data")
 """Where the embedded default keeps its data, relative to the working directory."""
@@ -43,10 +43,10 @@ def find_config(explicit: Path | None) -> Path | None:
     return here if here.is_file() else None
 
 
-def load(explicit: Path | None) -> Config:
-    """The config to run with; ``source`` is None when it is the embedded default."""
+def load(explicit: Path | None, *, secrets: Secrets = Secrets.RESOLVE) -> Config:
+    """The config to run with; ``source`` is None when it is the embedded default (which has no secrets)."""
     path = find_config(explicit)
-    return load_config(path) if path is not None else default_config(DEFAULT_DATA_DIR.resolve())
+    return load_config(path, secrets=secrets) if path is not None else default_config(DEFAULT_DATA_DIR.resolve())
 
 
 INIT_TEMPLATE = f"""\

@@ -26,6 +26,8 @@ a reason string recorded with the message.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Literal
 
 
@@ -33,14 +35,51 @@ class GatewayError(Exception):
     """Root of every error the gateway raises on purpose."""
 
 
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong in a configuration file: where, what, and how to fix it."""
+
+    field: str | None
+    message: str
+    fix: str | None = None
+
+    def describe(self) -> str:
+        text = f"{self.field}: {self.message}" if self.field else self.message
+        return f"{text} (fix: {self.fix})" if self.fix else text
+
+
 class ConfigError(GatewayError):
+    """A configuration a command cannot run with; names the file, the field and the fix.
+
+    One file can hold several problems: ``problems`` lists them all, so a teacher
+    corrects everything in one pass rather than one error per run.  ``message``,
+    ``field`` and ``fix`` describe the first; with several, ``message`` lists them all.
+    """
+
     def __init__(self, message: str, *, file: str | None = None, field: str | None = None, fix: str | None = None):
-        self.message, self.file, self.field, self.fix = message, file, field, fix
-        where = ":".join(p for p in (file, field) if p)
-        text = f"{where}: {message}" if where else message
-        if fix:
-            text += f" (fix: {fix})"
-        super().__init__(text)
+        self.file = file
+        self.problems: tuple[Problem, ...] = (Problem(field, message, fix),)
+        self.message, self.field, self.fix = message, field, fix
+        super().__init__(self._text())
+
+    @classmethod
+    def of(cls, problems: Sequence[Problem], *, file: str | None = None) -> "ConfigError":
+        """One error for every problem found in ``file`` (at least one)."""
+        first, *rest = problems
+        error = cls(first.message, file=file, field=first.field, fix=first.fix)
+        if rest:
+            error.problems = (first, *rest)
+            error.field, error.fix = None, None
+            error.message = f"{len(error.problems)} problems:" + "".join(f"\n  {p.describe()}" for p in error.problems)
+            error.args = (error._text(),)
+        return error
+
+    def _text(self) -> str:
+        if len(self.problems) > 1:
+            return f"{self.file}: {self.message}" if self.file else self.message
+        where = ":".join(p for p in (self.file, self.field) if p)
+        text = f"{where}: {self.message}" if where else self.message
+        return f"{text} (fix: {self.fix})" if self.fix else text
 
 
 class ChannelUnavailable(GatewayError):

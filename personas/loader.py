@@ -16,6 +16,7 @@ Loaded personas are cached until the folder, ``persona.yaml`` or ``SOUL.md`` cha
 
 from __future__ import annotations
 
+import difflib
 import re
 import threading
 from collections.abc import Sequence
@@ -28,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.config import ToolRule
 from brain.types import ModelSettings
-from gateway.config import Config, MidTurn
+from gateway.config import Config, MidTurn, Secrets
 from gateway.errors import ConfigError
 
 PACKAGED_DIR = Path(__file__).resolve().parent
@@ -170,10 +171,12 @@ def find_persona(name_or_path: str | Path, search: Sequence[Path] = ()) -> Path:
     for folder in order:
         if (folder / name_or_path).is_dir():
             return folder / name_or_path
-    known = ", ".join(list_personas(search)) or "none"
+    names = list(list_personas(search))
+    close = difflib.get_close_matches(name_or_path, names, n=1, cutoff=0.6)
+    hint = f"did you mean {close[0]}? Otherwise use" if close else "use"
     raise ConfigError(
         f"no persona folder named {name_or_path!r} in {', '.join(str(f) for f in order)}", field="persona",
-        fix=f"use one of: {known}; or create {order[0] / name_or_path}/ with {SPEC_FILE} and {SOUL_FILE}",
+        fix=f"{hint} one of: {', '.join(names) or 'none'}; or create {order[0] / name_or_path}/ with {SPEC_FILE} and {SOUL_FILE}",
     )
 
 
@@ -275,14 +278,14 @@ def _check_knowledge(persona: Persona, spec: Path) -> None:
             )
 
 
-def _parse(folder: Path) -> Persona:
+def _parse(folder: Path, secrets: Secrets) -> Persona:
     spec = folder / SPEC_FILE
     raw = _read_spec(spec)
     soul = _read_soul(folder / SOUL_FILE)
     if "knowledge" not in raw:
         raw["knowledge"] = ["notes/"] if (folder / "notes").is_dir() else []
     try:
-        persona = Persona.model_validate({**raw, "id": folder.name, "folder": folder, "soul": soul})
+        persona = Persona.model_validate({**raw, "id": folder.name, "folder": folder, "soul": soul}, context=secrets)
     except ValidationError as error:
         errors = error.errors()
         first = errors[0]
@@ -295,18 +298,46 @@ def _parse(folder: Path) -> Persona:
     return persona
 
 
-def load_persona(name_or_path: str | Path, search: Sequence[Path] = ()) -> Persona:
+def load_persona(name_or_path: str | Path, search: Sequence[Path] = (), *, secrets: Secrets = Secrets.RESOLVE) -> Persona:
     """Load a persona by name (user folders in ``search`` first, then the packaged ones) or by path.
 
+    ``secrets``: as its config was loaded (``Config.secrets``).  Only personas whose secrets
+    resolved are cached, so one read for a read-only command never serves a gateway.
     Raises :class:`ConfigError` naming the file, the field and the fix.
     """
     folder = find_persona(name_or_path, search)
+    if secrets is not Secrets.RESOLVE:
+        return _parse(folder, secrets)
     signature = _signature(folder)
     with _cache_lock:
         cached = _cache.get(folder)
     if cached is not None and cached[0] == signature:
         return cached[1]
-    persona = _parse(folder)
+    persona = _parse(folder, secrets)
     with _cache_lock:
         _cache[folder] = (signature, persona)
     return persona
+
+
+def load_partner_personas(config: Config) -> dict[str, Persona]:
+    """Every partner's persona, by partner id, as its config was loaded (``Config.secrets``).
+
+    ``serve`` and ``chat`` call this before anything starts: a partner started without its
+    persona could only apologise to every learner.  A folder that is not there is the
+    config's mistake, so it is reported at ``partners.N.persona`` of the config file, with
+    the message and fix ``partners doctor`` prints; a problem inside the persona's own
+    files names those files.
+    """
+    search = persona_dirs(config)
+    personas: dict[str, Persona] = {}
+    for index, partner in enumerate(config.partners):
+        try:
+            personas[partner.id] = load_persona(partner.persona, search, secrets=config.secrets)
+        except ConfigError as error:
+            if error.file is not None:
+                raise
+            raise ConfigError(
+                error.message, file=str(config.source or "<embedded default>"), field=f"partners.{index}.persona",
+                fix=error.fix,
+            ) from None
+    return personas

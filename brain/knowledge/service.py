@@ -84,7 +84,7 @@ class KnowledgeService:
         search = persona_dirs(config)
 
         def persona_of(partner_id: str) -> Persona:
-            return load_persona(config.partner(partner_id).persona, search)
+            return load_persona(config.partner(partner_id).persona, search, secrets=config.secrets)
 
         def model_for(partner_id: str) -> ModelSettings | None:
             return config.partner(partner_id).model or persona_of(partner_id).model

@@ -89,6 +89,9 @@ class ConsoleChannel(Channel):
         self.user = UserId(user or os_user())
         self.finished = asyncio.Event()
         """Set when the operator typed /quit or closed stdin; ``partners chat`` then stops."""
+        self.input_ended = False
+        """True when stdin closed rather than /quit: ``echo question | partners chat`` still wants its answer,
+        so the chat waits for what is pending before it stops."""
         self._ids = count(1)
         self._shown: dict[MessageId, str] = {}
         """What each open preview shows, so an edit prints only what it adds."""
@@ -118,8 +121,10 @@ class ConsoleChannel(Channel):
                 break
             if not text.strip():
                 continue
-            await self.context.sink.accept([self.inbound(text)])
+            await self.context.sink.accept([self.inbound(text)])  # durable before the next line is read
             heartbeat.event()
+        else:
+            self.input_ended = True
         self.finished.set()
 
     # ------------------------------------------------------------------ output

@@ -3,7 +3,9 @@
 Every endpoint is configurable, because teachers bring their own provider
 (Gmail, Outlook, a school's server).  ``security = none`` is refused for
 anything but a loopback host: it exists for the test peer, never for a
-password crossing a network in clear text.
+password crossing a network in clear text.  IMAP is implicit TLS only
+(aioimaplib has no STARTTLS, ADR 0011); ``imap_security: starttls`` is refused
+with that reason rather than a bare list of values.
 """
 
 from __future__ import annotations
@@ -13,10 +15,9 @@ import ssl
 from enum import Enum
 from pathlib import Path
 
-from pydantic import Field, model_validator
+from pydantic import Field, ValidationInfo, field_validator
 
 from gateway.config import AccountConfig, EnvSecret
-
 
 
 def is_loopback(host: str) -> bool:
@@ -85,14 +86,32 @@ class EmailConfig(AccountConfig):
     new_subject: str = "A message from your study partner"
     """Subject of mail the partner starts itself (reminders), not replying to anything."""
 
-    @model_validator(mode="after")
-    def _check_security(self) -> "EmailConfig":
-        for kind, host, security in (("imap", self.imap_host, self.imap_security), ("smtp", self.smtp_host, self.smtp_security)):
-            if security.value == "none" and not is_loopback(host):
-                raise ValueError(f"{kind}_security none sends the password in clear text; use tls or starttls for {host}")
-        if self.tls_ca_file is not None and not self.tls_ca_file.is_file():
-            raise ValueError(f"tls_ca_file {self.tls_ca_file} is not a readable file")
-        return self
+    @field_validator("imap_security", mode="before")
+    @classmethod
+    def _no_imap_starttls(cls, value: object) -> object:
+        if value == "starttls":
+            raise ValueError(
+                "IMAP with STARTTLS is not supported (aioimaplib has no STARTTLS); "
+                "use imap_security: tls with imap_port: 993, which every provider serves"
+            )
+        return value
+
+    @field_validator("imap_security", "smtp_security")
+    @classmethod
+    def _clear_text_on_loopback_only(cls, security: ImapSecurity | SmtpSecurity, info: ValidationInfo) -> ImapSecurity | SmtpSecurity:
+        kind = info.field_name.removesuffix("_security") if info.field_name else "imap"
+        host = info.data.get(f"{kind}_host")  # validated before: the hosts are declared above the securities
+        if security.value == "none" and host is not None and not is_loopback(host):
+            choices = "tls" if kind == "imap" else "starttls (port 587) or tls (port 465)"
+            raise ValueError(f"{kind}_security none sends the password in clear text; use {choices} for {host}")
+        return security
+
+    @field_validator("tls_ca_file")
+    @classmethod
+    def _readable(cls, path: Path | None) -> Path | None:
+        if path is not None and not path.is_file():
+            raise ValueError(f"tls_ca_file {path} is not a readable file")
+        return path
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The context both connections verify servers with; None means the system's defaults."""

@@ -98,3 +98,30 @@ def test_the_embedded_default_is_study_buddy_on_open_web_chat(data_dir):
     assert config.account_settings("webchat", "default").access.dm is DmPolicy.OPEN
     assert config.http.host == "127.0.0.1"
     assert config.data_dir == data_dir and config.source is None
+
+
+def test_the_next_steps_name_the_venv_command_when_the_shell_would_not_find_it(invoke, workdir, monkeypatch):
+    script = workdir / ".venv" / "bin" / "partners"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n", encoding="utf-8")
+    script.chmod(0o755)
+    monkeypatch.setattr("sys.argv", [str(script), "init"])
+    monkeypatch.setenv("PATH", "/nonexistent")  # a new shell: the venv is not activated
+
+    result = invoke("init")
+
+    assert result.exit_code == 0, result.output
+    assert ".venv/bin/partners doctor" in result.output and ".venv/bin/partners serve" in result.output
+
+
+def test_the_next_steps_say_partners_when_the_shell_finds_it(invoke, workdir, monkeypatch):
+    script = workdir / "bin" / "partners"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n", encoding="utf-8")
+    script.chmod(0o755)
+    monkeypatch.setattr("sys.argv", [str(script), "init"])
+    monkeypatch.setenv("PATH", str(script.parent))  # an activated venv
+
+    result = invoke("init")
+
+    assert "\n  partners doctor" in result.output

@@ -131,9 +131,85 @@ async def test_chat_ends_when_input_ends(tmp_path):
     assert out.decode().startswith("Talking to Study Buddy")
 
 
-async def run_partners(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+async def run_partners(*args: str, cwd: Path, stdin: bytes | None = None,
+                       env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     proc = await asyncio.create_subprocess_exec(
-        PARTNERS, *args, cwd=cwd, env=clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        PARTNERS, *args, cwd=cwd, env=env or clean_env(), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
     )
-    out, err = await asyncio.wait_for(proc.communicate(), TIMEOUT_S)
+    out, err = await asyncio.wait_for(proc.communicate(stdin), TIMEOUT_S)
     return subprocess.CompletedProcess(args, proc.returncode, out.decode(), err.decode())
+
+
+# --------------------------------------------------------------------------- piped input gets its answers
+
+
+NO_DRAIN = {"pipeline": {"shutdown_drain_s": 0}}
+"""Stopping does not wait for running answers, so only the chat's own wait gets them printed
+(with the default 10 s drain an answer sometimes made it out by luck)."""
+
+
+@pytest.mark.slow
+async def test_piped_chat_prints_the_notes_answer_before_it_leaves(tmp_path):
+    import yaml
+
+    (tmp_path / "partners.yaml").write_text(yaml.safe_dump({
+        "partners": [{"id": "study-buddy", "name": "Study Buddy"}], **NO_DRAIN}), encoding="utf-8")
+
+    chat = await run_partners("chat", cwd=tmp_path, stdin=b"what is photosynthesis?\n")
+
+    assert chat.returncode == 0, chat.stderr
+    assert "No language model is configured" in chat.stdout
+    assert "light energy" in chat.stdout
+    assert "Traceback" not in chat.stderr
+
+
+@pytest.mark.slow
+async def test_piped_chat_waits_for_a_slow_model_answer_to_finish(tmp_path):
+    import yaml
+
+    from tests.peers.model_stub import ModelStubProcess, Reply
+
+    answer = "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen."
+    stub = ModelStubProcess.start()
+    try:
+        stub.script(Reply.text(answer, chunk=4, pause=0.05, delay=1.0))  # still streaming long after stdin closed
+        (tmp_path / "partners.yaml").write_text(yaml.safe_dump({
+            "data_dir": "data",
+            "partners": [{"id": "tutor", "name": "Tutor", "model": {
+                "model": "openai/stub-model", "api_base": stub.api_base, "api_key": "env:PARTNERS_TEST_STUB_KEY"}}],
+            **NO_DRAIN,
+        }), encoding="utf-8")
+
+        chat = await run_partners("chat", cwd=tmp_path, stdin=b"what is photosynthesis?\n",
+                                  env={**clean_env(), "PARTNERS_TEST_STUB_KEY": "sk-stub"})
+
+        assert chat.returncode == 0, chat.stderr
+        assert chat.stdout.startswith("Talking to Tutor (tutor).")
+        assert answer in chat.stdout
+        assert any("what is photosynthesis?" in str(request["messages"]) for request in stub.requests())
+    finally:
+        stub.stop()
+
+
+# --------------------------------------------------------------------------- a persona typo stops serve
+
+
+@pytest.mark.slow
+async def test_serve_with_a_misspelt_persona_stops_with_the_error_and_fix_doctor_prints(tmp_path):
+    (tmp_path / "class.yaml").write_text(
+        "partners:\n  - {id: algebra, name: Algebra Coach, persona: socratic-maths}\n"
+        "bindings:\n  - {partner: algebra, channel: webchat}\n"
+        "channels:\n  webchat:\n    default: {access: {dm: open}}\n", encoding="utf-8")
+
+    doctor = await run_partners("doctor", "--config", "class.yaml", cwd=tmp_path)
+    serve = await run_partners("serve", "--config", "class.yaml", "--port", "0", cwd=tmp_path)
+
+    problem = re.search(r"^error  partner algebra: persona: (.+)\n\s+fix: (.+)$", doctor.stdout, re.M)
+    assert problem, doctor.stdout
+    message, fix = problem.groups()
+    assert "did you mean socratic-math?" in fix
+    assert serve.returncode == 2, serve.stdout + serve.stderr
+    assert serve.stderr.strip() == f"error: class.yaml:partners.0.persona: {message} (fix: {fix})"
+    assert "Partners Gateway is running" not in serve.stdout  # never bound, so no learner reaches it
+    assert "Traceback" not in serve.stderr

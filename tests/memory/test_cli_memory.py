@@ -120,8 +120,8 @@ def test_bad_names_are_clear_errors(setup):
     invoke = setup
     none = invoke("memory", "show", "--partner", "tutor")
     assert none.exit_code == 2 and "exactly one of --learner, --group, --notes or --owner" in none.output
-    bad = invoke("memory", "show", "--partner", "tutor", "--learner", "ann")
-    assert bad.exit_code == 2 and "CHANNEL:ACCOUNT:USER" in bad.output
+    bad = invoke("memory", "show", "--partner", "tutor", "--learner", "nobody")
+    assert bad.exit_code == 1 and "nobody has not written to tutor" in bad.output
     unknown = invoke("memory", "show", "--partner", "nobody", "--owner")
     assert unknown.exit_code == 2 and "no partner 'nobody'" in unknown.output
     assert invoke("people", "link", "webchat:default:ann", "webchat:default:ann", "--partner", "tutor").output.endswith(
