@@ -196,5 +196,5 @@ async def test_local_models_by_folder_and_their_errors(tmp_path, local_model, mo
     with pytest.raises(EngineError, match="local embedding model 'no-such-model': no such package or folder"):
         await LocalEmbedder("no-such-model")(["x"])
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # not installed
-    with pytest.raises(EngineError, match=r"need sentence-transformers \(fix: pip install 'partners-gateway\[local-embeddings\]'\)"):
+    with pytest.raises(EngineError, match=r"need sentence-transformers, which is not installed \(fix: pip install -e '\.\[local-embeddings\]'"):
         await LocalEmbedder(str(local_model))(["x"])
