@@ -23,7 +23,7 @@ from tests.crash.gateway_process import GatewayProcess
 from tests.e2e.rig import STUB_KEY_ENV, WebLearner, e2e_config
 from tests.peers.model_stub import ModelStubProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
 LOADED = "model library loaded"

@@ -24,8 +24,6 @@ from brain.knowledge.lightrag_engine import LightRagEngine, LocalEmbedder, index
 from brain.knowledge.settings import parse_settings
 from gateway.config import ModelSettings
 
-pytestmark = pytest.mark.timeout(60)
-
 FORCES = Document("forces.pdf", "Forces", "forces.pdf", "pdf", "0" * 64, 100, 1.0, 3)
 FORCE_CHUNKS = [
     Chunk("forces.pdf", 0, "A push or a pull is a force.", "What is a force", 1, 1),
