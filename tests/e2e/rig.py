@@ -85,7 +85,7 @@ async def accepting(url: str, *, timeout: float = HANG_S) -> None:
             try:
                 await http.get(url, timeout=2)
                 return
-            except httpx.ConnectError:
+            except httpx.TransportError:  # refused, or too slow to answer this once: try again until the deadline
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.02)
