@@ -371,6 +371,7 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
     for sig in (signal.SIGINT, signal.SIGTERM):
         with suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
+
     def listening(url: str) -> None:
         if on_ready is not None:
             on_ready(url)
