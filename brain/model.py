@@ -52,7 +52,8 @@ learner has seen it (``docs/adr/0004``).
 Every failed attempt and every answer is reported to :class:`brain.health.ModelHealth`
 under ``request.partner``: that is what ``/status`` and the metrics show.
 
-litellm is imported lazily, off the event loop, on the first request: it takes
+litellm is imported lazily, off the event loop, on the first request (or by
+:func:`warm`, which ``serve`` runs in a worker thread once it listens): it takes
 seconds to import and the CLI must start fast.  Before importing it we make it
 offline-friendly (bundled cost map, no remote fetches) and quiet.
 """
@@ -67,6 +68,7 @@ import os
 import random
 import re
 import socket
+import threading
 import time
 import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
@@ -348,12 +350,19 @@ _LEARNED = {
 
 
 _litellm: ModuleType | None = None
+_importing = threading.Lock()
+"""Held while litellm imports: a turn that comes during serve's warm-up waits for that import, not a second one."""
 
 
 def load_litellm() -> ModuleType:
     """Import litellm once, offline-friendly and quiet (an operator's own env settings win)."""
     global _litellm
-    if _litellm is None:
+    if _litellm is not None:
+        return _litellm
+    with _importing:
+        if _litellm is not None:
+            return _litellm
+        began = time.monotonic()
         os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price list, no GitHub fetch
         os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")  # no remote catalogs, checks or tokenizers
         import litellm
@@ -363,8 +372,31 @@ def load_litellm() -> ModuleType:
         for name in ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm"):
             logging.getLogger(name).setLevel(logging.ERROR)
         warnings.filterwarnings("ignore", category=DeprecationWarning, module=r"litellm(\.|$)")
+        _rehearse(litellm)
         _litellm = litellm
+        log.info("model library loaded seconds=%.1f", time.monotonic() - began)
     return _litellm
+
+
+def _rehearse(litellm: ModuleType) -> None:
+    """Stream one answer from litellm's own mock (nothing leaves the process), so the modules and tokenizer a
+    first call loads lazily (most of a second) are loaded with the import, not on a learner's first turn."""
+    try:
+        for _ in litellm.completion(model="openai/rehearsal", messages=[{"role": "user", "content": "hi"}],
+                                    mock_response="ok", stream=True, stream_options={"include_usage": True}):
+            pass
+    except Exception as error:  # only a head start: the real call loads what it needs anyway
+        log.debug("model library rehearsal failed: %s", error)
+
+
+def warm() -> None:
+    """Import litellm now, so that the first answer does not wait for it (``serve`` runs this in a worker thread
+    once it answers).  A failure is logged, not raised: the first model call imports again and reports it."""
+    try:
+        load_litellm()
+    except Exception as error:  # a broken install raises anything at import; the gateway still serves
+        log.warning("model library warm-up failed, the first model call will try again: %s: %s",
+                    type(error).__name__, error)
 
 
 @dataclass(frozen=True)

@@ -8,12 +8,13 @@ cd "$(dirname "$0")/.."
 
 venv="${PARTNERS_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-# local-embeddings brings sentence-transformers, and so torch: take a CPU build from /opt/wheels when the
-# machine has one (PyPI's Linux torch is the CUDA build, gigabytes of it), else plain PyPI.
+# The tests cover the optional engines too (ADR 0016): lightrag, and local-embeddings, which brings
+# sentence-transformers, and so torch: take a CPU build from /opt/wheels when the machine has one
+# (PyPI's Linux torch is the CUDA build, gigabytes of it), else plain PyPI.
 pyver="$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
 cpu_torch="$(ls /opt/wheels/torch-*+cpu-cp"$pyver"-cp"$pyver"-*linux*_x86_64.whl 2>/dev/null | sort -V | tail -n 1 || true)"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check ${cpu_torch:+"$cpu_torch"} \
-  -e '.[test,local-embeddings,telegram,email,matrix]'
+  -e '.[test,lightrag,local-embeddings,telegram,email,matrix]'
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 

@@ -118,7 +118,10 @@ class Gateway:
         self.reminders = ReminderDesk(self.store, self._capabilities)
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
-        self.responder: Responder = responder or responder_from_env() or self._build_brain()
+        given = responder or responder_from_env()
+        self.own_brain = given is None
+        """True when the gateway built its brain (and so may call a model); False with a plugged-in responder."""
+        self.responder: Responder = given or self._build_brain()
         self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
         self.teacher = TeacherDesk(self.store, self.router, self.lanes)
         self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher)
@@ -160,6 +163,29 @@ class Gateway:
 
     def _count_model_error(self, partner: str, kind: str) -> None:
         self.metrics.model_errors.labels(partner, kind).inc()
+
+    def warm_up(self) -> None:
+        """Import the model library in a worker thread when the brain will call a model.
+
+        ``serve`` calls this once it listens: readiness does not wait for the import (seconds of
+        CPU), and neither does the first answer, unless it comes sooner, when it waits for this
+        same import (``brain.model.load_litellm``).  A failure is logged by ``brain.model.warm``."""
+        if not self.own_brain or not self._calls_a_model():
+            return
+        from brain.model import warm
+
+        self._tasks.append(asyncio.create_task(asyncio.to_thread(warm), name="warm-up"))
+
+    def _calls_a_model(self) -> bool:
+        from personas.loader import load_persona, persona_dirs
+
+        for partner in self.config.partners:
+            if partner.model is not None:
+                return True
+            with suppress(ConfigError):
+                if load_persona(partner.persona, persona_dirs(self.config)).model is not None:
+                    return True
+        return False
 
     def _capabilities(self, channel: str, account: str) -> ChannelCapabilities | None:
         outlet = self._outlets.get((channel, account))
@@ -373,7 +399,13 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
     for sig in (signal.SIGINT, signal.SIGTERM):
         with suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
-    http = asyncio.create_task(serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=on_ready))
+
+    def listening(url: str) -> None:
+        if on_ready is not None:
+            on_ready(url)
+        gateway.warm_up()
+
+    http = asyncio.create_task(serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=listening))
     stopper = asyncio.create_task(stop.wait())
     try:
         done, _ = await asyncio.wait({http, stopper}, return_when=asyncio.FIRST_COMPLETED)

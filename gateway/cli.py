@@ -175,7 +175,7 @@ def _configure_logging(level: str) -> None:
 
 
 def _preflight(config: Config) -> None:
-    """Stop on a broken account (ConfigError); then warn about channels that cannot run here."""
+    """Stop on a broken account (ConfigError); then warn about channels and knowledge bases that cannot run here."""
     from channels.registry import load_channel
     from gateway.config import account_enabled, validate_account
     from gateway.errors import ChannelUnavailable
@@ -191,6 +191,11 @@ def _preflight(config: Config) -> None:
                 warnings.append(f"warning: {channel}/{account} will not run: {error}")
                 model = None
             validate_account(config, channel, account, model)
+    from gateway.doctor import Severity, check_knowledge
+
+    for result in check_knowledge(config):  # a knowledge base costs its documents, not the gateway: warn, go on
+        if result.severity is not Severity.OK:
+            warnings.append(f"warning: {result.name}: {result.message} (fix: {result.fix})")
     for warning in warnings:
         click.echo(warning, err=True)
 

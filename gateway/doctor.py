@@ -193,6 +193,33 @@ def check_models(config: Config) -> list[CheckResult]:
     return results
 
 
+def check_knowledge(config: Config) -> list[CheckResult]:
+    """Per partner with a knowledge base: its ``knowledge.yaml`` loads and its engine is installed here.
+
+    Looks for the engine's packages without importing them (``serve`` runs this too)."""
+    from brain.knowledge.service import KNOWLEDGE_DIR
+    from brain.knowledge.settings import folder_of, load_settings, missing_extra
+
+    results = []
+    for partner in config.partners:
+        folder = folder_of(config.data_dir / KNOWLEDGE_DIR, partner.id)
+        if not folder.is_dir():
+            continue
+        name = f"knowledge {partner.id}"
+        try:
+            settings = load_settings(folder)
+        except ConfigError as error:
+            results.append(CheckResult(name, Severity.ERROR, _problem(error), error.fix or "correct the file"))
+            continue
+        missing = missing_extra(settings)
+        if missing is not None:
+            results.append(CheckResult(name, Severity.ERROR, f"{missing.message}: the partner's documents are not searched",
+                                       missing.fix or ""))
+        else:
+            results.append(CheckResult(name, Severity.OK, f"{settings.engine} engine"))
+    return results
+
+
 def check_config(load: Callable[[], Config]) -> tuple[CheckResult, Config | None]:
     try:
         config = load()
@@ -214,4 +241,5 @@ def run_checks(load: Callable[[], Config]) -> list[CheckResult]:
             results.extend(check_account(config, channel, account))
     results.extend(check_bindings(config))
     results.extend(check_models(config))
+    results.extend(check_knowledge(config))
     return results

@@ -24,6 +24,7 @@ from gateway.errors import (
     Unsupported,
 )
 from gateway.pacing import Pacer, RetryPolicy, TokenBucket
+from tests.waits import HANG_S
 
 
 class FakeClock:
@@ -98,7 +99,7 @@ async def test_burst_goes_at_once_then_the_next_waits_for_a_refill():
     clock = FakeClock()
     bucket = TokenBucket(rate=1, per=1, burst=3, clock=clock)
     for _ in range(3):
-        await asyncio.wait_for(bucket.acquire(), timeout=1)  # no virtual time needed
+        await asyncio.wait_for(bucket.acquire(), timeout=HANG_S)  # no virtual time needed
     assert clock.now() == 0.0
 
     fourth = start(bucket.acquire())
@@ -212,7 +213,7 @@ async def test_unlimited_bucket_never_waits_but_honours_a_penalty():
     clock = FakeClock()
     bucket = TokenBucket.unlimited(clock)
     for _ in range(100):
-        await asyncio.wait_for(bucket.acquire(), timeout=1)
+        await asyncio.wait_for(bucket.acquire(), timeout=HANG_S)
     bucket.penalize(2)
     blocked = start(bucket.acquire())
     await clock.advance(1.9)
@@ -238,7 +239,7 @@ async def test_chats_are_paced_independently():
     a4 = start(send(pacer, "a"))
     await settle()
     assert not a4.done()  # chat a spent its burst ...
-    await asyncio.wait_for(send(pacer, "b"), timeout=1)  # ... chat b did not
+    await asyncio.wait_for(send(pacer, "b"), timeout=HANG_S)  # ... chat b did not
     await clock.advance(1)
     assert a4.done()
 
@@ -247,7 +248,7 @@ async def test_groups_use_the_group_rate():
     clock = FakeClock()
     pacer = Pacer(TELEGRAM_LIKE, clock=clock)
     for _ in range(5):  # group burst is 5, the private-chat burst only 3
-        await asyncio.wait_for(send(pacer, "g", is_group=True), timeout=1)
+        await asyncio.wait_for(send(pacer, "g", is_group=True), timeout=HANG_S)
     sixth = start(sent_at(clock, pacer, "g", is_group=True))
     await clock.advance(10)
     assert await sixth == 3.0  # 20 per minute
@@ -276,7 +277,7 @@ async def test_the_global_bucket_is_shared_by_all_chats():
 async def test_no_declared_rate_means_no_waiting():
     pacer = Pacer(caps(), clock=FakeClock())
     for n in range(200):
-        await asyncio.wait_for(send(pacer, f"chat{n % 3}"), timeout=1)
+        await asyncio.wait_for(send(pacer, f"chat{n % 3}"), timeout=HANG_S)
 
 
 async def test_chat_scoped_429_blocks_only_that_chat():
@@ -284,7 +285,7 @@ async def test_chat_scoped_429_blocks_only_that_chat():
     pacer = Pacer(TELEGRAM_LIKE, clock=clock)
     pacer.rate_limited("a", RateLimited("test", retry_after=4))
     a = start(sent_at(clock, pacer, "a"))
-    await asyncio.wait_for(send(pacer, "b"), timeout=1)
+    await asyncio.wait_for(send(pacer, "b"), timeout=HANG_S)
     await clock.advance(10)
     assert await a == 4.0
 
@@ -305,7 +306,7 @@ async def test_429_is_honoured_where_the_platform_publishes_no_rate():
     pacer = Pacer(caps(global_=SendRate(rate=10, per=1, burst=100)), clock=clock)  # Mattermost-like
     pacer.rate_limited("a", RateLimited("test", retry_after=3))
     a = start(sent_at(clock, pacer, "a"))
-    await asyncio.wait_for(send(pacer, "b"), timeout=1)
+    await asyncio.wait_for(send(pacer, "b"), timeout=HANG_S)
     await clock.advance(5)
     assert await a == 3.0
 
@@ -388,7 +389,7 @@ async def test_an_evicted_chat_comes_back_with_exactly_a_fresh_burst():
     await clock.advance(3)
     assert pacer.evict_idle() == 1
     for _ in range(3):
-        await asyncio.wait_for(send(pacer, "a"), timeout=1)
+        await asyncio.wait_for(send(pacer, "a"), timeout=HANG_S)
     fourth = start(sent_at(clock, pacer, "a"))
     await clock.advance(2)
     assert await fourth == 4.0

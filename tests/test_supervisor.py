@@ -16,6 +16,7 @@ from pydantic import ValidationError
 
 from gateway.errors import AuthFailed, ChannelUnavailable, ConfigError, PeerUnavailable
 from gateway.supervisor import Backoff, ChannelState, Health, Heartbeat, Supervisor
+from tests.waits import HANG_S
 
 RUNNING, ERROR, ACTION_REQUIRED, STOPPED = (
     ChannelState.RUNNING,
@@ -40,7 +41,7 @@ class RecordedSleep:
         await asyncio.sleep(0)
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 3.0) -> None:
+async def eventually(predicate: Callable[[], bool], timeout: float = HANG_S) -> None:
     """Wait until ``predicate()`` holds; the deadline only turns a hang into a failure."""
     async with asyncio.timeout(timeout):
         while not predicate():
@@ -61,7 +62,7 @@ async def supervisor(sleeps: RecordedSleep):
     sup = Supervisor(backoff=Backoff(base=1, cap=8, reset_after=60), sleep=sleeps, cancel_grace=1)
     sleeps.supervisor = sup
     yield sup
-    await sup.stop(timeout=2)
+    await sup.stop(timeout=HANG_S)
 
 
 def state_of(sup: Supervisor, name: str) -> ChannelState:
@@ -175,7 +176,7 @@ async def test_backoff_starts_over_after_a_healthy_run(sleeps):
     try:
         await eventually(lambda: runs == 6)
     finally:
-        await supervisor.stop(timeout=2)
+        await supervisor.stop(timeout=HANG_S)
     ceilings = [1, 2, 4, 1, 2]  # failures 1, 2, 3, then counted from 1 again
     assert len(sleeps.delays) == 5
     for delay, ceiling in zip(sleeps.delays, ceilings, strict=True):
@@ -199,7 +200,7 @@ async def test_a_stalled_run_is_not_counted_healthy_for_its_silence(sleeps):
     try:
         await eventually(lambda: runs == 3)
     finally:
-        await supervisor.stop(timeout=2)
+        await supervisor.stop(timeout=HANG_S)
     first, second = sleeps.delays
     assert 0.5 <= first <= 1 and 1 <= second <= 2  # no reset between the two stalls
 
@@ -316,7 +317,7 @@ async def test_stop_cancels_units_then_drains(supervisor):
     supervisor.start("a", unit_named("a"))
     supervisor.start("b", unit_named("b"))
     await eventually(lambda: all(h.state is RUNNING for h in supervisor.health().values()))
-    assert await supervisor.stop(drain, timeout=2) is True
+    assert await supervisor.stop(drain, timeout=HANG_S) is True
     assert sorted(order[:2]) == ["a", "b"] and order[2:] == ["drain"]
     assert {name: (h.state, h.reason) for name, h in supervisor.health().items()} == {
         "a": (STOPPED, "shutdown"),
@@ -354,7 +355,7 @@ async def test_stop_cancels_a_restart_that_is_waiting_out_its_backoff():
     supervisor.start("u", unit)
     await eventually(lambda: supervisor.health()["u"].next_restart_at is not None)
     assert supervisor.health()["u"].state is ERROR
-    assert await supervisor.stop(timeout=1) is True
+    assert await supervisor.stop(timeout=HANG_S) is True
     health = supervisor.health()["u"]
     assert (health.state, health.next_restart_at) == (STOPPED, None)
 
@@ -431,7 +432,7 @@ async def test_names_are_unique_and_known(supervisor):
 
 async def test_a_stopped_supervisor_starts_nothing():
     supervisor = Supervisor()
-    assert await supervisor.stop(timeout=1) is True
+    assert await supervisor.stop(timeout=HANG_S) is True
     with pytest.raises(RuntimeError):
         supervisor.start("u", lambda hb: forever())
 

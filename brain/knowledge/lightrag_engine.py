@@ -6,7 +6,9 @@ relations; a search combines graph and vectors (``mode: mix``).  Both models
 are reached through litellm -- any provider or OpenAI-compatible endpoint --
 or, for embeddings, a sentence-transformers model on this machine
 (``local:NAME``).  It is imported only when a partner uses it, so the CLI and
-the fts engine never pay for it.
+the fts engine never pay for it; it is the package's ``[lightrag]`` extra, and
+when it is missing the engine says so with the command that installs it
+(as :func:`brain.knowledge.settings.missing_extra` tells ``doctor`` beforehand).
 
 Each passage goes into LightRAG as a document of its own, with the passage's
 id (``doc_id#seq``) as LightRAG's document id and file path (LightRAG refuses
@@ -41,7 +43,7 @@ from typing import Any
 
 from brain.knowledge.catalog import Catalog
 from brain.knowledge.engine import Chunk, Document, EngineError, Hit
-from brain.knowledge.settings import CATALOG_FILE, EmbeddingSettings, KnowledgeSettings
+from brain.knowledge.settings import CATALOG_FILE, EmbeddingSettings, KnowledgeSettings, LIGHTRAG_NOT_INSTALLED, install_fix
 from gateway.config import ModelSettings
 
 log = logging.getLogger(__name__)
@@ -51,14 +53,20 @@ _CHUNK_SUFFIX = "-chunk-"
 
 
 def load_lightrag() -> Any:
-    """Import LightRAG offline-ready: tiktoken pointed at litellm's bundled encodings, console logging quieted."""
+    """Import LightRAG offline-ready: tiktoken pointed at litellm's bundled encodings, console logging quieted.
+
+    Raises EngineError naming the ``[lightrag]`` extra when it is not installed (or does not import)."""
     spec = importlib.util.find_spec("litellm")
     if spec is not None and spec.submodule_search_locations:
         bundled = Path(next(iter(spec.submodule_search_locations))) / "litellm_core_utils" / "tokenizers"
         if bundled.is_dir():
             os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
-    import lightrag
-    import lightrag.utils  # noqa: F401 -- adds LightRAG's console handler, once, which we then take away
+    try:
+        import lightrag
+        import lightrag.utils  # noqa: F401 -- adds LightRAG's console handler, once, which we then take away
+    except ImportError as error:  # the extra is not installed, or one of its dependencies is broken
+        reason = LIGHTRAG_NOT_INSTALLED if error.name == "lightrag" else f"lightrag-hku does not import: {error}"
+        raise EngineError(reason, fix=install_fix("lightrag")) from None
 
     lightrag_log = logging.getLogger("lightrag")
     if not getattr(lightrag_log, "_partners_quieted", False):
@@ -155,8 +163,8 @@ class LocalEmbedder:
         try:
             from sentence_transformers import SentenceTransformer
         except ImportError:
-            raise EngineError("local embedding models need sentence-transformers",
-                              fix="pip install 'partners-gateway[local-embeddings]'") from None
+            raise EngineError("local embedding models need sentence-transformers, which is not installed",
+                              fix=install_fix("local-embeddings")) from None
         return SentenceTransformer(self._where(), device="cpu")
 
     async def __call__(self, texts: list[str], **_: Any) -> Any:
@@ -198,11 +206,12 @@ class LightRagEngine:
             return self._rags[partner]
 
     async def _open(self, partner: str) -> Any:
+        lightrag = load_lightrag()  # first: without the extra, installing it is the first fix
         if self.model is None:
             raise EngineError(
                 f"partner {partner} has no language model, and the lightrag engine needs one to build its graph",
                 fix="set `model:` in the persona or the partner's config (or in knowledge.yaml), or use --engine fts")
-        rag = load_lightrag().LightRAG(
+        rag = lightrag.LightRAG(
             working_dir=str(self.folder / STORAGE_DIR),
             workspace=partner,
             llm_model_func=completion_function(self.model),

@@ -11,23 +11,32 @@ The engine is chosen when the first file is added (``partners kb add
 it describes how the stored passages were indexed, so it changes only with
 them.  No ``knowledge.yaml`` means ``fts``.  Secrets are ``env:NAME`` as in the
 gateway config, and never written here.
+
+The lightrag engine and local embeddings are extras of the package
+(``[lightrag]``, ``[local-embeddings]``; ADR 0016): :func:`missing_extra` says
+which one a knowledge base needs and lacks, by looking for the packages
+without importing them, so ``doctor`` and ``serve`` can name the fix and
+nothing heavy is loaded to find out.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
-from brain.knowledge.engine import KnowledgeEngine
+from brain.knowledge.engine import EngineError, KnowledgeEngine
 from gateway.config import FIXES, EnvSecret, ModelSettings, describe
 from gateway.errors import ConfigError
 
 SETTINGS_FILE = "knowledge.yaml"
 CATALOG_FILE = "catalog.db"
 LOCAL_PREFIX = "local:"
+LIGHTRAG_NOT_INSTALLED = "the lightrag engine needs lightrag-hku, which is not installed"
 
 
 class _Model(BaseModel):
@@ -118,10 +127,42 @@ def load_settings(folder: Path) -> KnowledgeSettings:
     return KnowledgeSettings() if raw is None else parse_settings(raw, str(folder / SETTINGS_FILE))
 
 
+def install_fix(extra: str) -> str:
+    """The command that installs one of the package's extras (from the checkout until a release is published)."""
+    return f"pip install -e '.[{extra}]' in the partners-gateway checkout, then restart the gateway"
+
+
+def _installed(module: str) -> bool:
+    """Whether ``module`` can be imported, found without importing it (a top-level name imports no parent)."""
+    if module in sys.modules:  # imported already (None: marked as not importable)
+        return sys.modules[module] is not None
+    try:
+        return importlib.util.find_spec(module) is not None
+    except (ImportError, ValueError):  # a broken or half-removed package
+        return False
+
+
+def missing_extra(settings: KnowledgeSettings) -> EngineError | None:
+    """The error to show when the engine ``settings`` name is not installed here; None when it is (or needs none)."""
+    if settings.engine != "lightrag":
+        return None
+    if not _installed("lightrag"):
+        return EngineError(LIGHTRAG_NOT_INSTALLED, fix=install_fix("lightrag"))
+    if settings.embedding is not None and settings.embedding.local and not _installed("sentence_transformers"):
+        return EngineError(f"the local embedding model {settings.embedding.model} needs sentence-transformers, "
+                           "which is not installed", fix=install_fix("local-embeddings"))
+    return None
+
+
 def save_settings(folder: Path, raw: dict[str, Any]) -> KnowledgeSettings:
-    """Validate, then write ``knowledge.yaml``; returns what it now says."""
+    """Validate, then write ``knowledge.yaml``; returns what it now says.
+
+    An engine that is not installed is refused before anything is written, so
+    a knowledge base never names an engine that cannot open it."""
     path = folder / SETTINGS_FILE
     settings = parse_settings(raw, str(path))
+    if (missing := missing_extra(settings)) is not None:
+        raise missing
     folder.mkdir(parents=True, exist_ok=True)
     header = "# This partner's knowledge base (docs/operation.md, Knowledge). Written by `partners kb add`.\n"
     path.write_text(header + yaml.safe_dump(raw, sort_keys=False, allow_unicode=True), encoding="utf-8")
@@ -129,7 +170,11 @@ def save_settings(folder: Path, raw: dict[str, Any]) -> KnowledgeSettings:
 
 
 def open_engine(folder: Path, settings: KnowledgeSettings, model: ModelSettings | None) -> KnowledgeEngine:
-    """The engine ``settings`` names, over the knowledge base in ``folder``; LightRAG is imported only here."""
+    """The engine ``settings`` names, over the knowledge base in ``folder``.
+
+    LightRAG is imported only when the engine first stores or searches: a lightrag
+    knowledge base without the extra still lists its documents, and says what to
+    install when asked for more."""
     if settings.engine == "lightrag":
         from brain.knowledge.lightrag_engine import LightRagEngine
 

@@ -31,6 +31,7 @@ from gateway.messages import (
     RenderedPart,
 )
 from tests.fakes import MemoryCursors, RecordingSink
+from tests.waits import HANG_S, HTTP_S, tries
 
 PREFIX = "/channels/webchat/default"
 SESSION = "session-1"
@@ -54,9 +55,9 @@ async def serve_webchat(tmp_path: Path, **settings: object) -> AsyncIterator[Ser
     app = Starlette(routes=[Mount(PREFIX, routes=channel.http_routes())])
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     server = asyncio.create_task(serve_http(app, "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1.0))
-    url = await asyncio.wait_for(ready, 5)
+    url = await asyncio.wait_for(ready, HANG_S)
     try:
-        async with httpx.AsyncClient(base_url=url + PREFIX, trust_env=False, timeout=5) as http:
+        async with httpx.AsyncClient(base_url=url + PREFIX, trust_env=False, timeout=HTTP_S) as http:
             yield Served(url, channel, sink, http)
     finally:
         await channel.close()
@@ -87,7 +88,7 @@ def post_body(message_id: str = "m1", text: str = "What is 7 x 8?", session: str
     return {"session": session, "message_id": message_id, "text": text}
 
 
-async def read_events(response: httpx.Response, count: int, *, timeout: float = 5.0) -> list[dict[str, str]]:
+async def read_events(response: httpx.Response, count: int, *, timeout: float = HANG_S) -> list[dict[str, str]]:
     """Parse SSE frames until ``count`` named events (or comments) arrived."""
     events: list[dict[str, str]] = []
     frame: dict[str, str] = {}
@@ -163,7 +164,7 @@ async def test_text_at_the_limit_counts_characters_not_bytes(served: Served) -> 
 async def test_202_comes_only_after_the_sink_accepted(served: Served) -> None:
     served.sink.gate.clear()
     posting = asyncio.create_task(served.http.post("/api/messages", json=post_body(text="What is 7 x 8?")))
-    for _ in range(100):
+    for _ in tries(0.01):
         if served.sink.calls:
             break
         await asyncio.sleep(0.01)
@@ -284,19 +285,19 @@ async def test_closing_the_channel_ends_open_streams(served: Served) -> None:
     async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
         await asyncio.sleep(0.05)
         await served.channel.close()
-        async with asyncio.timeout(2):
+        async with asyncio.timeout(HANG_S):
             rest = [line async for line in response.aiter_lines()]
     assert rest == ["retry: 2000", ""]
 
 
 async def test_a_disconnected_page_stops_following(served: Served) -> None:
     async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
-        for _ in range(100):
+        for _ in tries(0.01):
             if served.channel.feeds.feed(SESSION).followers == 1:
                 break
             await asyncio.sleep(0.01)
         assert served.channel.feeds.feed(SESSION).followers == 1
-    for _ in range(200):
+    for _ in tries(0.01):
         if served.channel.feeds.feed(SESSION).followers == 0:
             break
         await asyncio.sleep(0.01)

@@ -17,6 +17,7 @@ from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.http.app import build_app
 from gateway.http.server import serve_http
 from gateway.turns import Turn
+from tests.waits import HANG_S
 
 pytestmark = pytest.mark.browser
 
@@ -27,7 +28,7 @@ CHROMIUM_ARGS = [
 ]
 PARTIAL = ["Seven ", "eights ", "are"]
 FINAL = "Seven eights are **56**."
-TIMEOUT_MS = 60_000
+TIMEOUT_MS = int(HANG_S * 1000)
 ANSWER = ".bubble.partner:not(.greeting)"
 """The answers, not the greeting a new session opens with (marked by the test once it has seen it)."""
 
@@ -46,7 +47,7 @@ class GatedResponder:
         for piece in PARTIAL:
             yield StreamDelta(text=piece)
             await asyncio.sleep(0.1)
-        await asyncio.wait_for(self.release.wait(), 20)
+        await asyncio.wait_for(self.release.wait(), HANG_S)
         yield StreamEnd(markdown=FINAL)
         yield TurnEnd()
 
@@ -67,7 +68,7 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
         ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1.0))
         try:
-            yield Running(await asyncio.wait_for(ready, 10), gateway, responder)
+            yield Running(await asyncio.wait_for(ready, HANG_S), gateway, responder)
         finally:
             responder.release.set()
             server.cancel()

@@ -13,10 +13,11 @@ from pathlib import Path
 
 import httpx
 import pytest
+from tests.waits import HANG_S
 
 PARTNERS = Path(sys.executable).with_name("partners")
 """The console script installed next to the interpreter running the tests."""
-TIMEOUT_S = 30.0
+TIMEOUT_S = HANG_S
 
 
 def clean_env() -> dict[str, str]:

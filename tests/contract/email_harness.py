@@ -41,6 +41,7 @@ from typing import Any
 from gateway.config import Config, parse_config
 from tests.contract.harness import Said, Seen
 from tests.peers.email_peer import EmailPeer
+from tests.waits import HTTP_S
 
 _ids = itertools.count(1)
 
@@ -168,7 +169,7 @@ def account_settings(peer: EmailPeer, bot: str, secret: str, **overrides: Any) -
         "address": bot, "display_name": "Tutor", "password": secret,
         "imap_host": "127.0.0.1", "imap_port": peer.imap_port, "imap_security": "none",
         "smtp_host": "127.0.0.1", "smtp_port": peer.smtp_port, "smtp_security": "none",
-        "copy_to_self": True, "idle_renew_s": 20, "poll_interval_s": 0.5, "timeout_s": 10,
+        "copy_to_self": True, "idle_renew_s": 20, "poll_interval_s": 0.5, "timeout_s": HTTP_S,
         "access": {"dm": "open"},
     }
     settings.update(overrides)

@@ -38,6 +38,7 @@ from gateway.config import Config
 from gateway.events import StreamDelta, StreamEnd, TurnEnd
 from gateway.messages import Attachment
 from gateway.turns import Turn
+from tests.waits import HANG_S
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ class ContractResponder:
 # --------------------------------------------------------------------------- waiting and measuring
 
 
-async def eventually(check: Callable[[], Any], *, timeout: float = 15.0, what: str = "condition") -> Any:
+async def eventually(check: Callable[[], Any], *, timeout: float = HANG_S, what: str = "condition") -> Any:
     """Poll ``check`` (plain or async) until it returns something truthy; fail with ``what`` after ``timeout`` s."""
     deadline = time.monotonic() + timeout
     while True:

@@ -21,8 +21,6 @@ from tests.contract.harness import (
     HARNESSES, ContractResponder, Rig, counter, eventually, harness_class, text_of, units, with_feature,
 )
 
-pytestmark = pytest.mark.timeout(60)
-
 ALL = sorted(HARNESSES)
 
 

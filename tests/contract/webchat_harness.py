@@ -19,6 +19,7 @@ import httpx
 
 from gateway.config import Config, parse_config
 from tests.contract.harness import Said, Seen
+from tests.waits import HANG_S, HTTP_S
 
 _ids = itertools.count(1)
 
@@ -61,8 +62,8 @@ class WebchatHarness:
         self._server = asyncio.create_task(
             serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=lambda url: ready.set_result(url), shutdown_timeout=1)
         )
-        self.url = await asyncio.wait_for(ready, 10)
-        self.http = httpx.AsyncClient(base_url=f"{self.url}/channels/{self.channel}/{self.account}", timeout=30, trust_env=False)
+        self.url = await asyncio.wait_for(ready, HANG_S)
+        self.http = httpx.AsyncClient(base_url=f"{self.url}/channels/{self.channel}/{self.account}", timeout=HTTP_S, trust_env=False)
 
     async def _follow(self, session: str, opened: asyncio.Future[None]) -> None:
         assert self.http is not None
@@ -88,7 +89,7 @@ class WebchatHarness:
             return
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._streams[session] = asyncio.create_task(self._follow(session, opened))
-        await asyncio.wait_for(opened, 10)
+        await asyncio.wait_for(opened, HANG_S)
 
     async def _post(self, session: str, message_id: str, text: str) -> None:
         assert self.http is not None

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+from tests.waits import HANG_S, HTTP_S
 
 READY_RE = re.compile(r"(https?://[^\s/]+)")
 
@@ -42,7 +43,7 @@ class GatewayProcess:
         log.close()
         assert self.process.stdout is not None
         while True:
-            line = (await asyncio.wait_for(self.process.stdout.readline(), 30)).decode()
+            line = (await asyncio.wait_for(self.process.stdout.readline(), HANG_S)).decode()
             if not line:
                 code = await self.process.wait()
                 tail = (self.workdir / f"gateway-{self.starts}.log").read_text(errors="replace")[-3000:]
@@ -62,12 +63,12 @@ class GatewayProcess:
         if self.process is not None and self.process.returncode is None:
             self.process.send_signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.process.wait(), 15)
+                await asyncio.wait_for(self.process.wait(), HANG_S)
             except TimeoutError:
                 await self.kill()
 
     async def backlog(self) -> int:
         """Messages waiting plus replies not yet delivered, as the gateway reports them."""
         async with httpx.AsyncClient(trust_env=False) as http:
-            report = (await http.get(f"{self.url}/status", timeout=10)).json()
+            report = (await http.get(f"{self.url}/status", timeout=HTTP_S)).json()
         return sum(a["inbound_pending"] + a["outbox_open"] for a in report["accounts"])

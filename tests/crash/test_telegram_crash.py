@@ -43,13 +43,14 @@ import yaml
 from tests.crash.gateway_process import GatewayProcess
 from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
 from tests.peers.telegram_peer import TelegramPeer, TelegramUsers
+from tests.waits import HANG_S
 
 MESSAGES, CHATS, GROUPS, KILLS = 150, 20, 5, 3
 UNCONFIRMED_S = 2.0
 """How long after its posting a message's id may still be unrecorded when a SIGKILL lands (ms in practice)."""
 TOKEN_RE = re.compile(r"msg-\d{4}")
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = pytest.mark.slow
 
 
 def write_config(workdir: Path, api_url: str) -> Path:
@@ -120,7 +121,7 @@ async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_p
             shown = {t for messages in (await users.seen()).values() for m in messages for t in TOKEN_RE.findall(m["text"])}
             return len(shown) >= len(asked) and await gateway.backlog() == 0
 
-        await wait_until(all_answered, within=60, what="not every message was answered", poll=0.25)
+        await wait_until(all_answered, within=2 * HANG_S, what="not every message was answered", poll=0.25)
         elapsed = time.monotonic() - began
         await gateway.stop()
         seen, attempts = await users.seen(), (await users.attempts())["attempts"]

@@ -30,6 +30,7 @@ from typing import Any
 import httpx
 
 from gateway.app import Gateway
+from tests.waits import HANG_S, HTTP_S
 
 STUB_KEY_ENV = "STUB_KEY"
 """The stub checks no key; naming one as ``env:STUB_KEY`` still runs the config's secret handling."""
@@ -49,7 +50,7 @@ def e2e_config(data_dir: Path, api_base: str, *, channel: str = "webchat", accou
         "http": {"host": "127.0.0.1", "port": 0},
         "partners": [{
             "id": PARTNER, "name": "Study Buddy", "persona": "study-buddy", "mid_turn": mid_turn,
-            "model": {"model": "openai/stub-model", "api_base": api_base, "api_key": f"env:{STUB_KEY_ENV}", "timeout_s": 20},
+            "model": {"model": "openai/stub-model", "api_base": api_base, "api_key": f"env:{STUB_KEY_ENV}", "timeout_s": 60},
         }],
         "bindings": [{"partner": PARTNER, "channel": channel, "account": account}],
         "channels": {channel: {account: {"access": {"dm": "open"}, **(account_settings or {})}}},
@@ -66,14 +67,14 @@ async def served(gateway: Gateway) -> AsyncIterator[str]:
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1))
     try:
-        yield await asyncio.wait_for(ready, 10)
+        yield await asyncio.wait_for(ready, HANG_S)
     finally:
         server.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await server
 
 
-async def accepting(url: str, *, timeout: float = 10.0) -> None:
+async def accepting(url: str, *, timeout: float = HANG_S) -> None:
     """Wait until a peer process answers HTTP at ``url`` (any status will do).
 
     The peer processes in ``tests/peers`` print their address once the socket is bound but before
@@ -84,7 +85,7 @@ async def accepting(url: str, *, timeout: float = 10.0) -> None:
             try:
                 await http.get(url, timeout=2)
                 return
-            except httpx.ConnectError:
+            except httpx.TransportError:  # refused, or too slow to answer this once: try again until the deadline
                 if time.monotonic() > deadline:
                     raise
                 await asyncio.sleep(0.02)
@@ -115,7 +116,7 @@ class WebLearner:
 
     def __init__(self, base_url: str, *, account: str = "default", session: str | None = None) -> None:
         self.session = session or f"learner{next(_ids)}"
-        self.http = httpx.AsyncClient(base_url=f"{base_url}/channels/webchat/{account}", timeout=30, trust_env=False)
+        self.http = httpx.AsyncClient(base_url=f"{base_url}/channels/webchat/{account}", timeout=HTTP_S, trust_env=False)
         self.shown: list[Shown] = []
         self.said: list[str] = []
         """The message ids this learner posted (the gateway's event ids), in order."""
@@ -127,7 +128,7 @@ class WebLearner:
     async def open(self) -> "WebLearner":
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._follower = asyncio.create_task(self._follow(opened))
-        await asyncio.wait_for(opened, 10)
+        await asyncio.wait_for(opened, HANG_S)
         return self
 
     async def _follow(self, opened: asyncio.Future[None]) -> None:
@@ -169,7 +170,7 @@ class WebLearner:
         """The last version of each bubble that has reached its final form."""
         return [versions[-1] for versions in self.bubbles().values() if versions[-1].final]
 
-    async def wait_for(self, check: Any, *, timeout: float = 15.0, what: str = "the page to show it") -> Any:
+    async def wait_for(self, check: Any, *, timeout: float = HANG_S, what: str = "the page to show it") -> Any:
         """Wait until ``check(self)`` is truthy, re-checking whenever the page receives something."""
         deadline = time.monotonic() + timeout
         while not (result := check(self)):

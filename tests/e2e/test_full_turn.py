@@ -36,8 +36,9 @@ from tests.contract.harness import eventually
 from tests.e2e.rig import PARTNER, STUB_KEY_ENV, Shown, WebLearner, accepting, e2e_config
 from tests.peers.model_stub import ModelStubProcess, Reply
 from tests.peers.relay_platform import RelayClient
+from tests.waits import HANG_S, HTTP_S
 
-pytestmark = [pytest.mark.timeout(30), pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")
 
 ROOT = Path(__file__).resolve().parents[2]
 QUESTION = "What is photosynthesis?"
@@ -243,7 +244,7 @@ async def test_a_partners_serve_process_answers_a_relay_learner_through_the_stub
                 stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=tmp_path,
             )
         assert gateway.stdout is not None
-        line = (await asyncio.wait_for(gateway.stdout.readline(), 15)).decode()
+        line = (await asyncio.wait_for(gateway.stdout.readline(), HANG_S)).decode()
         match = re.search(r"(http://127\.0\.0\.1:\d+)", line)
         assert match, f"no ready line: {line!r}\n{(tmp_path / 'gateway.log').read_text(errors='replace')[-3000:]}"
         drain = asyncio.create_task(gateway.stdout.read())
@@ -256,7 +257,7 @@ async def test_a_partners_serve_process_answers_a_relay_learner_through_the_stub
             if not (messages and messages[-1]["text"] == ANSWER):
                 return False
             async with httpx.AsyncClient(trust_env=False) as http:
-                report = (await http.get(f"{match.group(1)}/status", timeout=5)).json()
+                report = (await http.get(f"{match.group(1)}/status", timeout=HTTP_S)).json()
             return sum(a["inbound_pending"] + a["outbox_open"] for a in report["accounts"]) == 0
 
         await eventually(answered, what="the answer from the gateway process")
@@ -268,7 +269,7 @@ async def test_a_partners_serve_process_answers_a_relay_learner_through_the_stub
         assert request["messages"][-1] == {"role": "user", "content": QUESTION}
 
         gateway.terminate()
-        assert await asyncio.wait_for(gateway.wait(), 15) == 0
+        assert await asyncio.wait_for(gateway.wait(), HANG_S) == 0
         assert b"Partners Gateway stopped." in await drain
     finally:
         if gateway is not None and gateway.returncode is None:

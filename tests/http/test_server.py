@@ -7,7 +7,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import AsyncIterator
 from contextlib import suppress
 
@@ -19,6 +18,7 @@ from starlette.responses import PlainTextResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.http.server import serve_http
+from tests.waits import HANG_S
 
 
 async def hello(request: Request) -> Response:
@@ -40,7 +40,7 @@ APP = Starlette(routes=[Route("/", hello), Route("/endless", endless)])
 async def start(port: int = 0, **kwargs: float) -> tuple[asyncio.Task[None], str]:
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     task = asyncio.create_task(serve_http(APP, "127.0.0.1", port, on_ready=ready.set_result, **kwargs))
-    return task, await asyncio.wait_for(ready, 5)
+    return task, await asyncio.wait_for(ready, HANG_S)
 
 
 async def stop(task: asyncio.Task[None]) -> None:
@@ -68,9 +68,7 @@ async def test_cancel_ends_open_streams_within_the_shutdown_timeout() -> None:
     async with httpx.AsyncClient(trust_env=False) as http:
         async with http.stream("GET", url + "/endless") as response:
             assert await response.aiter_lines().__anext__() == "tick"
-            began = time.monotonic()
-            await stop(task)
-            assert time.monotonic() - began < 2.0
+            await asyncio.wait_for(stop(task), HANG_S)  # the stream is cut, not waited for
     assert task.cancelled()
 
 

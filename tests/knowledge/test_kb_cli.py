@@ -16,10 +16,9 @@ from brain.knowledge.lightrag_engine import indexed_text
 from brain.knowledge.service import KnowledgeService
 from gateway.cli import cli
 from gateway.config import load_config
+from tests.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]
-
-pytestmark = pytest.mark.timeout(90)
 
 
 def write_config(folder: Path, model: dict | None = None) -> Path:
@@ -132,7 +131,7 @@ async def test_kb_add_in_another_process_reaches_a_running_gateway(tmp_path, stu
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-c", "from gateway.cli import main; main()", "-c", str(config_path), "kb", "add", "tutor",
             str(rivers), env=env, cwd=tmp_path, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-        out, err = await asyncio.wait_for(process.communicate(), 60)
+        out, err = await asyncio.wait_for(process.communicate(), HANG_S)
         assert process.returncode == 0, err.decode()
         assert "Adding 1 file(s) to tutor (lightrag engine)." in out.decode() and "added      " in out.decode()
 

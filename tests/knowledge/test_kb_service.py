@@ -18,8 +18,6 @@ from gateway.config import PartnerConfig, parse_config
 from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
 from gateway.turns import Role, Turn
 
-pytestmark = pytest.mark.timeout(60)
-
 
 @pytest.fixture
 def config(tmp_path, model_settings):

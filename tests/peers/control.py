@@ -11,12 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+from tests.waits import HTTP_S
 
 
 class ControlClient:
     def __init__(self, url: str, token: str) -> None:
         self.url, self.token = url, token
-        self.http = httpx.AsyncClient(base_url=url, timeout=30, trust_env=False)
+        self.http = httpx.AsyncClient(base_url=url, timeout=HTTP_S, trust_env=False)
 
     async def _post(self, path: str, **body: Any) -> Any:
         response = await self.http.post(path, json={"token": self.token, **body})

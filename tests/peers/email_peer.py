@@ -44,6 +44,7 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
+from tests.waits import HANG_S, HTTP_S
 
 
 PASSWORD = "peer-pass"
@@ -56,7 +57,7 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
-def _wait_listening(port: int, what: str, timeout: float = 10.0) -> None:
+def _wait_listening(port: int, what: str, timeout: float = HANG_S) -> None:
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -187,7 +188,7 @@ protocol lmtp {{
         self.running = False
         subprocess.call(["doveadm", "-c", str(self.conf), "stop"], stdin=subprocess.DEVNULL,
                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + HANG_S
         while time.monotonic() < deadline:
             try:
                 socket.create_connection(("127.0.0.1", self.imap_port), timeout=0.5).close()
@@ -264,7 +265,7 @@ class LmtpRelay:
     def _deliver(self, sender: str, recipient: str, content: bytes) -> None:
         # One recipient per LMTP transaction: LMTP answers DATA once per recipient, and
         # smtplib reads only one answer, so a second recipient would desynchronise it.
-        with smtplib.LMTP("127.0.0.1", self.lmtp_port, timeout=10) as lmtp:
+        with smtplib.LMTP("127.0.0.1", self.lmtp_port, timeout=HTTP_S) as lmtp:
             lmtp.sendmail(sender, [recipient], content)
 
     async def _deliver_or_queue(self, sender: str, recipients: list[str], content: bytes) -> None:
@@ -346,7 +347,7 @@ class SmtpPeer:
 
         tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         tls.load_cert_chain(self.cert, self.key)
-        common = dict(hostname="127.0.0.1", authenticator=self._authenticate, auth_required=True, ready_timeout=10)
+        common = dict(hostname="127.0.0.1", authenticator=self._authenticate, auth_required=True, ready_timeout=HANG_S)
         self._controllers = [
             QuietController(self.relay, port=self.port, auth_require_tls=False, **common),
             QuietController(self.relay, port=self.starttls_port, tls_context=tls, require_starttls=True, **common),
@@ -407,7 +408,7 @@ class EmailPeer:
 
     def send(self, message: EmailMessage, *, login: str) -> None:
         """Submit a message through the SMTP server, authenticated as ``login``."""
-        with smtplib.SMTP("127.0.0.1", self.smtp.port, timeout=10) as client:
+        with smtplib.SMTP("127.0.0.1", self.smtp.port, timeout=HTTP_S) as client:
             client.login(login, PASSWORD)
             client.send_message(message)
 

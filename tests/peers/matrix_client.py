@@ -14,6 +14,7 @@ from typing import Any
 import httpx
 
 from tests.peers.synapse import MatrixAccount
+from tests.waits import HTTP_S
 
 _txn = itertools.count(1)
 
@@ -26,7 +27,7 @@ class MatrixUser:
     def __init__(self, base_url: str, account: MatrixAccount) -> None:
         self.account = account
         self.user_id = account.user_id
-        self.http = httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=30,
+        self.http = httpx.AsyncClient(base_url=base_url, trust_env=False, timeout=HTTP_S,
                                       headers={"Authorization": f"Bearer {account.access_token}"})
 
     async def aclose(self) -> None:

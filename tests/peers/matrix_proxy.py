@@ -34,6 +34,7 @@ from collections import Counter
 from typing import Any
 
 import httpx
+from tests.waits import HANG_S
 
 SEND_RE = re.compile(r"^/_matrix/client/(?:r0|v3)/rooms/[^/]+/send/")
 SYNC_RE = re.compile(r"^/_matrix/client/(?:r0|v3)/sync$")
@@ -116,7 +117,7 @@ class MatrixFaultProxy:
             self._server.should_exit = True
         if self._task is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._task, 5)
+                await asyncio.wait_for(self._task, HANG_S)
         await self._http.aclose()
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:

@@ -62,6 +62,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
 from tests.peers import stop_process
+from tests.waits import HTTP_S
 
 ROOT = Path(__file__).resolve().parents[2]
 DIMENSIONS = 384
@@ -513,7 +514,7 @@ class ModelStubProcess:
     def _control(self, method: str, path: str, body: Any = None) -> Any:
         import httpx
 
-        response = httpx.request(method, self.url + path, json=body, timeout=10, trust_env=False)
+        response = httpx.request(method, self.url + path, json=body, timeout=HTTP_S, trust_env=False)
         response.raise_for_status()
         return response.json()
 

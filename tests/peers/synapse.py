@@ -26,6 +26,7 @@ from pathlib import Path
 import httpx
 
 from tests.peers import stop_process
+from tests.waits import HANG_S, HTTP_S
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_SECRET = "partners-test-shared-secret"
@@ -109,7 +110,7 @@ class SynapsePeer:
         self.url = f"http://127.0.0.1:{port}"
 
     @classmethod
-    def start(cls, workdir: Path, *, timeout: float = 60.0) -> "SynapsePeer":
+    def start(cls, workdir: Path, *, timeout: float = 2 * HANG_S) -> "SynapsePeer":
         python = synapse_python()
         workdir.mkdir(parents=True, exist_ok=True)
         port = _free_port()
@@ -156,7 +157,7 @@ class SynapsePeer:
         """Register a user with the shared secret; returns its MXID, access token and device."""
         password = password or f"pw-{username}"
         endpoint = f"{self.url}/_synapse/admin/v1/register"
-        with httpx.Client(trust_env=False, timeout=30) as http:
+        with httpx.Client(trust_env=False, timeout=HTTP_S) as http:
             nonce = http.get(endpoint).json()["nonce"]
             mac = hmac.new(SHARED_SECRET.encode(), digestmod=hashlib.sha1)
             mac.update(b"\x00".join([nonce.encode(), username.encode(), password.encode(), b"admin" if admin else b"notadmin"]))

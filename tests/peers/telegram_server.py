@@ -45,6 +45,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from tests.peers.telegram_api import SEND_METHODS, ApiError, Bot, TelegramPlatform
+from tests.waits import HTTP_S
 
 STRING_PARAMS = {"text", "caption", "parse_mode", "url", "secret_token", "action", "file_id", "photo", "document",
                  "voice", "description", "ip_address"}
@@ -108,7 +109,7 @@ def failure(error: ApiError) -> JSONResponse:
 
 
 def build_app(platform: TelegramPlatform) -> Starlette:
-    http = httpx.AsyncClient(timeout=10, trust_env=False)
+    http = httpx.AsyncClient(timeout=HTTP_S, trust_env=False)
 
     async def push_webhook(bot: Bot) -> None:
         """POST queued updates to the webhook in order; an update leaves the queue only on a 2xx."""

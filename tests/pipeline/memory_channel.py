@@ -18,6 +18,7 @@ from gateway.messages import (
     AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage,
     MessageId, RenderedPart, Sender, SentMessage, Text, UserId,
 )
+from tests.waits import HANG_S
 
 DEFAULT_CAPS = ChannelCapabilities(
     platform="memory", text_limit=200, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN,
@@ -104,7 +105,7 @@ class MemoryChannel(Channel):
             raise self.failures.pop(0)
         await self._record(Sent("edit", target.conversation.chat, message, part.text, final=final))
 
-    async def wait_for(self, predicate, timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate, timeout: float = HANG_S) -> None:
         async def check():
             async with self.changed:
                 await self.changed.wait_for(lambda: predicate(self.sent))

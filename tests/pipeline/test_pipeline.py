@@ -11,6 +11,7 @@ from gateway.pipeline.lanes import APOLOGY
 from gateway.store import InboundState, ReplyState
 from tests.pipeline.conftest import ScriptedResponder
 from tests.pipeline.memory_channel import DEFAULT_CAPS
+from tests.waits import tries
 
 
 def finals(channel):
@@ -135,7 +136,7 @@ async def test_permanent_error_is_a_dead_letter_with_its_reason(start_gateway):
     gateway, channel = await start_gateway()
     channel.failures = [BadRequest("memory", "chat not found", code=400)]
     await channel.inject("hello")
-    for _ in range(100):
+    for _ in tries(0.02):
         if gateway.metrics.dead_letters.labels("memory", "acct")._value.get() == 1:
             break
         await asyncio.sleep(0.02)

@@ -24,6 +24,7 @@ from gateway.config import parse_config
 from tests.contract.email_harness import EmailHarness, account_settings
 from tests.contract.harness import ContractResponder, Seen, counter, eventually, settled
 from tests.peers.email_peer import EmailPeer
+from tests.waits import HANG_S
 
 REFUSAL_RULES = ("automatic mail", "sender not allowed", "loop protection", "too large")
 """The drop-metric labels of mail the email channel read but will not answer."""
@@ -90,7 +91,7 @@ class EmailRig:
         await asyncio.to_thread(self.peer.send, mail, login=login or str(mail["From"]))
         return mail
 
-    async def replies(self, learner: str, count: int, *, timeout: float = 15.0) -> list[Seen]:
+    async def replies(self, learner: str, count: int, *, timeout: float = HANG_S) -> list[Seen]:
         async def enough():
             seen = await self.harness.seen(learner)
             return seen if len(seen) >= count else None

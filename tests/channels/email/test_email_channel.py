@@ -19,8 +19,7 @@ from gateway.messages import (
     AccountId, Address, Attachment, ChannelName, ChatId, Conversation, ConversationKind, Media, Referrer, RenderedPart,
 )
 from tests.contract.harness import counter, eventually
-
-pytestmark = pytest.mark.timeout(60)
+from tests.waits import HTTP_S
 
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000") + b"\x00" * 40
 PDF = b"%PDF-1.4\n1 0 obj << /Type /Catalog >> endobj\ntrailer << /Root 1 0 R >>\n%%EOF\n"
@@ -129,7 +128,7 @@ def _send_with_null_sender(rig, mail) -> None:
     """A bounce: the envelope sender is empty, so Dovecot writes ``Return-Path: <>``."""
     import smtplib
 
-    with smtplib.SMTP("127.0.0.1", rig.peer.smtp_port, timeout=10) as client:
+    with smtplib.SMTP("127.0.0.1", rig.peer.smtp_port, timeout=HTTP_S) as client:
         client.login(rig.bot, rig.peer.password)
         client.sendmail("", [rig.bot], mail.as_bytes())
 
@@ -322,7 +321,7 @@ async def test_a_batch_that_outlasts_the_stall_watch_is_still_taken(email_rig, m
     for page in range(4):  # waiting before the first start: one batch
         await email_rig.send(email_rig.mail(learner, f"page {page}", subject=f"Page {page}"))
     await email_rig.start()
-    await eventually(lambda: sum(len(t.messages) for t in email_rig.responder.turns) == 4, timeout=20,
+    await eventually(lambda: sum(len(t.messages) for t in email_rig.responder.turns) == 4,
                      what="all four mails taken")
     [account] = (await email_rig.gateway.status()).accounts
     assert account.restarts == 0
@@ -361,7 +360,7 @@ async def test_huge_and_broken_mail_gets_a_reason_and_the_next_mail_is_still_ans
 def _send_raw(rig, login: str, raw: bytes) -> None:
     import smtplib
 
-    with smtplib.SMTP("127.0.0.1", rig.peer.smtp_port, timeout=10) as client:
+    with smtplib.SMTP("127.0.0.1", rig.peer.smtp_port, timeout=HTTP_S) as client:
         client.login(login, rig.peer.password)
         client.sendmail(login, [rig.bot], raw)
 
@@ -460,7 +459,7 @@ async def test_a_mail_the_server_cannot_serve_is_passed_over_and_the_mail_after_
     broken.chmod(0)  # Dovecot reads mail as vmail; root (the test) still can
     try:
         await email_rig.start(max_fetch_attempts=2)
-        await email_rig.replies(learner, 1, timeout=30)
+        await email_rig.replies(learner, 1)
         await email_rig.quiet()
     finally:
         for mail in maildir.glob("*/*"):  # Dovecot renames a file it marks seen (new/ -> cur/)

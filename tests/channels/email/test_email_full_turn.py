@@ -23,7 +23,7 @@ from tests.contract.harness import eventually, settled
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config
 from tests.peers.model_stub import ModelStub, Reply
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")
 
 QUESTION = "How do I find the area of a triangle with base 6 cm and height 4 cm?"
 ANSWER = "Multiply base by height and halve it: what do you get for 6 cm and 4 cm?"
@@ -58,7 +58,7 @@ async def test_a_learner_mails_a_question_and_the_brains_answer_arrives_threaded
                 mails = [m for m in email_peer.received(learner) if bot in str(m["From"])]
                 return mails if mails and settled(gateway) else None
 
-            [reply] = await eventually(answered, timeout=30, what="the brain's answer in the learner's mailbox")
+            [reply] = await eventually(answered, what="the brain's answer in the learner's mailbox")
             await asyncio.sleep(0.5)
             assert len([m for m in email_peer.received(learner) if bot in str(m["From"])]) == 1
         finally:

@@ -18,8 +18,6 @@ from gateway.messages import (
 from tests.contract.harness import counter, eventually
 from tests.peers.matrix_client import q, shown_messages
 
-pytestmark = pytest.mark.timeout(60)
-
 PNG = bytes.fromhex("89504e470d0a1a0a0000000d4948445200000001000000010806000000")
 
 
@@ -312,7 +310,7 @@ async def test_a_sync_whose_downloads_outlast_the_stall_watch_is_taken_without_r
         mxc = await learner.upload(PNG + bytes([page]), content_type="image/png", filename=f"page{page}.png")
         await learner.send(room, {"msgtype": "m.image", "body": f"page{page}.png", "url": mxc})
     await matrix.start()
-    await eventually(lambda: sum(len(t.messages) for t in matrix.responder.turns) == 4, timeout=20,
+    await eventually(lambda: sum(len(t.messages) for t in matrix.responder.turns) == 4,
                      what="all four pages taken")
     [account] = (await matrix.gateway.status()).accounts
     assert account.restarts == 0

@@ -19,8 +19,6 @@ from tests.channels.telegram.conftest import new_id
 from tests.peers.telegram_html import EntityError, parse_html
 from tests.peers.telegram_peer import TelegramUsers
 
-pytestmark = pytest.mark.timeout(30)
-
 RICH = """# Title
 
 Some **bold**, *italic*, ~~strike~~, `code <x>` and a [link](https://e.org/a?b=1&c=2).

@@ -22,7 +22,7 @@ from tests.e2e.rig import STUB_KEY_ENV, e2e_config
 from tests.peers.model_stub import ModelStub, Reply
 from tests.peers.telegram_peer import TelegramUsers
 
-pytestmark = [pytest.mark.timeout(40), pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")
 
 QUESTION = "What is photosynthesis?"
 ANSWER = "Plants use **light** to turn water and carbon dioxide into sugar. What do you think the sugar is for?"
@@ -58,7 +58,7 @@ async def answered(users: TelegramUsers, gateway: Gateway, chat: int) -> list[di
         shown = (await users.seen()).get(str(chat), [])
         return shown if shown and shown[-1]["text"] == SHOWN and settled(gateway) else None
 
-    return await eventually(done, timeout=20, what="the answer in the learner's chat")
+    return await eventually(done, what="the answer in the learner's chat")
 
 
 async def test_a_learner_in_a_private_chat_gets_the_answer_streamed_as_a_draft_then_one_message(turn):

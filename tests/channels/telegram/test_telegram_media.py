@@ -5,13 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-import pytest
-
 from gateway.messages import Attachment, Media
 from tests.channels.telegram.conftest import new_id
 from tests.contract.harness import eventually
-
-pytestmark = pytest.mark.timeout(60)
 
 PICTURE = bytes(range(256)) * 40
 
@@ -204,7 +200,7 @@ async def test_a_batch_whose_downloads_outlast_the_stall_watch_is_still_taken(op
     chat = new_id()
     for page in range(4):
         await rig.users.say(chat, "", media={"kind": "document", "name": f"page{page}.pdf", "hex": b"%PDF".hex()})
-    await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 4, timeout=20,
+    await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 4,
                      what="all four pages taken")
     [account] = (await rig.gateway.status()).accounts
     assert account.restarts == 0

@@ -6,13 +6,9 @@ bot posted where (chat, forum topic, what they reply to), after edits.
 
 from __future__ import annotations
 
-import pytest
-
 from gateway.messages import ConversationKind, Referrer, RenderedPart
 from tests.channels.telegram.conftest import new_group, new_id
 from tests.contract.harness import counter, eventually
-
-pytestmark = pytest.mark.timeout(60)
 
 
 async def test_commands_are_registered_with_telegram_at_start(open_rig):

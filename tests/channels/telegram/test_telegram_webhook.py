@@ -15,15 +15,14 @@ import uuid
 from contextlib import closing
 
 import httpx
-import pytest
 
 import channels.telegram.channel as telegram_channel
 from gateway.http.app import build_app
 from gateway.http.server import serve_http
 from tests.channels.telegram.conftest import free_port, new_id
 from tests.contract.harness import counter, eventually
+from tests.waits import HTTP_S
 
-pytestmark = pytest.mark.timeout(60)
 SECRET = "s3cret_Token-for-the-webhook"
 
 
@@ -38,7 +37,7 @@ async def webhook_rig(open_rig, *, serve: bool = True):
         url = f"http://127.0.0.1:{port}"
         server = asyncio.create_task(serve_http(build_app(rig.gateway), "127.0.0.1", port, shutdown_timeout=1)) if serve else None
         try:
-            async with httpx.AsyncClient(base_url=url, timeout=10, trust_env=False) as http:
+            async with httpx.AsyncClient(base_url=url, timeout=HTTP_S, trust_env=False) as http:
                 yield rig, http, port
         finally:
             if server is not None:
@@ -141,7 +140,7 @@ async def test_a_polling_account_has_no_webhook(open_rig):
     port = free_port()
     server = asyncio.create_task(serve_http(build_app(rig.gateway), "127.0.0.1", port, shutdown_timeout=1))
     try:
-        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=10, trust_env=False) as http:
+        async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=HTTP_S, trust_env=False) as http:
             answer = await eventually(lambda: _post_quietly(http), what="the HTTP app")
         assert answer.status_code == 404
     finally:
