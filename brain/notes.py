@@ -364,6 +364,15 @@ def _quote(passage: Passage, words: Sequence[str]) -> str:
     return f"{cite}\n{body}"
 
 
+class OfflineReason(str, Enum):
+    """Why a turn is answered from the notes rather than by the model: it decides the one-line notice."""
+
+    NO_MODEL = "no model"
+    """The partner has no model configured."""
+    MODEL_TROUBLE = "model trouble"
+    """A model is configured but failed (down, hanging, refusing) after its retry and its backup."""
+
+
 def compose(
     persona: Persona, index: NotesIndex, text: str, model: ModelSettings | None = None,
     because: OfflineReason = OfflineReason.NO_MODEL,
@@ -387,15 +396,6 @@ def compose(
     listed = "\n".join(f"- {topic}" for topic in topics)
     parts.append(f"{lead} I have notes on:\n\n{listed}")
     return "\n\n".join(parts)
-
-
-class OfflineReason(str, Enum):
-    """Why a turn is answered from the notes rather than by the model: it decides the one-line notice."""
-
-    NO_MODEL = "no model"
-    """The partner has no model configured."""
-    MODEL_TROUBLE = "model trouble"
-    """A model is configured but failed (down, hanging, refusing) after its retry and its backup."""
 
 
 SETUP_PROBLEM = (
