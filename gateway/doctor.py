@@ -33,6 +33,7 @@ from gateway.config import AccountConfig, Config, ModelSettings, account_enabled
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.probes import Gravity, Problem, ProbeResult
 
+VALID = "channel loads and its settings are valid"
 PROBE_TIMEOUT_S = 15.0
 """Generous: a real provider's first answer or a TLS handshake across the world fits well inside it."""
 
@@ -203,7 +204,7 @@ def check_account(config: Config, channel: str, account: str) -> list[CheckResul
         if cls is not None:
             results.extend(_from_problem(name, p) for p in cls.check(settings))
     if not results:
-        results.append(CheckResult(name, Severity.OK, "channel loads and its settings are valid"))
+        results.append(CheckResult(name, Severity.OK, VALID))
     return results
 
 
@@ -436,5 +437,21 @@ def run_checks(load: Callable[[], Config], *, offline: bool = False, timeout: fl
     results.extend(check_bindings(config))
     results.extend(check_models(config))
     if not offline:
-        results.extend(asyncio.run(run_probes(config, probable, timeout)))
+        results = _merge(results, asyncio.run(run_probes(config, probable, timeout)))
     return redact(results, _secrets(config))
+
+
+def _merge(shape: list[CheckResult], probed: list[CheckResult]) -> list[CheckResult]:
+    """Each probe's findings right after the shape findings of the same account or partner; an account's
+    "settings are valid" line gives way to what its probe found."""
+    by_name: dict[str, list[CheckResult]] = {}
+    for result in probed:
+        by_name.setdefault(result.name, []).append(result)
+    last = {r.name: i for i, r in enumerate(shape)}
+    merged: list[CheckResult] = []
+    for index, result in enumerate(shape):
+        if not (result.name in by_name and result.message == VALID and not result.name.startswith("partner ")):
+            merged.append(result)
+        if last.get(result.name) == index:
+            merged.extend(by_name.pop(result.name, ()))
+    return merged + [r for rest in by_name.values() for r in rest]

@@ -39,7 +39,7 @@ def _problem(error: GatewayError, side: str, host: str, login: str) -> Problem:
         return Problem(message=f"{error.detail} on {host}", fix="set mailbox: to a folder that exists (usually INBOX)")
     detail = error.detail if isinstance(error, PlatformError) else str(error)
     if "cannot reach" in detail:
-        message = "nothing answers: " + detail.split(": ", 1)[1].rsplit(": check", 1)[0]
+        message = f"nothing answers for {side}: " + detail.split(": ", 1)[1].rsplit(": check", 1)[0]
         port = "imap_port (993 with imap_security tls)" if side == "IMAP" else "smtp_port (587 with starttls, 465 with tls)"
         return Problem(message=message, fix=f"check the network, {side.lower()}_host and {port}")
     return Problem(message=f"the {side} server {host} answered: {detail}",

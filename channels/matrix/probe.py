@@ -45,7 +45,8 @@ def _failure(error: GatewayError, where: str) -> Problem:
     detail = error.detail if isinstance(error, PlatformError) else str(error)
     if "cannot reach" in detail:
         return Problem(message=f"nothing answers: {detail.rsplit(': check', 1)[0]}",
-                       fix="check the network, and that " + HOMESERVER_FIX.removeprefix("set "))
+                       fix="check the network, and that homeserver is the client-server API address "
+                           "(Element shows it under Settings, Help & About)")
     if isinstance(error, AuthFailed):
         return Problem(message=f"the homeserver {where} refused the bot's credentials ({error.code or 'auth'})",
                        fix=NEW_TOKEN)

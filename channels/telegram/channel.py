@@ -89,9 +89,14 @@ class TelegramChannel(Channel):
         problems = self.check(self.settings)
         if problems:
             return ProbeResult(checked=f"Telegram at {self.settings.api_url}", problems=tuple(problems))
-        if self._bot is None:
-            self._bot = new_bot(self.settings, poll_timeout=self.settings.poll_timeout)
-        return await probe_bot(self._bot, self.settings)
+        bot = new_bot(self.settings, poll_timeout=self.settings.poll_timeout)  # its own: a running account's stays as it is
+        try:
+            return await probe_bot(bot, self.settings)
+        finally:
+            try:
+                await bot.shutdown()
+            except Exception as error:  # nothing to release after a failed initialize
+                log.debug("telegram probe bot shutdown account=%s error=%s", self.account, error)
 
     # ------------------------------------------------------------------ inbound
 
