@@ -137,7 +137,7 @@ class Channel(ABC):
         (no message read, sent or acknowledged).  Never raises for a platform's answer: each problem is
         reported in plain words with its fix, and no secret appears in it.  The caller bounds the time
         and calls :meth:`close` afterwards.  Channels with nothing to reach (web chat, console) pass."""
-        return ProbeResult(checked="nothing to reach: this channel is served by the gateway itself",
+        return ProbeResult(checked="served by the gateway itself, nothing to reach",
                            problems=tuple(self.check(self.context.config)))
 
     async def close(self) -> None:

@@ -125,7 +125,9 @@ def _configure_logging(level: str) -> None:
 class PreflightError(click.ClickException):
     """``serve`` cannot start as configured; the message names the problem and its fix."""
 
-    exit_code = 1
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
 
     def show(self, file: Any = None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)
@@ -155,7 +157,7 @@ def _preflight(config: Config) -> None:
             settings = validate_account(config, channel, account, cls.config_model if cls else None)
             for problem in cls.check(settings) if cls else ():
                 if problem.gravity is Gravity.ERROR:
-                    raise PreflightError(f"{channel}/{account}: {problem.message} (fix: {problem.fix})")
+                    raise PreflightError(f"{channel}/{account}: {problem.message} (fix: {problem.fix})", EXIT_CONFIG)
                 warnings.append(f"warning: {channel}/{account}: {problem.message} (fix: {problem.fix})")
     holder, result = port_holder(config)
     if holder is PortHolder.THIS_GATEWAY:

@@ -48,18 +48,20 @@ def lines_of(output: str) -> list[str]:
     return [line.strip() for line in output.splitlines()]
 
 
-def test_a_good_config_passes_with_the_model_warning(invoke, workdir):
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+def test_a_good_config_passes_with_the_model_warning(invoke, workdir, offline):
     (workdir / "partners.yaml").write_text(GOOD, encoding="utf-8")
 
-    result = invoke("doctor")
+    result = invoke("doctor", *(["--offline"] if offline else []))
 
     assert result.exit_code == 0, result.output
     out = lines_of(result.output)
     assert "ok     config: partners.yaml loads" in out
     assert f"ok     data dir: {workdir / 'data'} will be created (in {workdir}, which is writable)" in out
     assert "ok     http port: port 0: a free port is picked at start" in out
-    assert "ok     webchat/default: channel loads and its settings are valid" in out
-    assert "ok     console/default: channel loads and its settings are valid" in out
+    shown = "channel loads and its settings are valid" if offline else "works: served by the gateway itself, nothing to reach"
+    assert f"ok     webchat/default: {shown}" in out
+    assert f"ok     console/default: {shown}" in out
     assert any(line.startswith("warn   partner ") and "has no language model configured" in line for line in out)
     assert any("fix: set `model:` in" in line for line in out)
     assert out[-1] == "0 error(s), 1 warning(s)"
@@ -417,3 +419,14 @@ def test_a_peer_that_never_answers_is_bounded_by_the_probe_timeout(workdir, monk
 
     [probe] = [r for r in results if r.name == "telegram/main" and r.severity is Severity.ERROR]
     assert probe.message == "no answer within 2 s"
+
+
+def test_serve_refuses_what_doctor_offline_finds(invoke, workdir, monkeypatch):
+    _telegram(workdir, monkeypatch, "")
+
+    result = invoke("serve")
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: telegram/main: the bot token is empty")
+    assert "(fix: put the token @BotFather gave you in the variable" in result.stderr
+    assert "Traceback" not in result.output
