@@ -40,7 +40,7 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
-from channels.telegram.config import TelegramConfig
+from channels.telegram.config import CLOUD_API, TelegramConfig
 from gateway.endpoints import origin, why_unreachable
 from gateway.errors import (
     AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PlatformError, RateLimited, Unsupported,
@@ -62,7 +62,7 @@ class Unreachable(NetworkError):
 
 
 class StatusKeepingRequest(HTTPXRequest):
-    def __init__(self, *, endpoint: str, **options: Any) -> None:
+    def __init__(self, *, endpoint: str = CLOUD_API, **options: Any) -> None:
         super().__init__(**options)
         self.endpoint = origin(endpoint)
 
@@ -89,8 +89,11 @@ def new_bot(config: TelegramConfig, *, poll_timeout: float) -> Bot:
                                  pool_timeout=10.0, httpx_kwargs={"trust_env": False})
     polls = StatusKeepingRequest(endpoint=config.api_url, connection_pool_size=1, read_timeout=poll_timeout + 10.0, connect_timeout=10.0,
                                  httpx_kwargs={"trust_env": False})
-    return Bot(config.token.get_secret_value(), base_url=config.bot_url, base_file_url=config.download_url,
-               request=calls, get_updates_request=polls)
+    try:
+        return Bot(config.token.get_secret_value(), base_url=config.bot_url, base_file_url=config.download_url,
+                   request=calls, get_updates_request=polls)
+    except InvalidToken as error:  # an empty token: no request can fix it, so the account waits for a human
+        raise AuthFailed(PLATFORM, "the bot token is empty: copy it from @BotFather", code=401) from error
 
 
 # PTB 22.2+ warns, whenever a RetryAfter is made or read, that retry_after will become a timedelta.
