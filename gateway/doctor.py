@@ -337,6 +337,15 @@ async def probe_account(config: Config, channel: str, account: str, timeout: flo
             pass
 
 
+async def _model_probe(settings: ModelSettings, timeout: float) -> ProbeResult:
+    """The model's probe, bounded once litellm is imported: seconds of import are not the model's time."""
+    from brain.model import load_litellm
+    from brain.probe import probe_model
+
+    await asyncio.to_thread(load_litellm)
+    return await _bounded(lambda: probe_model(settings, timeout=timeout), settings.model, timeout)
+
+
 def _model_settings(config: Config) -> list[tuple[str, ModelSettings]]:
     """Each partner's effective model (its own, else its persona's); partners whose persona fails are left
     to :func:`check_models`."""
@@ -356,8 +365,6 @@ def _model_settings(config: Config) -> list[tuple[str, ModelSettings]]:
 
 async def run_probes(config: Config, probable: list[tuple[str, str]], timeout: float = PROBE_TIMEOUT_S) -> list[CheckResult]:
     """Every account probe and every model probe, all at once."""
-    from brain.probe import probe_model
-
     jobs: list[tuple[str, Any]] = [
         (f"{channel}/{account}", probe_account(config, channel, account, timeout)) for channel, account in probable
     ]
@@ -365,8 +372,7 @@ async def run_probes(config: Config, probable: list[tuple[str, str]], timeout: f
     for partner, settings in _model_settings(config):
         key = settings.model_dump_json()
         if key not in asked:
-            asked[key] = asyncio.ensure_future(
-                _bounded(lambda s=settings: probe_model(s, timeout=timeout), settings.model, timeout))
+            asked[key] = asyncio.ensure_future(_model_probe(settings, timeout))
         jobs.append((f"partner {partner}", asked[key]))
     found = await asyncio.gather(*(job for _, job in jobs))
     results: list[CheckResult] = []
