@@ -26,10 +26,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pydantic import ValidationError
-
 from gateway import datadir
-from gateway.config import AccountConfig, Config, ModelSettings, account_enabled, validate_account
+from gateway.config import Config, ModelSettings, account_enabled, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.probes import Gravity, Problem, ProbeResult
 
