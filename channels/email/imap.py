@@ -139,7 +139,8 @@ class ImapSession:
         response = await self._bounded(self._client.login(s.login, s.password.get_secret_value()), "login")
         if response.result != "OK":
             detail = b" ".join(bytes(line) for line in response.lines).decode(errors="replace")
-            raise AuthFailed(PLATFORM, f"IMAP login refused for {s.login}: {detail}", code=response.result)
+            raise AuthFailed(PLATFORM, f"IMAP login refused for {s.login}: {detail}: check username and the app password",
+                             code=response.result)
 
     def _select_state(self, response) -> MailboxState:
         s = self.settings

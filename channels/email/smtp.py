@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 def translate_reply(code: int, text: str, stage: str) -> PlatformError:
     said = f"SMTP {stage}: {text.strip()[:300]}"
     if code in (530, 534, 535, 538):
-        return AuthFailed(PLATFORM, said, code=code)
+        return AuthFailed(PLATFORM, f"{said}: check username and the app password" if stage == "login" else said, code=code)
     if code in (421, 450, 451, 452) and RATE_WORDS.search(text):
         match = RETRY_IN.search(text)
         # RateLimited words its own message; the server's reply rides in the code so the log shows it

@@ -77,7 +77,8 @@ def translate(action: str, response: ErrorResponse) -> PlatformError:
         retry_after = (response.retry_after_ms or 1000) / 1000
         return RateLimited(PLATFORM, retry_after, code=status or 429)
     if errcode in AUTH_CODES or status in (401, 403):
-        return AuthFailed(PLATFORM, where, code=code)
+        fix = ": log the bot in again and export the new access token" if errcode in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN") else ""
+        return AuthFailed(PLATFORM, where + fix, code=code)
     if status is not None and status >= 500:
         return PeerUnavailable(PLATFORM, where, code=status)
     if errcode == "M_NOT_FOUND" or status == 404:

@@ -131,7 +131,7 @@ def _translate(error: TelegramError, method: str) -> GatewayError:
         if status == 404 and "method" in error.description.lower():
             return Unsupported(PLATFORM, f"{method}: this Bot API server does not know the method", code=status)
         if status in (401, 404):
-            return AuthFailed(PLATFORM, where, code=status)
+            return AuthFailed(PLATFORM, f"{where}: the token is invalid or revoked; copy it again from @BotFather", code=status)
         if status == 403 or (status == 400 and "not found" in error.description.lower()):
             return NotFound(PLATFORM, where, code=status)
         if status == 409 or status >= 500:
