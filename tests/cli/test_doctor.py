@@ -430,3 +430,20 @@ def test_serve_refuses_what_doctor_offline_finds(invoke, workdir, monkeypatch):
     assert result.stderr.startswith("error: telegram/main: the bot token is empty")
     assert "(fix: put the token @BotFather gave you in the variable" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_polling_a_bot_that_has_a_webhook_warns_that_polling_removes_it(invoke, workdir, monkeypatch, telegram_api):
+    import httpx
+
+    token = _new_token()
+    _register(telegram_api, token)
+    httpx.post(f"{telegram_api}/bot{token}/setWebhook", json={"url": "https://other.school.org/hook"},
+               timeout=30, trust_env=False).raise_for_status()
+    _telegram(workdir, monkeypatch, token, api_url=telegram_api)
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 0, result.output  # a warning: polling works, and takes the updates over
+    assert "warn   telegram/main: this bot has a webhook set (https://other.school.org/hook): polling removes it" in result.output
+    info = httpx.get(f"{telegram_api}/bot{token}/getWebhookInfo", timeout=30, trust_env=False).json()["result"]
+    assert info["url"] == "https://other.school.org/hook"  # the probe only looked
