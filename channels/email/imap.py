@@ -11,7 +11,7 @@ connection-lost callback.  Translation::
 
     LOGIN refused                      -> AuthFailed
     SELECT refused                     -> NotFound (no such mailbox)
-    refused connection, drop, timeout  -> PeerUnavailable, naming host:port in plain words
+    refused connection, drop, timeout  -> PeerUnreachable, naming host:port in plain words
     any other NO/BAD                   -> PeerUnavailable (the session is rebuilt)
 """
 
@@ -29,7 +29,7 @@ import aioimaplib
 
 from channels.email.config import EmailConfig, ImapSecurity
 from gateway.endpoints import why_unreachable
-from gateway.errors import AuthFailed, NotFound, PeerUnavailable
+from gateway.errors import AuthFailed, NotFound, PeerUnavailable, PeerUnreachable
 
 PLATFORM = "email"
 FETCH_HEAD = re.compile(rb"^\d+ FETCH \(.*?UID (\d+)")
@@ -82,15 +82,15 @@ class ImapSession:
                 why = why_unreachable(error)
                 if why is None:
                     raise PeerUnavailable(PLATFORM, f"IMAP {what}: {type(error).__name__}: {error}") from error
-                raise PeerUnavailable(PLATFORM, f"IMAP {what}: {self._unreachable(why)}") from error
+                raise self._unreachable(what, why) from error
         task.cancel()
         reason = "the connection was dropped" if self._lost.is_set() else f"no answer within {timeout or self.settings.timeout_s:g} s"
-        raise PeerUnavailable(PLATFORM, f"IMAP {what}: {self._unreachable(reason)}")
+        raise self._unreachable(what, reason)
 
-    def _unreachable(self, why: str) -> str:
+    def _unreachable(self, what: str, why: str) -> PeerUnreachable:
         s = self.settings
-        return (f"cannot reach {s.imap_host}:{s.imap_port} ({why}): "
-                "check the network, imap_host, imap_port and imap_security")
+        return PeerUnreachable(PLATFORM, f"{s.imap_host}:{s.imap_port}", why, action=f"IMAP {what}",
+                               check="the network, imap_host, imap_port and imap_security")
 
     @staticmethod
     def _ok(response, what: str) -> None:

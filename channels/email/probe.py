@@ -13,7 +13,7 @@ from channels.email.config import EmailConfig
 from channels.email.imap import ImapSession
 from channels.email.smtp import SmtpSubmitter
 from gateway.endpoints import placeholder_host
-from gateway.errors import AuthFailed, GatewayError, NotFound, PlatformError
+from gateway.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
 from gateway.probes import Problem, ProbeResult
 
 APP_PASSWORD = ("check username and the password's variable; Gmail and Outlook need an app password "
@@ -38,10 +38,10 @@ def _problem(error: GatewayError, side: str, host: str, login: str) -> Problem:
     if isinstance(error, NotFound):
         return Problem(message=f"{error.detail} on {host}", fix="set mailbox: to a folder that exists (usually INBOX)")
     detail = error.detail if isinstance(error, PlatformError) else str(error)
-    if "cannot reach" in detail:
-        message = f"nothing answers for {side}: " + detail.split(": ", 1)[1].rsplit(": check", 1)[0]
+    if isinstance(error, PeerUnreachable):
         port = "imap_port (993 with imap_security tls)" if side == "IMAP" else "smtp_port (587 with starttls, 465 with tls)"
-        return Problem(message=message, fix=f"check the network, {side.lower()}_host and {port}")
+        return Problem(message=f"nothing answers for {side} at {error.endpoint} ({error.why})",
+                       fix=f"check the network, {side.lower()}_host and {port}")
     return Problem(message=f"the {side} server {host} answered: {detail}",
                    fix=f"check {side.lower()}_security and {side.lower()}_port; try again if the server was busy")
 

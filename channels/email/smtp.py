@@ -8,7 +8,7 @@ already timed out.  Translation, most specific first::
     421/450/451/452 saying rate/limit/too many/try again
                                           -> RateLimited (retry_after from "in N s", else 60 s)
     other 4xx                             -> PeerUnavailable
-    refused, dropped, timed out           -> PeerUnavailable, naming host:port in plain words
+    refused, dropped, timed out           -> PeerUnreachable, naming host:port in plain words
     550/551/553 5.1.x (no such mailbox)   -> NotFound
     other 5xx                             -> BadRequest
 
@@ -28,7 +28,7 @@ import aiosmtplib
 
 from channels.email.config import EmailConfig, SmtpSecurity
 from gateway.endpoints import why_unreachable
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PlatformError, RateLimited
+from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 
 PLATFORM = "email"
 RATE_WORDS = re.compile(r"rate|limit|too many|try again|slow down|throttl", re.I)
@@ -84,8 +84,8 @@ class SmtpSubmitter:
         s = self.settings
         why = None if isinstance(error, aiosmtplib.SMTPResponseException) else why_unreachable(error)
         if why is not None:
-            return PeerUnavailable(PLATFORM, f"SMTP: cannot reach {s.smtp_host}:{s.smtp_port} ({why}): "
-                                             "check the network, smtp_host, smtp_port and smtp_security")
+            return PeerUnreachable(PLATFORM, f"{s.smtp_host}:{s.smtp_port}", why, action="SMTP",
+                                   check="the network, smtp_host, smtp_port and smtp_security")
         return translate(error)
 
     async def login(self) -> None:

@@ -15,7 +15,7 @@ from nio import AsyncClient
 from channels.matrix.config import MatrixConfig
 from channels.matrix.transport import call, new_client
 from gateway.endpoints import origin, placeholder_host
-from gateway.errors import AuthFailed, GatewayError, NotFound, PlatformError
+from gateway.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
 from gateway.probes import Gravity, Problem, ProbeResult
 
 NEW_TOKEN = ("log the bot in again on its own device and export the new access token "
@@ -43,8 +43,8 @@ def check_settings(settings: MatrixConfig) -> list[Problem]:
 
 def _failure(error: GatewayError, where: str) -> Problem:
     detail = error.detail if isinstance(error, PlatformError) else str(error)
-    if "cannot reach" in detail:
-        return Problem(message=f"nothing answers: {detail.rsplit(': check', 1)[0]}",
+    if isinstance(error, PeerUnreachable):
+        return Problem(message=f"nothing answers at {error.endpoint} ({error.why})",
                        fix="check the network, and that homeserver is the client-server API address "
                            "(Element shows it under Settings, Help & About)")
     if isinstance(error, AuthFailed):

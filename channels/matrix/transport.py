@@ -15,7 +15,7 @@ Translation, most specific first::
     M_LIMIT_EXCEEDED / 429                      -> RateLimited(retry_after_ms / 1000)
     M_UNKNOWN_TOKEN, M_MISSING_TOKEN,
     M_FORBIDDEN / 401, 403                      -> AuthFailed
-    the homeserver cannot be reached            -> PeerUnavailable, naming it and the fix
+    the homeserver cannot be reached            -> PeerUnreachable, naming it and the fix
     5xx, other connection errors, timeouts      -> PeerUnavailable
     M_NOT_FOUND / 404                           -> NotFound
     M_BAD_JSON, M_NOT_JSON, M_TOO_LARGE, other  -> BadRequest
@@ -32,7 +32,7 @@ import aiohttp
 from nio import AsyncClient, AsyncClientConfig, ErrorResponse
 
 from gateway.endpoints import origin, why_unreachable
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PlatformError, RateLimited
+from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 
 PLATFORM = "matrix"
 AUTH_CODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"}
@@ -50,9 +50,7 @@ class _Client(AsyncClient):
             why = why_unreachable(error)
             if why is None:
                 raise
-            raise PeerUnavailable(
-                PLATFORM, f"cannot reach {origin(self.homeserver)} ({why}): check the network and homeserver"
-            ) from error
+            raise PeerUnreachable(PLATFORM, origin(self.homeserver), why, check="the network and homeserver") from error
 
 
 def new_client(homeserver: str, user_id: str, device_id: str | None) -> AsyncClient:

@@ -14,9 +14,9 @@ from urllib.parse import urlsplit
 from telegram import Bot
 
 from channels.telegram.config import CLOUD_API, TelegramConfig
-from channels.telegram.transport import Unreachable, call, redact
+from channels.telegram.transport import call, redact
 from gateway.endpoints import origin, placeholder_host
-from gateway.errors import AuthFailed, GatewayError, PlatformError
+from gateway.errors import AuthFailed, GatewayError, PeerUnreachable, PlatformError
 from gateway.probes import Gravity, Problem, ProbeResult
 
 TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
@@ -59,9 +59,8 @@ def check_settings(settings: TelegramConfig) -> list[Problem]:
 
 def _failure(error: GatewayError, where: str) -> Problem:
     """A failed Bot API call as a problem with its fix."""
-    cause = error.__cause__
-    if isinstance(cause, Unreachable):
-        return Problem(message=f"nothing answers: {cause.message}",
+    if isinstance(error, PeerUnreachable):
+        return Problem(message=f"nothing answers at {error.endpoint} ({error.why})",
                        fix="check the network; if you run your own Bot API server, check that it runs and that api_url is its address")
     if isinstance(error, AuthFailed):
         if error.code == 404 and where != origin(CLOUD_API):

@@ -18,7 +18,7 @@ PTB turns into ``RetryAfter`` itself.  Translation, most specific first::
     400 "... not found"                         -> NotFound
     400, other 4xx                              -> BadRequest
     409 (a webhook or another poller)           -> PeerUnavailable
-    the server cannot be reached (Unreachable)  -> PeerUnavailable, naming api_url and the fix
+    the server cannot be reached (Unreachable)  -> PeerUnreachable, naming api_url and the fix
     5xx, TimedOut, NetworkError                 -> PeerUnavailable
 
 A connection that fails is said in plain words with the endpoint
@@ -43,7 +43,8 @@ from telegram.warnings import PTBDeprecationWarning
 from channels.telegram.config import CLOUD_API, TelegramConfig
 from gateway.endpoints import origin, why_unreachable
 from gateway.errors import (
-    AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PlatformError, RateLimited, Unsupported,
+    AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited,
+    Unsupported,
 )
 
 PLATFORM = "telegram"
@@ -58,7 +59,11 @@ class BotApiError(TelegramError):
 
 
 class Unreachable(NetworkError):
-    """The Bot API server could not be reached; the message says which server and why, in plain words."""
+    """The Bot API server could not be reached; says which server and why, in plain words."""
+
+    def __init__(self, endpoint: str, why: str) -> None:
+        super().__init__(f"cannot reach {endpoint} ({why})")
+        self.endpoint, self.why = endpoint, why
 
 
 class StatusKeepingRequest(HTTPXRequest):
@@ -73,7 +78,7 @@ class StatusKeepingRequest(HTTPXRequest):
             why = why_unreachable(error) or ("no answer in time" if isinstance(error, TimedOut) else None)
             if why is None:
                 raise
-            raise Unreachable(f"cannot reach {self.endpoint} ({why})") from error
+            raise Unreachable(self.endpoint, why) from error
         if 200 <= status < 300 or status == 429:
             return status, payload
         try:
@@ -138,7 +143,7 @@ def _translate(error: TelegramError, method: str) -> GatewayError:
             return PeerUnavailable(PLATFORM, where, code=status)
         return BadRequest(PLATFORM, where, code=status)
     if isinstance(error, Unreachable):
-        return PeerUnavailable(PLATFORM, f"{method}: {error.message}: check the network or api_url")
+        return PeerUnreachable(PLATFORM, error.endpoint, error.why, check="the network or api_url", action=method)
     if isinstance(error, InvalidToken):
         return AuthFailed(PLATFORM, f"{method}: {error.message}", code=401)
     if isinstance(error, (TimedOut, NetworkError)):

@@ -256,7 +256,7 @@ def test_a_closed_api_url_says_nothing_answers_there(invoke, workdir, monkeypatc
     result = invoke("doctor")
 
     assert result.exit_code == 1, result.output
-    assert f"error  telegram/main: nothing answers: cannot reach http://127.0.0.1:{port} (connection refused)" in result.output
+    assert f"error  telegram/main: nothing answers at http://127.0.0.1:{port} (connection refused)" in result.output
     assert "fix: check the network; if you run your own Bot API server" in result.output
     assert "ConnectError" not in result.output and "All connection attempts" not in result.output
 

@@ -51,7 +51,7 @@ async def test_a_missing_mailbox_and_a_closed_smtp_port_are_each_named_with_the_
     imap, smtp = result.problems
     assert imap.message == "IMAP mailbox 'Homework' cannot be opened on 127.0.0.1"
     assert imap.fix == "set mailbox: to a folder that exists (usually INBOX)"
-    assert smtp.message == f"nothing answers for SMTP: cannot reach 127.0.0.1:{port} (connection refused)"
+    assert smtp.message == f"nothing answers for SMTP at 127.0.0.1:{port} (connection refused)"
     assert "smtp_port" in smtp.fix
 
 
