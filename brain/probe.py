@@ -47,11 +47,14 @@ def describe_failure(error: ModelError, raw: BaseException, settings: ModelSetti
     """A failed probe request as the problem and its fix."""
     model, where = settings.model, _where(settings)
     if error.kind is ModelErrorKind.AUTH:
-        if settings.api_key is None:
+        refused = error.status in (401, 403)  # litellm reports a key it never had as a 500 of its own
+        if settings.api_key is None and not refused:
             return Problem(message=f"{model} needs an API key and none is set",
                            fix=f"add `api_key: env:{_key_variable(settings)}` under model: and export {_key_variable(settings)}=...")
+        source = "the variable api_key names" if settings.api_key is not None else \
+            f"the environment (the provider's own variable, such as {_key_variable(settings)})"
         return Problem(message=f"{where} refused the API key for {model}" + (f" ({error.status})" if error.status else ""),
-                       fix="check the key in the variable api_key names: it may be mistyped, revoked or for another provider")
+                       fix=f"check the key in {source}: it may be mistyped, revoked or for another provider")
     if error.kind is ModelErrorKind.RATE_LIMITED:
         return Problem(gravity=Gravity.WARNING, message=f"{where} is rate limiting {model} (429): the key works",
                        fix="nothing now; if learners wait often, raise the plan's limits or set a backup model")

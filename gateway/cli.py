@@ -140,7 +140,7 @@ def _preflight(config: Config) -> None:
     cannot run here."""
     from channels.registry import load_channel
     from gateway.config import account_enabled, validate_account
-    from gateway.doctor import PortHolder, port_holder
+    from gateway.doctor import PortHolder, client_host, port_holder
     from gateway.errors import ChannelUnavailable
     from gateway.probes import Gravity
 
@@ -161,8 +161,8 @@ def _preflight(config: Config) -> None:
                 warnings.append(f"warning: {channel}/{account}: {problem.message} (fix: {problem.fix})")
     holder, result = port_holder(config)
     if holder is PortHolder.THIS_GATEWAY:
-        raise PreflightError(f"a Partners Gateway on this data dir is already running at {base_url(config)} "
-                             f"(fix: {result.fix})")
+        where = f"http://{client_host(config.http.host)}:{config.http.port}"
+        raise PreflightError(f"a Partners Gateway on this data dir is already running at {where} (fix: {result.fix})")
     if holder is not PortHolder.FREE:
         raise PreflightError(f"{result.message} (fix: {result.fix})")
     for warning in warnings:

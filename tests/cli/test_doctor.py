@@ -447,3 +447,14 @@ def test_polling_a_bot_that_has_a_webhook_warns_that_polling_removes_it(invoke, 
     assert "warn   telegram/main: this bot has a webhook set (https://other.school.org/hook): polling removes it" in result.output
     info = httpx.get(f"{telegram_api}/bot{token}/getWebhookInfo", timeout=30, trust_env=False).json()["result"]
     assert info["url"] == "https://other.school.org/hook"  # the probe only looked
+
+
+def test_a_wrong_key_from_the_providers_own_variable_is_refused_not_missing(invoke, workdir, monkeypatch, keyed_stub):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-stub-wrong-key")
+    _with_model(workdir, {"model": "openai/stub-model", "api_base": keyed_stub.api_base})
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert f"error  partner tutor: {keyed_stub.url} refused the API key for openai/stub-model (401)" in result.output
+    assert "such as OPENAI_API_KEY" in result.output
