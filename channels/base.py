@@ -6,6 +6,12 @@ edits, and closes -- nothing else.  It does not retry, split, pace or decide
 policy: the one outbound path does that for all channels, reading the
 channel's :class:`~gateway.capabilities.ChannelCapabilities`.
 
+A channel also says whether its settings can work: :meth:`Channel.check` finds
+what the settings alone show (an empty token, a placeholder host) without the
+network, and :meth:`Channel.probe` asks the platform one harmless question
+(who am I?) with the account's credentials.  ``partners doctor`` runs both,
+``serve`` refuses to start on what ``check`` finds.
+
 Delivery guarantees start here: a channel acknowledges the platform (answers
 the webhook, advances the poll offset, acks the stream frame) only after
 ``await sink.accept(...)`` returned, because that is when the event is durable.
@@ -23,6 +29,7 @@ from gateway.capabilities import ChannelCapabilities, capabilities_of
 from gateway.config import AccountConfig
 from gateway.errors import Unsupported
 from gateway.messages import AccountId, Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.probes import Problem, ProbeResult
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starlette at module level
     from starlette.requests import Request
@@ -121,6 +128,20 @@ class Channel(ABC):
         under ``/channels/{name}/{account}``.  Most channels serve none."""
         return []
 
+    @classmethod
+    def check(cls, settings: AccountConfig) -> list[Problem]:
+        """Problems the validated settings show without asking the platform: a token that cannot be one,
+        a host copied from an example, a webhook URL the platform will refuse.  No network, no side effects."""
+        return []
+
+    async def probe(self) -> ProbeResult:
+        """Ask the platform whether this account's endpoint and credentials work, without side effects
+        (no message read, sent or acknowledged).  Never raises for a platform's answer: each problem is
+        reported in plain words with its fix, and no secret appears in it.  The caller bounds the time
+        and calls :meth:`close` afterwards.  Channels with nothing to reach (web chat, console) pass."""
+        return ProbeResult(checked="served by the gateway itself, nothing to reach",
+                           problems=tuple(self.check(self.context.config)))
+
     async def close(self) -> None:
-        """Release sockets and clients.  Called once, after ``run`` ended."""
+        """Release sockets and clients.  Called once, after ``run`` ended (or after ``probe``)."""
 

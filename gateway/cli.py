@@ -174,11 +174,27 @@ def _configure_logging(level: str) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call drowns the gateway's own
 
 
+class PreflightError(click.ClickException):
+    """``serve`` cannot start as configured; the message names the problem and its fix."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+    def show(self, file: Any = None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True)
+
+
 def _preflight(config: Config) -> None:
-    """Stop on a broken account (ConfigError); then warn about channels and knowledge bases that cannot run here."""
+    """Stop on a broken account (ConfigError) or one whose settings cannot work (an empty token, a
+    placeholder host: the shape problems doctor --offline reports), and on a port another program,
+    another gateway or this data dir's own running gateway holds; then warn about channels and
+    knowledge bases that cannot run here."""
     from channels.registry import load_channel
     from gateway.config import account_enabled, validate_account
+    from gateway.doctor import PortHolder, Severity, check_knowledge, client_host, port_holder
     from gateway.errors import ChannelUnavailable
+    from gateway.probes import Gravity
 
     warnings: list[str] = []
     for channel, accounts in config.channels.items():
@@ -186,16 +202,24 @@ def _preflight(config: Config) -> None:
             if not account_enabled(config, channel, account):
                 continue
             try:
-                model = load_channel(channel).config_model
+                cls = load_channel(channel)
             except ChannelUnavailable as error:
                 warnings.append(f"warning: {channel}/{account} will not run: {error}")
-                model = None
-            validate_account(config, channel, account, model)
-    from gateway.doctor import Severity, check_knowledge
-
+                cls = None
+            settings = validate_account(config, channel, account, cls.config_model if cls else None)
+            for problem in cls.check(settings) if cls else ():
+                if problem.gravity is Gravity.ERROR:
+                    raise PreflightError(f"{channel}/{account}: {problem.message} (fix: {problem.fix})", EXIT_CONFIG)
+                warnings.append(f"warning: {channel}/{account}: {problem.message} (fix: {problem.fix})")
     for result in check_knowledge(config):  # a knowledge base costs its documents, not the gateway: warn, go on
         if result.severity is not Severity.OK:
             warnings.append(f"warning: {result.name}: {result.message} (fix: {result.fix})")
+    holder, result = port_holder(config)
+    if holder is PortHolder.THIS_GATEWAY:
+        where = f"http://{client_host(config.http.host)}:{config.http.port}"
+        raise PreflightError(f"a Partners Gateway on this data dir is already running at {where} (fix: {result.fix})")
+    if holder is not PortHolder.FREE:
+        raise PreflightError(f"{result.message} (fix: {result.fix})")
     for warning in warnings:
         click.echo(warning, err=True)
 
@@ -241,8 +265,13 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
     except KeyboardInterrupt:
         pass
     except OSError as error:  # a busy port, an unwritable data dir: the operator's to fix, not a crash
-        fix = "stop the program using it, or pick another with --port or http.port" if error.errno == errno.EADDRINUSE else "`partners doctor` checks the setup"
-        click.echo(f"error: {error.strerror or error} (fix: {fix})", err=True)
+        if error.errno == errno.EADDRINUSE:  # taken since the preflight looked: say by whom, as it would have
+            from gateway.doctor import check_port
+
+            taken = check_port(config)
+            click.echo(f"error: {taken.message} (fix: {taken.fix or 'pick another port with --port or http.port'})", err=True)
+        else:
+            click.echo(f"error: {error.strerror or error} (fix: `partners doctor` checks the setup)", err=True)
         ctx.exit(1)
     click.echo("Partners Gateway stopped.")
 
@@ -409,13 +438,17 @@ def status(ctx: click.Context, url: str | None) -> None:
 
 
 @cli.command()
+@click.option("--offline", is_flag=True, help="Check only the shape of the settings; ask no platform and no model.")
 @click.pass_context
-def doctor(ctx: click.Context) -> None:
-    """Check the config, data dir, port, channels and bindings; print each problem with its fix."""
+def doctor(ctx: click.Context, offline: bool) -> None:
+    """Check the config, data dir, port, channels, bindings and models; print each problem with its fix.
+
+    Without --offline, each channel account and each partner's model is asked whether its settings work
+    (Telegram getMe, an IMAP and SMTP login, Matrix whoami, a one-token model request), all at once."""
     from gateway.defaults import load
     from gateway.doctor import Severity, run_checks
 
-    results = run_checks(lambda: load(ctx.obj))
+    results = run_checks(lambda: load(ctx.obj), offline=offline)
     for result in results:
         click.echo(f"{result.severity.value:<6} {result.name}: {result.message}")
         if result.fix and result.severity is not Severity.OK:

@@ -5,11 +5,16 @@ while it runs.  Commands that rewrite a learner's data behind the gateway's back
 (``partners people link|unlink|forget``, ``partners memory delete|edit``) take the
 lock *exclusively* and refuse while any gateway runs: a turn in progress would
 otherwise finish writing under a key the command just moved or erased.
+
+A running gateway also names its data dir by :func:`identity` in ``/healthz``, so
+``doctor`` and ``serve`` can tell "this data dir's gateway already holds the port"
+from "another gateway does" without the answer revealing a path.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -51,3 +56,23 @@ def exclusive(data_dir: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)
+
+
+def identity(data_dir: Path) -> str:
+    """A short, stable name of a data directory that does not reveal its path."""
+    return hashlib.sha256(str(data_dir.resolve()).encode()).hexdigest()[:16]
+
+
+def in_use(data_dir: Path) -> bool:
+    """Whether a gateway holds this data directory now; never creates it."""
+    try:
+        fd = os.open(data_dir / LOCK_NAME, os.O_RDWR)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # closing releases a lock we got
+    return False

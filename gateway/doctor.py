@@ -1,12 +1,22 @@
 """`partners doctor`: every check an operator would otherwise do by hand, each with its fix.
 
 A check returns a :class:`CheckResult` and never raises; the command prints
-them all and fails only on errors.  ``serve`` reuses :func:`gateway.config.validate_account` so
-a broken account stops it with the same message doctor would print.
+them all and fails only on errors.  ``serve`` reuses :func:`gateway.config.validate_account`
+and each channel's :meth:`~channels.base.Channel.check` so a broken account stops it
+with the same message doctor would print.
+
+Two depths.  ``doctor --offline`` checks the shape: the config loads, the data
+dir is writable, the port is free (or held by this data dir's own gateway),
+each account's settings validate and show no placeholder or impossible value.
+``doctor`` then asks every peer whether the settings *work* -- each channel's
+:meth:`~channels.base.Channel.probe` and a one-token request to each partner's
+model (:func:`brain.probe.probe_model`) -- all at once, each bounded by
+``PROBE_TIMEOUT_S``.  No secret the config resolves ever appears in a result.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import os
 import socket
@@ -16,10 +26,14 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Any
 
-from pydantic import ValidationError
-
-from gateway.config import AccountConfig, Config, account_enabled, validate_account
+from gateway import datadir
+from gateway.config import Config, ModelSettings, account_enabled, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
+from gateway.probes import Gravity, Problem, ProbeResult
+
+VALID = "channel loads and its settings are valid"
+PROBE_TIMEOUT_S = 15.0
+"""Generous: a real provider's first answer or a TLS handshake across the world fits well inside it."""
 
 
 class Severity(str, Enum):
@@ -77,13 +91,36 @@ def check_data_dir(config: Config) -> CheckResult:
     return CheckResult("data dir", Severity.OK, f"{target} {note}")
 
 
-def _gateway_answers(host: str, port: int) -> bool:
+class PortHolder(str, Enum):
+    FREE = "free"
+    THIS_GATEWAY = "this gateway"
+    """A Partners Gateway on this very data dir already serves the port."""
+    OTHER_GATEWAY = "another gateway"
+    OTHER_PROGRAM = "another program"
+    UNUSABLE = "unusable"
+    """The address cannot be served at all (not this machine's, a privileged port)."""
+
+
+def _healthz(host: str, port: int) -> dict[str, Any] | None:
+    """The /healthz answer of a Partners Gateway on that port, or None when none answers."""
     import httpx
 
     try:
-        return httpx.get(f"http://{client_host(host)}:{port}/healthz", timeout=2.0).status_code == 200
+        response = httpx.get(f"http://{client_host(host)}:{port}/healthz", timeout=5.0, trust_env=False)
     except httpx.HTTPError:
-        return False
+        return None
+    try:
+        answer = response.json()
+    except ValueError:
+        return None
+    return answer if isinstance(answer, dict) and "ok" in answer else None
+
+
+def _is_this_data_dir(answer: dict[str, Any], config: Config) -> bool:
+    said = answer.get("data_dir_id")
+    if said is not None:
+        return said == datadir.identity(config.data_dir)
+    return datadir.in_use(config.data_dir)  # a gateway too old to say: the data dir's lock tells
 
 
 def client_host(host: str) -> str:
@@ -96,26 +133,53 @@ def client_host(host: str) -> str:
 
 
 def check_port(config: Config) -> CheckResult:
+    return port_holder(config)[1]
+
+
+def port_holder(config: Config) -> tuple[PortHolder, CheckResult]:
+    """Who holds ``http.host:http.port``, and what doctor says about it.
+
+    Held by a gateway on this data dir is fine for doctor (it is running) but stops a second ``serve``."""
     host, port = config.http.host, config.http.port
     where = f"{host}:{port}"
     if port == 0:
-        return CheckResult("http port", Severity.OK, "port 0: a free port is picked at start")
+        return PortHolder.FREE, CheckResult("http port", Severity.OK, "port 0: a free port is picked at start")
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
         socket.create_server((host, port), family=family).close()
     except socket.gaierror as error:
-        return CheckResult("http port", Severity.ERROR, f"cannot resolve http.host {host!r}: {error.strerror}", "set http.host to 127.0.0.1 or 0.0.0.0")
+        return PortHolder.UNUSABLE, CheckResult(
+            "http port", Severity.ERROR, f"cannot resolve http.host {host!r}: {error.strerror}", "set http.host to 127.0.0.1 or 0.0.0.0")
     except OSError as error:
         if error.errno == errno.EADDRINUSE:
-            if _gateway_answers(host, port):
-                return CheckResult("http port", Severity.OK, f"{where} is in use by a running Partners Gateway")
-            return CheckResult("http port", Severity.ERROR, f"{where} is in use by another program", "stop it, or set http.port (or serve --port) to a free port")
+            return _in_use(config, where)
         if error.errno == errno.EACCES:
-            return CheckResult("http port", Severity.ERROR, f"not allowed to listen on {where}", "use a port above 1023")
+            return PortHolder.UNUSABLE, CheckResult("http port", Severity.ERROR, f"not allowed to listen on {where}", "use a port above 1023")
         if error.errno == errno.EADDRNOTAVAIL:
-            return CheckResult("http port", Severity.ERROR, f"{host} is not an address of this machine", "set http.host to 127.0.0.1 or 0.0.0.0")
-        return CheckResult("http port", Severity.ERROR, f"cannot listen on {where}: {error.strerror}", "set http.host and http.port to an address this machine can serve")
-    return CheckResult("http port", Severity.OK, f"{where} is free")
+            return PortHolder.UNUSABLE, CheckResult(
+                "http port", Severity.ERROR, f"{host} is not an address of this machine", "set http.host to 127.0.0.1 or 0.0.0.0")
+        return PortHolder.UNUSABLE, CheckResult(
+            "http port", Severity.ERROR, f"cannot listen on {where}: {error.strerror}",
+            "set http.host and http.port to an address this machine can serve")
+    if datadir.in_use(config.data_dir):
+        return PortHolder.FREE, CheckResult(
+            "http port", Severity.OK, f"{where} is free (a gateway on this data dir runs elsewhere: `partners chat`, or serve --port)")
+    return PortHolder.FREE, CheckResult("http port", Severity.OK, f"{where} is free")
+
+
+def _in_use(config: Config, where: str) -> tuple[PortHolder, CheckResult]:
+    answer = _healthz(config.http.host, config.http.port)
+    if answer is None:
+        return PortHolder.OTHER_PROGRAM, CheckResult(
+            "http port", Severity.ERROR, f"{where} is in use by another program",
+            "stop it, or set http.port (or serve --port) to a free port")
+    if _is_this_data_dir(answer, config):
+        return PortHolder.THIS_GATEWAY, CheckResult(
+            "http port", Severity.OK, f"{where} is served by the Partners Gateway of this data dir ({config.data_dir}): it is running",
+            "it is already serving: `partners status` shows it; stop it (Ctrl-C or SIGTERM) before starting it again")
+    return PortHolder.OTHER_GATEWAY, CheckResult(
+        "http port", Severity.ERROR, f"{where} is in use by another Partners Gateway, one with another data dir",
+        "stop that gateway, or give this one a free port (http.port, or serve --port)")
 
 
 def check_account(config: Config, channel: str, account: str) -> list[CheckResult]:
@@ -125,18 +189,32 @@ def check_account(config: Config, channel: str, account: str) -> list[CheckResul
     if not account_enabled(config, channel, account):
         return [CheckResult(name, Severity.OK, "disabled (enabled: false)")]
     results: list[CheckResult] = []
-    model: type[AccountConfig] | None = None
+    cls = None
     try:
-        model = load_channel(channel).config_model
+        cls = load_channel(channel)
     except ChannelUnavailable as error:
         results.append(CheckResult(name, Severity.ERROR, f"will not run: {error}", _unavailable_fix(channel)))
     try:
-        validate_account(config, channel, account, model)
+        settings = validate_account(config, channel, account, cls.config_model if cls else None)
     except ConfigError as error:
         results.append(CheckResult(name, Severity.ERROR, _problem(error), error.fix or "correct this setting"))
+    else:
+        if cls is not None:
+            results.extend(_from_problem(name, p) for p in cls.check(settings))
     if not results:
-        results.append(CheckResult(name, Severity.OK, "channel loads and its settings are valid"))
+        results.append(CheckResult(name, Severity.OK, VALID))
     return results
+
+
+def _from_problem(name: str, problem: Problem) -> CheckResult:
+    severity = Severity.ERROR if problem.gravity is Gravity.ERROR else Severity.WARN
+    return CheckResult(name, severity, problem.message, problem.fix)
+
+
+def _from_probe(name: str, result: ProbeResult) -> list[CheckResult]:
+    if not result.problems:
+        return [CheckResult(name, Severity.OK, f"works: {result.checked}")]
+    return [_from_problem(name, p) for p in result.problems]
 
 
 def check_bindings(config: Config) -> list[CheckResult]:
@@ -230,16 +308,182 @@ def check_config(load: Callable[[], Config]) -> tuple[CheckResult, Config | None
     return CheckResult("config", Severity.OK, f"{config.source} loads"), config
 
 
-def run_checks(load: Callable[[], Config]) -> list[CheckResult]:
-    """All checks in order; nothing after the config check runs if the config does not load."""
+# --------------------------------------------------------------------------- probes
+
+
+class _NoInbound:
+    """The sink and cursor store a probing channel is handed: a probe reads nothing and moves no cursor."""
+
+    async def accept(self, messages: Any) -> None:
+        raise RuntimeError("a probe must not accept messages")
+
+    def invalid(self, reason: str) -> None:
+        raise RuntimeError("a probe must not record events")
+
+    def refused(self, rule: str, detail: str) -> None:
+        raise RuntimeError("a probe must not record events")
+
+    async def get(self, name: str) -> str | None:
+        raise RuntimeError("a probe must not read cursors")
+
+    async def put(self, name: str, value: str) -> None:
+        raise RuntimeError("a probe must not move cursors")
+
+
+async def _bounded(probe: Callable[[], Any], checked: str, timeout: float) -> ProbeResult:
+    """Run one probe within ``timeout``; a hang or a bug becomes a problem, never an exception."""
+    try:
+        return await asyncio.wait_for(probe(), timeout)
+    except TimeoutError:
+        return ProbeResult.failed(checked, f"no answer within {timeout:g} s",
+                                  "check the network and the address in the settings; a server this slow will fail learners too")
+    except Exception as error:  # a probe must not take doctor down; its text may hold a URL, so only the type
+        return ProbeResult.failed(checked, f"the check itself failed ({type(error).__name__})",
+                                  "run `partners serve --log-level debug` to see more, and report it")
+
+
+async def probe_account(config: Config, channel: str, account: str, timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
+    """Build the account's channel as the gateway would, ask it to probe, and close it again."""
+    from channels.base import ChannelContext
+    from channels.registry import load_channel
+    from gateway.messages import AccountId
+
+    cls = load_channel(channel)
+    settings = validate_account(config, channel, account, cls.config_model)
+    inert = _NoInbound()
+    instance = cls(ChannelContext(account=AccountId(account), config=settings, sink=inert, cursors=inert,
+                                  data_dir=config.data_dir / "channels" / channel / account))
+    try:
+        return await _bounded(instance.probe, f"{channel}/{account}", timeout)
+    finally:
+        try:
+            await asyncio.wait_for(instance.close(), timeout)
+        except Exception:  # closing after a failed probe must not hide what the probe found
+            pass
+
+
+async def _model_probe(settings: ModelSettings, timeout: float) -> ProbeResult:
+    """The model's probe, bounded once litellm is imported: seconds of import are not the model's time."""
+    from brain.model import load_litellm
+    from brain.probe import probe_model
+
+    await asyncio.to_thread(load_litellm)
+    return await _bounded(lambda: probe_model(settings, timeout=timeout), settings.model, timeout)
+
+
+def _model_settings(config: Config) -> list[tuple[str, ModelSettings]]:
+    """Each partner's effective model (its own, else its persona's); partners whose persona fails are left
+    to :func:`check_models`."""
+    from personas.loader import load_persona, persona_dirs
+
+    found = []
+    for partner in config.partners:
+        try:
+            persona = load_persona(partner.persona, persona_dirs(config))
+        except ConfigError:
+            continue
+        settings = partner.model or persona.model
+        if settings is not None:
+            found.append((partner.id, settings))
+    return found
+
+
+async def run_probes(config: Config, probable: list[tuple[str, str]], timeout: float = PROBE_TIMEOUT_S) -> list[CheckResult]:
+    """Every account probe and every model probe, all at once."""
+    jobs: list[tuple[str, Any]] = [
+        (f"{channel}/{account}", probe_account(config, channel, account, timeout)) for channel, account in probable
+    ]
+    asked: dict[str, asyncio.Task[ProbeResult]] = {}  # partners sharing one model are asked once
+    for partner, settings in _model_settings(config):
+        key = settings.model_dump_json()
+        if key not in asked:
+            asked[key] = asyncio.ensure_future(_model_probe(settings, timeout))
+        jobs.append((f"partner {partner}", asked[key]))
+    found = await asyncio.gather(*(job for _, job in jobs))
+    results: list[CheckResult] = []
+    for (name, _), result in zip(jobs, found):
+        if name.startswith("partner ") and not result.problems:
+            results.append(CheckResult(name, Severity.OK, f"model {result.checked}"))
+        else:
+            results.extend(_from_probe(name, result))
+    return results
+
+
+# --------------------------------------------------------------------------- secrets
+
+
+def _env_values(value: Any) -> Iterator[str]:
+    if isinstance(value, str) and value.startswith("env:"):
+        yield os.environ.get(value[4:], "")
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _env_values(item)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            yield from _env_values(item)
+
+
+def _secrets(config: Config) -> list[str]:
+    """Every secret the config resolves (env: references of the accounts, model keys): none may be printed."""
+    values = list(_env_values(config.channels))
+    for _, settings in [*((p.id, p.model) for p in config.partners if p.model), *_model_settings(config)]:
+        current: ModelSettings | None = settings
+        while current is not None:
+            if current.api_key is not None:
+                values.append(current.api_key.get_secret_value())
+            current = current.backup
+    if config.http.admin_token is not None:
+        values.append(config.http.admin_token.get_secret_value())
+    return sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
+
+
+def redact(results: list[CheckResult], secrets: list[str]) -> list[CheckResult]:
+    def clean(text: str) -> str:
+        for secret in secrets:
+            text = text.replace(secret, "<secret>")
+        return text
+
+    return [CheckResult(r.name, r.severity, clean(r.message), clean(r.fix)) for r in results]
+
+
+# --------------------------------------------------------------------------- all of it
+
+
+def run_checks(load: Callable[[], Config], *, offline: bool = False, timeout: float = PROBE_TIMEOUT_S) -> list[CheckResult]:
+    """All checks in order; nothing after the config check runs if the config does not load.
+
+    Offline, only the shape; otherwise each account whose shape passed, and each partner's model, is
+    probed too (concurrently, each within ``timeout``)."""
     first, config = check_config(load)
     if config is None:
         return [first]
     results = [first, check_data_dir(config), check_port(config)]
+    probable: list[tuple[str, str]] = []
     for channel, accounts in config.channels.items():
         for account in accounts:
-            results.extend(check_account(config, channel, account))
+            found = check_account(config, channel, account)
+            results.extend(found)
+            if account_enabled(config, channel, account) and all(r.severity is Severity.OK for r in found):
+                probable.append((channel, account))
     results.extend(check_bindings(config))
     results.extend(check_models(config))
     results.extend(check_knowledge(config))
-    return results
+    if not offline:
+        results = _merge(results, asyncio.run(run_probes(config, probable, timeout)))
+    return redact(results, _secrets(config))
+
+
+def _merge(shape: list[CheckResult], probed: list[CheckResult]) -> list[CheckResult]:
+    """Each probe's findings right after the shape findings of the same account or partner; an account's
+    "settings are valid" line gives way to what its probe found."""
+    by_name: dict[str, list[CheckResult]] = {}
+    for result in probed:
+        by_name.setdefault(result.name, []).append(result)
+    last = {r.name: i for i, r in enumerate(shape)}
+    merged: list[CheckResult] = []
+    for index, result in enumerate(shape):
+        if not (result.name in by_name and result.message == VALID and not result.name.startswith("partner ")):
+            merged.append(result)
+        if last.get(result.name) == index:
+            merged.extend(by_name.pop(result.name, ()))
+    return merged + [r for rest in by_name.values() for r in rest]

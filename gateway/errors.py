@@ -10,6 +10,7 @@ first -- and nothing above the channel ever sees a platform exception::
     ├── TransientError               try again later
     │   ├── RateLimited              the platform said slow down (carries retry_after)
     │   └── PeerUnavailable          5xx, timeouts, dropped sockets
+    │       └── PeerUnreachable      no connection at all: refused, no such name, TLS; names the endpoint
     └── PermanentError               retrying will not help
         ├── AuthFailed               401/403, revoked token
         ├── Unsupported              the platform cannot do this (edit, media kind)
@@ -110,6 +111,18 @@ class RateLimited(TransientError):
 
 class PeerUnavailable(TransientError):
     """The platform is down, slow or dropped the connection."""
+
+
+class PeerUnreachable(PeerUnavailable):
+    """The platform's server could not be reached at all; says where, why in plain words, and what to check.
+
+    ``why`` comes from :func:`gateway.endpoints.why_unreachable` ("connection refused"); the message reads
+    ``cannot reach https://api.telegram.org (connection refused): check the network or api_url``."""
+
+    def __init__(self, platform: str, endpoint: str, why: str, *, check: str, action: str | None = None):
+        self.endpoint, self.why, self.check = endpoint, why, check
+        prefix = f"{action}: " if action else ""
+        super().__init__(platform, f"{prefix}cannot reach {endpoint} ({why}): check {check}")
 
 
 class PermanentError(PlatformError):

@@ -34,6 +34,7 @@ from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.endpoints import why_unreachable
 from gateway.errors import AuthFailed, ChannelUnavailable, ConfigError, GatewayError
 
 log = logging.getLogger(__name__)
@@ -400,12 +401,17 @@ async def _drain(drain: Callable[[], Awaitable[None]], timeout: float) -> bool:
 def _describe(error: Exception) -> str:
     """A reason fit for the status page and the logs.
 
-    Gateway errors are written to be shown.  Any other exception is a bug
-    whose text we did not write: URLs in it may carry tokens (Telegram puts the
-    bot token in the path), so each is cut to its scheme and host.
+    Gateway errors are written to be shown: each channel's transport words a
+    failed connection there, naming its endpoint and the fix.  Any other
+    exception is a bug whose text we did not write: URLs in it may carry tokens
+    (Telegram puts the bot token in the path), so each is cut to its scheme and
+    host, and a failed connection among its causes is said in plain words first.
     """
     if isinstance(error, (GatewayError, _RunEnded)):
         text = str(error)
+    elif (why := why_unreachable(error)) is not None:  # a transport that did not word it: say what happened
+        detail = _URL.sub(lambda m: f"{m['scheme']}{m['host']}/…", str(error))
+        text = f"a connection failed ({why}): {detail}" if detail else f"a connection failed ({why})"
     else:
         detail = _URL.sub(lambda m: f"{m['scheme']}{m['host']}/…", str(error))
         text = f"{type(error).__name__}: {detail}" if detail else type(error).__name__

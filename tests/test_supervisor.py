@@ -157,6 +157,29 @@ async def test_urls_in_foreign_error_text_are_cut_to_their_host(supervisor, slee
     assert reason == "RuntimeError: GET https://api.telegram.org/… failed; wss://chat.example/…"
 
 
+async def test_a_connection_failure_a_transport_did_not_word_is_said_in_plain_words(supervisor, sleeps):
+    """The shared fallback: raw library text (httpx's "All connection attempts failed") is not the whole reason."""
+    import socket
+
+    import httpx
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+
+    async def unit(hb: Heartbeat) -> None:
+        if not sleeps.delays:
+            async with httpx.AsyncClient(trust_env=False) as client:
+                await client.get(f"http://127.0.0.1:{port}/bot123:SECRET/getMe")
+        await forever()
+
+    supervisor.start("u", unit)
+    await eventually(lambda: len(sleeps.health) == 1)
+    reason = sleeps.health[0]["u"].reason
+    assert reason.startswith("a connection failed (connection refused)"), reason
+    assert "SECRET" not in reason
+
+
 async def test_backoff_starts_over_after_a_healthy_run(sleeps):
     supervisor = Supervisor(backoff=Backoff(base=1, cap=8, reset_after=0.05), sleep=sleeps)
     runs = 0

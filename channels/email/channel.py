@@ -31,11 +31,13 @@ from channels.email.config import EmailConfig
 from channels.email.decode import decode, event_id_of, sender_of
 from channels.email.imap import ImapSession, MailboxState
 from channels.email.ledger import SentLedger
+from channels.email.probe import check_settings, probe_mailbox
 from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
 from gateway.config import AccountConfig
 from gateway.errors import BadRequest, InvalidEvent
 from gateway.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.probes import Problem, ProbeResult
 from gateway.supervisor import ChannelState
 
 log = logging.getLogger(__name__)
@@ -69,6 +71,18 @@ class EmailChannel(Channel):
             if self._ledger is None:
                 self._ledger = SentLedger(self.context.data_dir / "sent.sqlite3")
             return self._ledger
+
+    # ------------------------------------------------------------------ doctor
+
+    @classmethod
+    def check(cls, settings: AccountConfig) -> list[Problem]:
+        return check_settings(settings)  # type: ignore[arg-type]
+
+    async def probe(self) -> ProbeResult:
+        problems = self.check(self.settings)
+        if problems:
+            return ProbeResult(checked=f"mailbox {self.settings.address}", problems=tuple(problems))
+        return await probe_mailbox(self.settings, self.tls_context)
 
     # ------------------------------------------------------------------ inbound
 

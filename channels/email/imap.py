@@ -11,7 +11,7 @@ connection-lost callback.  Translation::
 
     LOGIN refused                      -> AuthFailed
     SELECT refused                     -> NotFound (no such mailbox)
-    refused connection, drop, timeout  -> PeerUnavailable
+    refused connection, drop, timeout  -> PeerUnreachable, naming host:port in plain words
     any other NO/BAD                   -> PeerUnavailable (the session is rebuilt)
 """
 
@@ -28,7 +28,8 @@ from typing import TypeVar
 import aioimaplib
 
 from channels.email.config import EmailConfig, ImapSecurity
-from gateway.errors import AuthFailed, NotFound, PeerUnavailable
+from gateway.endpoints import why_unreachable
+from gateway.errors import AuthFailed, NotFound, PeerUnavailable, PeerUnreachable
 
 PLATFORM = "email"
 FETCH_HEAD = re.compile(rb"^\d+ FETCH \(.*?UID (\d+)")
@@ -78,10 +79,18 @@ class ImapSession:
             try:
                 return task.result()
             except (aioimaplib.AioImapException, OSError, TimeoutError) as error:
-                raise PeerUnavailable(PLATFORM, f"IMAP {what}: {type(error).__name__}: {error}") from error
+                why = why_unreachable(error)
+                if why is None:
+                    raise PeerUnavailable(PLATFORM, f"IMAP {what}: {type(error).__name__}: {error}") from error
+                raise self._unreachable(what, why) from error
         task.cancel()
-        reason = "connection lost" if self._lost.is_set() else f"no answer within {timeout or self.settings.timeout_s:g} s"
-        raise PeerUnavailable(PLATFORM, f"IMAP {what}: {reason}")
+        reason = "the connection was dropped" if self._lost.is_set() else f"no answer within {timeout or self.settings.timeout_s:g} s"
+        raise self._unreachable(what, reason)
+
+    def _unreachable(self, what: str, why: str) -> PeerUnreachable:
+        s = self.settings
+        return PeerUnreachable(PLATFORM, f"{s.imap_host}:{s.imap_port}", why, action=f"IMAP {what}",
+                               check="the network, imap_host, imap_port and imap_security")
 
     @staticmethod
     def _ok(response, what: str) -> None:
@@ -109,6 +118,13 @@ class ImapSession:
 
     async def open(self) -> MailboxState:
         s = self.settings
+        await self._connect()
+        await self._login()
+        response = await self._bounded(self._client.select(s.mailbox), "select")
+        return self._select_state(response)
+
+    async def _connect(self) -> None:
+        s = self.settings
         if s.imap_security is ImapSecurity.TLS:
             context = self.tls_context or ssl.create_default_context()
             self._client = aioimaplib.IMAP4_SSL(host=s.imap_host, port=s.imap_port, timeout=s.timeout_s, ssl_context=context)
@@ -117,17 +133,32 @@ class ImapSession:
             self._client = aioimaplib.IMAP4(host=s.imap_host, port=s.imap_port, timeout=s.timeout_s, conn_lost_cb=self._on_lost)
         self._count_exists_notices()
         await self._bounded(self._client.wait_hello_from_server(), "connect")
+
+    async def _login(self) -> None:
+        s = self.settings
         response = await self._bounded(self._client.login(s.login, s.password.get_secret_value()), "login")
         if response.result != "OK":
             detail = b" ".join(bytes(line) for line in response.lines).decode(errors="replace")
-            raise AuthFailed(PLATFORM, f"IMAP login refused for {s.login}: {detail}", code=response.result)
-        response = await self._bounded(self._client.select(s.mailbox), "select")
+            raise AuthFailed(PLATFORM, f"IMAP login refused for {s.login}: {detail}: check username and the app password",
+                             code=response.result)
+
+    def _select_state(self, response) -> MailboxState:
+        s = self.settings
         if response.result != "OK":
             raise NotFound(PLATFORM, f"IMAP mailbox {s.mailbox!r} cannot be selected", code=response.result)
         uidvalidity, uidnext = _code(response, b"UIDVALIDITY"), _code(response, b"UIDNEXT")
         if uidvalidity is None:
             raise PeerUnavailable(PLATFORM, f"IMAP server gave no UIDVALIDITY for {s.mailbox!r}")
         return MailboxState(uidvalidity, uidnext or 1)
+
+    async def examine(self) -> None:
+        """Log in and open the mailbox read-only (EXAMINE): the probe's check, which changes nothing."""
+        s = self.settings
+        await self._connect()
+        await self._login()
+        response = await self._bounded(self._client.examine(s.mailbox), "examine")
+        if response.result != "OK":
+            raise NotFound(PLATFORM, f"IMAP mailbox {s.mailbox!r} cannot be opened", code=response.result)
 
     @property
     def can_idle(self) -> bool:

@@ -7,7 +7,8 @@ already timed out.  Translation, most specific first::
     530/534/535/538, login refused        -> AuthFailed
     421/450/451/452 saying rate/limit/too many/try again
                                           -> RateLimited (retry_after from "in N s", else 60 s)
-    other 4xx, disconnects, timeouts      -> PeerUnavailable
+    other 4xx                             -> PeerUnavailable
+    refused, dropped, timed out           -> PeerUnreachable, naming host:port in plain words
     550/551/553 5.1.x (no such mailbox)   -> NotFound
     other 5xx                             -> BadRequest
 
@@ -26,7 +27,8 @@ from email.message import EmailMessage
 import aiosmtplib
 
 from channels.email.config import EmailConfig, SmtpSecurity
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PlatformError, RateLimited
+from gateway.endpoints import why_unreachable
+from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 
 PLATFORM = "email"
 RATE_WORDS = re.compile(r"rate|limit|too many|try again|slow down|throttl", re.I)
@@ -38,7 +40,7 @@ log = logging.getLogger(__name__)
 def translate_reply(code: int, text: str, stage: str) -> PlatformError:
     said = f"SMTP {stage}: {text.strip()[:300]}"
     if code in (530, 534, 535, 538):
-        return AuthFailed(PLATFORM, said, code=code)
+        return AuthFailed(PLATFORM, f"{said}: check username and the app password" if stage == "login" else said, code=code)
     if code in (421, 450, 451, 452) and RATE_WORDS.search(text):
         match = RETRY_IN.search(text)
         # RateLimited words its own message; the server's reply rides in the code so the log shows it
@@ -69,20 +71,43 @@ class SmtpSubmitter:
         self.settings = settings
         self.tls_context = tls_context
 
-    async def submit(self, mail: EmailMessage, recipients: list[str]) -> None:
+    def _client(self) -> aiosmtplib.SMTP:
         s = self.settings
-        client = aiosmtplib.SMTP(
+        return aiosmtplib.SMTP(
             hostname=s.smtp_host, port=s.smtp_port, timeout=s.timeout_s,
             use_tls=s.smtp_security is SmtpSecurity.TLS, start_tls=s.smtp_security is SmtpSecurity.STARTTLS,
             tls_context=self.tls_context,
         )
+
+    def _translate(self, error: Exception) -> PlatformError:
+        """A failure to reach the server names it and the settings to check; the rest as ``translate``."""
+        s = self.settings
+        why = None if isinstance(error, aiosmtplib.SMTPResponseException) else why_unreachable(error)
+        if why is not None:
+            return PeerUnreachable(PLATFORM, f"{s.smtp_host}:{s.smtp_port}", why, action="SMTP",
+                                   check="the network, smtp_host, smtp_port and smtp_security")
+        return translate(error)
+
+    async def login(self) -> None:
+        """Connect, EHLO (and STARTTLS), AUTH, QUIT: the probe's check, which sends nothing."""
+        s = self.settings
+        client = self._client()
+        try:
+            async with client:
+                await client.login(s.smtp_username or s.login, (s.smtp_password or s.password).get_secret_value())
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as error:
+            raise self._translate(error) from error
+
+    async def submit(self, mail: EmailMessage, recipients: list[str]) -> None:
+        s = self.settings
+        client = self._client()
         password = (s.smtp_password or s.password).get_secret_value()
         try:
             async with client:
                 await client.login(s.smtp_username or s.login, password)
                 refused, _ = await client.send_message(mail, sender=s.address, recipients=recipients)
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as error:
-            raise translate(error) from error
+            raise self._translate(error) from error
         if recipients[0] in refused:  # the learner refused while our own copy went through
             reply = refused[recipients[0]]
             raise translate_reply(reply.code, reply.message, "recipient")

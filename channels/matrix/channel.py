@@ -35,9 +35,12 @@ from channels.matrix.config import MatrixConfig
 from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, media_ref, reply_target
 from channels.matrix.encode import edit_content, media_content, text_content
 from channels.matrix.media import download, media_dir, upload
+from channels.matrix.probe import check_settings, probe_homeserver
 from channels.matrix.transport import call, new_client
 from gateway.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
+from gateway.config import AccountConfig
 from gateway.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.probes import Problem, ProbeResult
 from gateway.supervisor import ChannelState
 
 log = logging.getLogger(__name__)
@@ -89,6 +92,18 @@ class MatrixChannel(Channel):
             log.info("matrix logged in account=%s user=%s device=%s", self.account, settings.user_id, client.device_id)
             self._client = client
             return client
+
+    # ------------------------------------------------------------------ doctor
+
+    @classmethod
+    def check(cls, settings: AccountConfig) -> list[Problem]:
+        return check_settings(settings)  # type: ignore[arg-type]
+
+    async def probe(self) -> ProbeResult:
+        problems = self.check(self.settings)
+        if problems:
+            return ProbeResult(checked=f"{self.settings.user_id}", problems=tuple(problems))
+        return await probe_homeserver(self.settings)
 
     # ------------------------------------------------------------------ inbound
 

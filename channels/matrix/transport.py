@@ -5,12 +5,18 @@ outbound path already retries every channel's sends, so the client is built
 with ``max_limit_exceeded=0`` and ``max_timeouts=0`` -- one layer of retries,
 not two.
 
+A connection that fails is said in plain words with the homeserver's address
+("cannot reach https://matrix.example.org (connection refused)"), not as
+aiohttp's "Cannot connect to host ... ssl:default [...]": the client's
+``send``, which every request passes, knows the homeserver and words it there.
+
 Translation, most specific first::
 
     M_LIMIT_EXCEEDED / 429                      -> RateLimited(retry_after_ms / 1000)
     M_UNKNOWN_TOKEN, M_MISSING_TOKEN,
     M_FORBIDDEN / 401, 403                      -> AuthFailed
-    5xx, connection errors, timeouts            -> PeerUnavailable
+    the homeserver cannot be reached            -> PeerUnreachable, naming it and the fix
+    5xx, other connection errors, timeouts      -> PeerUnavailable
     M_NOT_FOUND / 404                           -> NotFound
     M_BAD_JSON, M_NOT_JSON, M_TOO_LARGE, other  -> BadRequest
 """
@@ -25,7 +31,8 @@ from typing import Any, TypeVar
 import aiohttp
 from nio import AsyncClient, AsyncClientConfig, ErrorResponse
 
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PlatformError, RateLimited
+from gateway.endpoints import origin, why_unreachable
+from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 
 PLATFORM = "matrix"
 AUTH_CODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"}
@@ -33,11 +40,24 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+class _Client(AsyncClient):
+    """nio's client, with a failed connection translated where the homeserver's address is known."""
+
+    async def send(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await super().send(*args, **kwargs)
+        except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError) as error:
+            why = why_unreachable(error)
+            if why is None:
+                raise
+            raise PeerUnreachable(PLATFORM, origin(self.homeserver), why, check="the network and homeserver") from error
+
+
 def new_client(homeserver: str, user_id: str, device_id: str | None) -> AsyncClient:
     config = AsyncClientConfig(
         max_limit_exceeded=0, max_timeouts=0, encryption_enabled=False, store_sync_tokens=False, request_timeout=30,
     )
-    return AsyncClient(homeserver.rstrip("/"), user_id, device_id=device_id or "", config=config)
+    return _Client(homeserver.rstrip("/"), user_id, device_id=device_id or "", config=config)
 
 
 def http_status(response: ErrorResponse) -> int | None:
@@ -55,7 +75,8 @@ def translate(action: str, response: ErrorResponse) -> PlatformError:
         retry_after = (response.retry_after_ms or 1000) / 1000
         return RateLimited(PLATFORM, retry_after, code=status or 429)
     if errcode in AUTH_CODES or status in (401, 403):
-        return AuthFailed(PLATFORM, where, code=code)
+        fix = ": log the bot in again and export the new access token" if errcode in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN") else ""
+        return AuthFailed(PLATFORM, where + fix, code=code)
     if status is not None and status >= 500:
         return PeerUnavailable(PLATFORM, where, code=status)
     if errcode == "M_NOT_FOUND" or status == 404:

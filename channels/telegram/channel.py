@@ -30,9 +30,11 @@ from channels.telegram.config import TelegramConfig
 from channels.telegram.decode import decode
 from channels.telegram.media import download_media
 from channels.telegram.outbound import Where, draft_id_for, edit_text, send_attachment, send_draft, send_text
+from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.transport import PLATFORM, call, new_bot
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
+from gateway.probes import Problem, ProbeResult
 from gateway.messages import (
     Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage,
 )
@@ -76,6 +78,25 @@ class TelegramChannel(Channel):
                 await call("getMe", self._bot.initialize())
                 self._me = self._bot.bot
         return self._bot, self._me
+
+    # ------------------------------------------------------------------ doctor
+
+    @classmethod
+    def check(cls, settings: AccountConfig) -> list[Problem]:
+        return check_settings(settings)  # type: ignore[arg-type]
+
+    async def probe(self) -> ProbeResult:
+        problems = self.check(self.settings)
+        if problems:
+            return ProbeResult(checked=f"Telegram at {self.settings.api_url}", problems=tuple(problems))
+        bot = new_bot(self.settings, poll_timeout=self.settings.poll_timeout)  # its own: a running account's stays as it is
+        try:
+            return await probe_bot(bot, self.settings)
+        finally:
+            try:
+                await bot.shutdown()
+            except Exception as error:  # nothing to release after a failed initialize
+                log.debug("telegram probe bot shutdown account=%s error=%s", self.account, error)
 
     # ------------------------------------------------------------------ inbound
 

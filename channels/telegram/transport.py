@@ -18,7 +18,13 @@ PTB turns into ``RetryAfter`` itself.  Translation, most specific first::
     400 "... not found"                         -> NotFound
     400, other 4xx                              -> BadRequest
     409 (a webhook or another poller)           -> PeerUnavailable
+    the server cannot be reached (Unreachable)  -> PeerUnreachable, naming api_url and the fix
     5xx, TimedOut, NetworkError                 -> PeerUnavailable
+
+A connection that fails is said in plain words with the endpoint
+("cannot reach https://api.telegram.org (connection refused)"), never as
+httpx's "All connection attempts failed": the request class knows the
+endpoint, so it words the failure there, once (see gateway.endpoints).
 """
 
 from __future__ import annotations
@@ -34,9 +40,11 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 from telegram.warnings import PTBDeprecationWarning
 
-from channels.telegram.config import TelegramConfig
+from channels.telegram.config import CLOUD_API, TelegramConfig
+from gateway.endpoints import origin, why_unreachable
 from gateway.errors import (
-    AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PlatformError, RateLimited, Unsupported,
+    AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited,
+    Unsupported,
 )
 
 PLATFORM = "telegram"
@@ -50,9 +58,27 @@ class BotApiError(TelegramError):
         self.status, self.description = status, description
 
 
+class Unreachable(NetworkError):
+    """The Bot API server could not be reached; says which server and why, in plain words."""
+
+    def __init__(self, endpoint: str, why: str) -> None:
+        super().__init__(f"cannot reach {endpoint} ({why})")
+        self.endpoint, self.why = endpoint, why
+
+
 class StatusKeepingRequest(HTTPXRequest):
+    def __init__(self, *, endpoint: str = CLOUD_API, **options: Any) -> None:
+        super().__init__(**options)
+        self.endpoint = origin(endpoint)
+
     async def do_request(self, url: str, method: str, request_data: Any = None, **timeouts: Any) -> tuple[int, bytes]:
-        status, payload = await super().do_request(url, method, request_data, **timeouts)
+        try:
+            status, payload = await super().do_request(url, method, request_data, **timeouts)
+        except NetworkError as error:  # TimedOut too; the URL holds the token, so only the endpoint is named
+            why = why_unreachable(error) or ("no answer in time" if isinstance(error, TimedOut) else None)
+            if why is None:
+                raise
+            raise Unreachable(self.endpoint, why) from error
         if 200 <= status < 300 or status == 429:
             return status, payload
         try:
@@ -64,12 +90,15 @@ class StatusKeepingRequest(HTTPXRequest):
 
 def new_bot(config: TelegramConfig, *, poll_timeout: float) -> Bot:
     """A PTB Bot on ``config``'s endpoints; the long poll gets its own small connection pool."""
-    calls = StatusKeepingRequest(connection_pool_size=4, read_timeout=20.0, write_timeout=20.0, connect_timeout=10.0,
+    calls = StatusKeepingRequest(endpoint=config.api_url, connection_pool_size=4, read_timeout=20.0, write_timeout=20.0, connect_timeout=10.0,
                                  pool_timeout=10.0, httpx_kwargs={"trust_env": False})
-    polls = StatusKeepingRequest(connection_pool_size=1, read_timeout=poll_timeout + 10.0, connect_timeout=10.0,
+    polls = StatusKeepingRequest(endpoint=config.api_url, connection_pool_size=1, read_timeout=poll_timeout + 10.0, connect_timeout=10.0,
                                  httpx_kwargs={"trust_env": False})
-    return Bot(config.token.get_secret_value(), base_url=config.bot_url, base_file_url=config.download_url,
-               request=calls, get_updates_request=polls)
+    try:
+        return Bot(config.token.get_secret_value(), base_url=config.bot_url, base_file_url=config.download_url,
+                   request=calls, get_updates_request=polls)
+    except InvalidToken as error:  # an empty token: no request can fix it, so the account waits for a human
+        raise AuthFailed(PLATFORM, "the bot token is empty: copy it from @BotFather", code=401) from error
 
 
 # PTB 22.2+ warns, whenever a RetryAfter is made or read, that retry_after will become a timedelta.
@@ -107,12 +136,14 @@ def _translate(error: TelegramError, method: str) -> GatewayError:
         if status == 404 and "method" in error.description.lower():
             return Unsupported(PLATFORM, f"{method}: this Bot API server does not know the method", code=status)
         if status in (401, 404):
-            return AuthFailed(PLATFORM, where, code=status)
+            return AuthFailed(PLATFORM, f"{where}: the token is invalid or revoked; copy it again from @BotFather", code=status)
         if status == 403 or (status == 400 and "not found" in error.description.lower()):
             return NotFound(PLATFORM, where, code=status)
         if status == 409 or status >= 500:
             return PeerUnavailable(PLATFORM, where, code=status)
         return BadRequest(PLATFORM, where, code=status)
+    if isinstance(error, Unreachable):
+        return PeerUnreachable(PLATFORM, error.endpoint, error.why, check="the network or api_url", action=method)
     if isinstance(error, InvalidToken):
         return AuthFailed(PLATFORM, f"{method}: {error.message}", code=401)
     if isinstance(error, (TimedOut, NetworkError)):

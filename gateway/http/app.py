@@ -1,7 +1,7 @@
 """The gateway's single ASGI app: one port for operators, platforms and learners.
 
 =============================  ===============================================
-``GET /healthz``               200 ``{"ok": true}`` once started, 503 otherwise
+``GET /healthz``               200 ``{"ok": true, "data_dir_id"}`` once started, 503 otherwise
 ``GET /status``                the gateway's :class:`~gateway.status.StatusReport`
 ``GET /metrics``               Prometheus text
 ``POST /webhooks/{ch}/{acct}`` handed to that channel account's ``handle_webhook``
@@ -36,6 +36,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from gateway import datadir
 from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
 from gateway.status import StatusReport
 
@@ -78,10 +79,15 @@ def error_response(status: int, message: str, headers: Mapping[str, str] | None 
 
 
 def build_app(gateway: ServedGateway) -> Starlette:
+    config = getattr(gateway, "config", None)
+    # Which data dir this gateway runs on, as a hash: `doctor` and `serve` tell "this data dir's own
+    # gateway holds the port" from "another gateway does" with it (gateway.datadir.identity).
+    here = {"data_dir_id": datadir.identity(config.data_dir)} if config is not None else {}
+
     async def healthz(request: Request) -> Response:
         if gateway.ready:
-            return JSONResponse({"ok": True})
-        return JSONResponse({"ok": False}, status_code=503, headers={"Retry-After": "1"})
+            return JSONResponse({"ok": True, **here})
+        return JSONResponse({"ok": False, **here}, status_code=503, headers={"Retry-After": "1"})
 
     async def status(request: Request) -> Response:
         report = await gateway.status()
@@ -111,7 +117,6 @@ def build_app(gateway: ServedGateway) -> Starlette:
         Route("/webhooks/{channel}/{account}", webhook, methods=["POST"]),
         Mount("/channels/{channel}/{account}", app=ChannelRoutes(gateway)),
     ]
-    config = getattr(gateway, "config", None)
     if config is not None:
         from gateway.http.admin import admin_routes
 

@@ -48,18 +48,20 @@ def lines_of(output: str) -> list[str]:
     return [line.strip() for line in output.splitlines()]
 
 
-def test_a_good_config_passes_with_the_model_warning(invoke, workdir):
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+def test_a_good_config_passes_with_the_model_warning(invoke, workdir, offline):
     (workdir / "partners.yaml").write_text(GOOD, encoding="utf-8")
 
-    result = invoke("doctor")
+    result = invoke("doctor", *(["--offline"] if offline else []))
 
     assert result.exit_code == 0, result.output
     out = lines_of(result.output)
     assert "ok     config: partners.yaml loads" in out
     assert f"ok     data dir: {workdir / 'data'} will be created (in {workdir}, which is writable)" in out
     assert "ok     http port: port 0: a free port is picked at start" in out
-    assert "ok     webchat/default: channel loads and its settings are valid" in out
-    assert "ok     console/default: channel loads and its settings are valid" in out
+    shown = "channel loads and its settings are valid" if offline else "works: served by the gateway itself, nothing to reach"
+    assert f"ok     webchat/default: {shown}" in out
+    assert f"ok     console/default: {shown}" in out
     assert any(line.startswith("warn   partner ") and "has no language model configured" in line for line in out)
     assert any("fix: set `model:` in" in line for line in out)
     assert out[-1] == "0 error(s), 1 warning(s)"
@@ -158,3 +160,301 @@ def test_disabled_accounts_are_not_checked(invoke, workdir):
     result = invoke("doctor")
 
     assert "ok     telegram/default: disabled (enabled: false)" in result.output
+
+
+# --------------------------------------------------------------------------- probes: does it work, not only its shape
+
+
+def _closed_port() -> int:
+    """A loopback port nothing listens on (bound and released: the kernel refuses connections to it)."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def _telegram(workdir, monkeypatch, token: str, **account) -> None:
+    monkeypatch.setenv("PARTNERS_TEST_TG_TOKEN", token)
+    settings = {"token": "env:PARTNERS_TEST_TG_TOKEN", **account}
+    config = {
+        "data_dir": "data", "http": {"port": 0},
+        "partners": [{"id": "tutor", "name": "Tutor"}],
+        "channels": {"telegram": {"main": settings}},
+        "bindings": [{"partner": "tutor", "channel": "telegram", "account": "main"}],
+    }
+    import json
+
+    (workdir / "partners.yaml").write_text(json.dumps(config), encoding="utf-8")
+
+
+def _register(api_url: str, token: str) -> None:
+    import httpx
+
+    httpx.post(f"{api_url}/test/bots", json={"token": token}, timeout=30, trust_env=False).raise_for_status()
+
+
+def _new_token() -> str:
+    import random
+    import uuid
+
+    return f"{random.randrange(10**8, 10**9)}:{uuid.uuid4().hex}"
+
+
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+@pytest.mark.parametrize("token, expected", [
+    ("", "the bot token is empty"),
+    ("notatoken", "the token does not look like a bot token"),
+])
+def test_a_token_that_cannot_be_one_is_an_error_even_offline(invoke, workdir, monkeypatch, token, expected, offline):
+    _telegram(workdir, monkeypatch, token)
+
+    result = invoke("doctor", *(["--offline"] if offline else []))
+
+    assert result.exit_code == 1, result.output
+    assert f"error  telegram/main: {expected}" in result.output
+    assert "fix: " in result.output and "@BotFather" in result.output
+
+
+def test_a_token_telegram_refuses_is_an_error_with_the_fix(invoke, workdir, monkeypatch, telegram_api):
+    token = _new_token()  # well shaped, but no such bot
+    _telegram(workdir, monkeypatch, token, api_url=telegram_api)
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert "error  telegram/main: Telegram says the token is invalid (401)" in result.output
+    assert "fix: copy it again from @BotFather" in result.output
+    assert token not in result.output and token.split(":")[1] not in result.output
+
+
+def test_a_working_bot_passes_and_names_itself(invoke, workdir, monkeypatch, telegram_api):
+    token = _new_token()
+    _register(telegram_api, token)
+    _telegram(workdir, monkeypatch, token, api_url=telegram_api)
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 0, result.output
+    assert f"ok     telegram/main: works: bot @" in result.output
+    assert f"at {telegram_api}" in result.output
+    assert token not in result.output
+
+
+def test_offline_asks_no_platform(invoke, workdir, monkeypatch, telegram_api):
+    _telegram(workdir, monkeypatch, _new_token(), api_url=telegram_api)  # not registered: online, this fails
+
+    result = invoke("doctor", "--offline")
+
+    assert result.exit_code == 0, result.output
+    assert "ok     telegram/main: channel loads and its settings are valid" in result.output
+    assert "works:" not in result.output
+
+
+def test_a_closed_api_url_says_nothing_answers_there(invoke, workdir, monkeypatch):
+    port = _closed_port()
+    _telegram(workdir, monkeypatch, _new_token(), api_url=f"http://127.0.0.1:{port}")
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert f"error  telegram/main: nothing answers at http://127.0.0.1:{port} (connection refused)" in result.output
+    assert "fix: check the network; if you run your own Bot API server" in result.output
+    assert "ConnectError" not in result.output and "All connection attempts" not in result.output
+
+
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+def test_a_webhook_url_that_is_not_https_is_an_error_even_offline(invoke, workdir, monkeypatch, offline):
+    monkeypatch.setenv("PARTNERS_TEST_TG_SECRET", "s3cret-value")
+    _telegram(workdir, monkeypatch, _new_token(), mode="webhook", webhook_url="http://tutor.school.org/webhooks/telegram/main",
+              webhook_secret="env:PARTNERS_TEST_TG_SECRET")
+
+    result = invoke("doctor", *(["--offline"] if offline else []))
+
+    assert result.exit_code == 1, result.output
+    assert ("error  telegram/main: webhook_url http://tutor.school.org/webhooks/telegram/main is not https: "
+            "Telegram delivers webhooks only to https:// addresses") in result.output
+    assert "s3cret-value" not in result.output
+
+
+def test_a_webhook_set_to_another_address_is_a_warning(invoke, workdir, monkeypatch, telegram_api):
+    import httpx
+
+    token = _new_token()
+    _register(telegram_api, token)
+    httpx.post(f"{telegram_api}/bot{token}/setWebhook", json={"url": "https://elsewhere.school.org/hook"},
+               timeout=30, trust_env=False).raise_for_status()
+    monkeypatch.setenv("PARTNERS_TEST_TG_SECRET", "s3cret-value")
+    _telegram(workdir, monkeypatch, token, api_url=telegram_api, mode="webhook",
+              webhook_url="https://tutor.school.org/webhooks/telegram/main", webhook_secret="env:PARTNERS_TEST_TG_SECRET")
+
+    result = invoke("doctor")
+
+    assert "warn   telegram/main: Telegram sends this bot's updates to https://elsewhere.school.org/hook, not to webhook_url" in result.output
+    assert "fix: if another program or gateway serves this bot" in result.output
+
+
+@pytest.mark.parametrize("offline", [False, True], ids=["online", "offline"])
+def test_the_readme_placeholder_homeserver_is_an_error_even_offline(invoke, workdir, monkeypatch, offline):
+    monkeypatch.setenv("PARTNERS_TEST_MX_TOKEN", "syt_secret_token_value")
+    (workdir / "partners.yaml").write_text(
+        "partners: [{id: tutor, name: Tutor}]\n"
+        "channels:\n"
+        "  matrix:\n"
+        '    main: {homeserver: "https://YOUR.HS", user_id: "@tutor:YOUR.HS", access_token: env:PARTNERS_TEST_MX_TOKEN,\n'
+        "           device_id: PARTNERS}\n"
+        "bindings: [{partner: tutor, channel: matrix, account: main}]\n",
+        encoding="utf-8",
+    )
+
+    result = invoke("doctor", *(["--offline"] if offline else []))
+
+    assert result.exit_code == 1, result.output
+    assert "error  matrix/main: homeserver still names the example host YOUR.HS" in result.output
+    assert "fix: set homeserver to the client-server API address" in result.output
+    assert "syt_secret_token_value" not in result.output
+
+
+# --------------------------------------------------------------------------- the model probe
+
+
+def _with_model(workdir, model: dict) -> None:
+    import json
+
+    config = {
+        "data_dir": "data", "http": {"port": 0},
+        "partners": [{"id": "tutor", "name": "Tutor", "model": model}],
+        "channels": {"webchat": {"default": {}}},
+        "bindings": [{"partner": "tutor", "channel": "webchat"}],
+    }
+    (workdir / "partners.yaml").write_text(json.dumps(config), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def keyed_stub():
+    """The model stub as a process that answers only requests bearing its key."""
+    from tests.peers.model_stub import ModelStubProcess
+
+    stub = ModelStubProcess.start(api_key="sk-stub-right-key")
+    yield stub
+    stub.stop()
+
+
+def test_a_model_that_answers_passes(invoke, workdir, monkeypatch, keyed_stub):
+    monkeypatch.setenv("PARTNERS_TEST_MODEL_KEY", "sk-stub-right-key")
+    _with_model(workdir, {"model": "openai/stub-model", "api_base": keyed_stub.api_base, "api_key": "env:PARTNERS_TEST_MODEL_KEY"})
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 0, result.output
+    assert "ok     partner tutor: model openai/stub-model answers" in result.output
+    request = keyed_stub.requests()[-1]
+    assert request["max_tokens"] == 1
+    assert "sk-stub-right-key" not in result.output
+
+
+def test_a_wrong_api_key_is_an_error_without_the_key(invoke, workdir, monkeypatch, keyed_stub):
+    monkeypatch.setenv("PARTNERS_TEST_MODEL_KEY", "sk-stub-wrong-key")
+    _with_model(workdir, {"model": "openai/stub-model", "api_base": keyed_stub.api_base, "api_key": "env:PARTNERS_TEST_MODEL_KEY"})
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert f"error  partner tutor: {keyed_stub.url} refused the API key for openai/stub-model (401)" in result.output
+    assert "fix: check the key in the variable api_key names" in result.output
+    assert "sk-stub-wrong-key" not in result.output
+
+
+def test_a_missing_api_key_is_an_error_with_the_setting_to_add(invoke, workdir, monkeypatch, keyed_stub):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    _with_model(workdir, {"model": "openai/stub-model", "api_base": keyed_stub.api_base})
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert "error  partner tutor: openai/stub-model needs an API key and none is set" in result.output
+    assert "fix: add `api_key: env:OPENAI_API_KEY` under model: and export OPENAI_API_KEY=..." in result.output
+
+
+@pytest.mark.parametrize("model, hint", [
+    ("ollama/llama3", "is Ollama running (`ollama serve`)?"),
+    ("openai/stub-model", "is the model server running, and is api_base its address?"),
+])
+def test_a_dead_model_address_says_nothing_answers_there(invoke, workdir, monkeypatch, model, hint):
+    monkeypatch.setenv("PARTNERS_TEST_MODEL_KEY", "sk-anything")
+    port = _closed_port()
+    _with_model(workdir, {"model": model, "api_base": f"http://127.0.0.1:{port}", "api_key": "env:PARTNERS_TEST_MODEL_KEY"})
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert f"error  partner tutor: nothing answers at http://127.0.0.1:{port} (connection refused)" in result.output
+    assert f"fix: {hint}" in result.output
+
+
+def test_a_dead_backup_is_reported_as_the_backup(invoke, workdir, monkeypatch, keyed_stub):
+    monkeypatch.setenv("PARTNERS_TEST_MODEL_KEY", "sk-stub-right-key")
+    port = _closed_port()
+    _with_model(workdir, {"model": "openai/stub-model", "api_base": keyed_stub.api_base, "api_key": "env:PARTNERS_TEST_MODEL_KEY",
+                          "backup": {"model": "ollama/llama3", "api_base": f"http://127.0.0.1:{port}"}})
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert f"error  partner tutor: backup ollama/llama3: nothing answers at http://127.0.0.1:{port} (connection refused)" in result.output
+
+
+# --------------------------------------------------------------------------- bounded, concurrent
+
+
+def test_a_peer_that_never_answers_is_bounded_by_the_probe_timeout(workdir, monkeypatch):
+    from gateway.config import load_config
+    from gateway.doctor import run_checks
+
+    with socket.socket() as silent:  # accepts connections (the backlog) and never says a word
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        port = silent.getsockname()[1]
+        _telegram(workdir, monkeypatch, _new_token(), api_url=f"http://127.0.0.1:{port}")
+
+        results = run_checks(lambda: load_config(workdir / "partners.yaml"), timeout=2)
+
+    [probe] = [r for r in results if r.name == "telegram/main" and r.severity is Severity.ERROR]
+    assert probe.message == "no answer within 2 s"
+
+
+def test_serve_refuses_what_doctor_offline_finds(invoke, workdir, monkeypatch):
+    _telegram(workdir, monkeypatch, "")
+
+    result = invoke("serve")
+
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error: telegram/main: the bot token is empty")
+    assert "(fix: put the token @BotFather gave you in the variable" in result.stderr
+    assert "Traceback" not in result.output
+
+
+def test_polling_a_bot_that_has_a_webhook_warns_that_polling_removes_it(invoke, workdir, monkeypatch, telegram_api):
+    import httpx
+
+    token = _new_token()
+    _register(telegram_api, token)
+    httpx.post(f"{telegram_api}/bot{token}/setWebhook", json={"url": "https://other.school.org/hook"},
+               timeout=30, trust_env=False).raise_for_status()
+    _telegram(workdir, monkeypatch, token, api_url=telegram_api)
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 0, result.output  # a warning: polling works, and takes the updates over
+    assert "warn   telegram/main: this bot has a webhook set (https://other.school.org/hook): polling removes it" in result.output
+    info = httpx.get(f"{telegram_api}/bot{token}/getWebhookInfo", timeout=30, trust_env=False).json()["result"]
+    assert info["url"] == "https://other.school.org/hook"  # the probe only looked
+
+
+def test_a_wrong_key_from_the_providers_own_variable_is_refused_not_missing(invoke, workdir, monkeypatch, keyed_stub):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-stub-wrong-key")
+    _with_model(workdir, {"model": "openai/stub-model", "api_base": keyed_stub.api_base})
+
+    result = invoke("doctor")
+
+    assert result.exit_code == 1, result.output
+    assert f"error  partner tutor: {keyed_stub.url} refused the API key for openai/stub-model (401)" in result.output
+    assert "such as OPENAI_API_KEY" in result.output

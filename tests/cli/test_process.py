@@ -68,8 +68,24 @@ async def test_serve_without_config_runs_study_buddy_and_stops_cleanly(tmp_path,
 
         port = url.rsplit(":", 1)[1].rstrip("/")
         (tmp_path / "probe.yaml").write_text(f"http: {{port: {port}}}\n", encoding="utf-8")
-        doctor = await run_partners("-c", "probe.yaml", "doctor", cwd=tmp_path)
-        assert f"ok     http port: 127.0.0.1:{port} is in use by a running Partners Gateway" in doctor.stdout
+        doctor = await run_partners("-c", "probe.yaml", "doctor", "--offline", cwd=tmp_path)
+        assert (f"ok     http port: 127.0.0.1:{port} is served by the Partners Gateway of this data dir "
+                f"({tmp_path / 'partners-data'}): it is running") in doctor.stdout
+
+        # A second serve on this data dir and port is told the gateway already runs, not "address in use".
+        again = await run_partners("-c", "probe.yaml", "serve", cwd=tmp_path)
+        assert again.returncode == 1
+        assert f"error: a Partners Gateway on this data dir is already running at http://127.0.0.1:{port}" in again.stderr
+        assert "`partners status` shows it" in again.stderr
+
+        # A gateway on another data dir wanting the same port is told another gateway holds it.
+        (tmp_path / "other.yaml").write_text(f"data_dir: other-data\nhttp: {{port: {port}}}\n", encoding="utf-8")
+        doctor = await run_partners("-c", "other.yaml", "doctor", "--offline", cwd=tmp_path)
+        assert f"error  http port: 127.0.0.1:{port} is in use by another Partners Gateway, one with another data dir" in doctor.stdout
+        other = await run_partners("-c", "other.yaml", "serve", cwd=tmp_path)
+        assert other.returncode == 1
+        assert f"error: 127.0.0.1:{port} is in use by another Partners Gateway, one with another data dir" in other.stderr
+        assert "give this one a free port" in other.stderr
 
         proc.send_signal(stop_signal)
         assert await asyncio.wait_for(proc.wait(), TIMEOUT_S) == 0
@@ -84,12 +100,13 @@ async def test_serve_without_config_runs_study_buddy_and_stops_cleanly(tmp_path,
 
 
 def test_serve_on_a_busy_port_says_so_and_exits_1(invoke, workdir):
-    with socket.create_server(("127.0.0.1", 0)) as busy:
-        result = invoke("serve", "--port", str(busy.getsockname()[1]))
+    with socket.create_server(("127.0.0.1", 0)) as busy:  # listening, but no gateway answers there
+        port = busy.getsockname()[1]
+        result = invoke("serve", "--port", str(port))
 
     assert result.exit_code == 1
-    assert "Address already in use" in result.stderr
-    assert result.stderr.rstrip().endswith("(fix: stop the program using it, or pick another with --port or http.port)")
+    assert f"error: 127.0.0.1:{port} is in use by another program" in result.stderr
+    assert result.stderr.rstrip().endswith("(fix: stop it, or set http.port (or serve --port) to a free port)")
     assert "Traceback" not in result.output
 
 

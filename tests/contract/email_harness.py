@@ -80,7 +80,7 @@ def shown_attachments(mail: EmailMessage) -> tuple[str, ...]:
 class EmailHarness:
     channel = "email"
     account = "inbox"
-    features = frozenset({"own_echo", "faults", "outage"})
+    features = frozenset({"own_echo", "faults", "outage", "credentials"})
 
     @classmethod
     def create(cls, request: Any) -> "EmailHarness":
@@ -105,6 +105,17 @@ class EmailHarness:
             "channels": {self.channel: {self.account: account_settings(self.peer, self.bot, f"env:{self.env}")}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
         })
+
+    def refused_credentials(self, data_dir: Path) -> tuple[Config, str]:
+        wrong = f"not-the-password-{uuid.uuid4().hex[:8]}"
+        os.environ[self.env + "_REFUSED"] = wrong
+        config = parse_config({
+            "data_dir": str(data_dir),
+            "partners": [{"id": "tutor", "name": "Tutor"}],
+            "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
+            "channels": {self.channel: {self.account: account_settings(self.peer, self.bot, f"env:{self.env}_REFUSED")}},
+        })
+        return config, wrong
 
     async def attach(self, gateway: Any) -> None:
         pass
@@ -159,6 +170,7 @@ class EmailHarness:
 
     async def stop(self) -> None:
         os.environ.pop(self.env, None)
+        os.environ.pop(self.env + "_REFUSED", None)
         if not self.peer.dovecot.running:
             await asyncio.to_thread(self.peer.dovecot.start)
 

@@ -19,7 +19,8 @@ Features: ``groups`` (group chats with mention addressing), ``own_echo``
 it, and deduplicates a retried send by its idempotency key, so one message
 shows -- only platforms that take an idempotency key can promise this),
 ``outage`` (the peer can go down and come back), ``slow_send`` (the peer can
-answer sends slowly, after posting them).
+answer sends slowly, after posting them), ``credentials`` (the account logs in
+with something the platform can refuse: a token, a password).
 """
 
 from __future__ import annotations
@@ -79,6 +80,10 @@ class Harness(Protocol):
 
     async def attach(self, gateway: Any) -> None:
         """Called once the gateway runs (web chat starts its HTTP app here)."""
+
+    def refused_credentials(self, data_dir: Path) -> tuple[Config, str]:
+        """Feature ``credentials``: the account's config with credentials the platform refuses, and that
+        refused secret (which no probe result may show)."""
 
     async def say(self, text: str, *, chat: str | None = None, group: bool = False, mention: bool = False) -> Said: ...
 

@@ -30,7 +30,7 @@ _ids = itertools.count(1)
 class MatrixHarness:
     channel = "matrix"
     account = "main"
-    features = frozenset({"groups", "own_echo", "faults", "lost_response", "outage", "slow_send"})
+    features = frozenset({"groups", "own_echo", "faults", "lost_response", "outage", "slow_send", "credentials"})
 
     @classmethod
     def create(cls, request: Any) -> "MatrixHarness":
@@ -62,6 +62,11 @@ class MatrixHarness:
 
     def gateway_config(self, data_dir: Path) -> Config:
         return parse_config(self.raw_config(data_dir))
+
+    def refused_credentials(self, data_dir: Path) -> tuple[Config, str]:
+        wrong = f"syt_not_a_token_{uuid.uuid4().hex}"
+        os.environ[self.env + "_REFUSED"] = wrong
+        return parse_config(self.raw_config(data_dir, access_token=f"env:{self.env}_REFUSED")), wrong
 
     def raw_config(self, data_dir: Path, **account: Any) -> dict[str, Any]:
         """The config as a dict; ``account`` overrides the Matrix account's settings."""
@@ -139,6 +144,7 @@ class MatrixHarness:
 
     async def stop(self) -> None:
         os.environ.pop(self.env, None)
+        os.environ.pop(self.env + "_REFUSED", None)
         for user in self.users:
             await user.aclose()
         await self.proxy.stop()

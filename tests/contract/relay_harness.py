@@ -18,7 +18,7 @@ _chats = itertools.count(1)
 class RelayHarness:
     channel = "relay"
     account = "main"
-    features = frozenset({"groups", "own_echo", "faults", "lost_response", "outage", "slow_send"})
+    features = frozenset({"groups", "own_echo", "faults", "lost_response", "outage", "slow_send", "credentials"})
 
     @classmethod
     def create(cls, request: Any) -> "RelayHarness":
@@ -36,12 +36,20 @@ class RelayHarness:
         os.environ[self.env] = self.token
 
     def gateway_config(self, data_dir: Path) -> Config:
+        return self._config(data_dir, self.env)
+
+    def refused_credentials(self, data_dir: Path) -> tuple[Config, str]:
+        wrong = f"tok-refused-{uuid.uuid4().hex}"
+        os.environ[self.env + "_REFUSED"] = wrong
+        return self._config(data_dir, self.env + "_REFUSED"), wrong
+
+    def _config(self, data_dir: Path, env: str) -> Config:
         return parse_config({
             "data_dir": str(data_dir),
             "partners": [{"id": "tutor", "name": "Tutor"}],
             "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
             "channels": {self.channel: {self.account: {
-                "base_url": self.peer_url, "token": f"env:{self.env}", "poll_timeout": 2,
+                "base_url": self.peer_url, "token": f"env:{env}", "poll_timeout": 2,
                 "access": {"dm": "open", "group": "mention"},
             }}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
@@ -82,4 +90,5 @@ class RelayHarness:
 
     async def stop(self) -> None:
         os.environ.pop(self.env, None)
+        os.environ.pop(self.env + "_REFUSED", None)
         await self.client.aclose()

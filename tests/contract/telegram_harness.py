@@ -42,7 +42,7 @@ def seen_from(message: dict) -> Seen:
 class TelegramHarness:
     channel = "telegram"
     account = "main"
-    features = frozenset({"groups", "faults", "outage", "slow_send"})
+    features = frozenset({"groups", "faults", "outage", "slow_send", "credentials"})
 
     @classmethod
     def create(cls, request: Any) -> "TelegramHarness":
@@ -59,12 +59,20 @@ class TelegramHarness:
         os.environ[self.env] = self.token
 
     def gateway_config(self, data_dir: Path) -> Config:
+        return self._config(data_dir, self.env)
+
+    def refused_credentials(self, data_dir: Path) -> tuple[Config, str]:
+        unknown = f"{random.randrange(10**8, 10**9)}:{uuid.uuid4().hex}"  # well shaped; no such bot
+        os.environ[self.env + "_REFUSED"] = unknown
+        return self._config(data_dir, self.env + "_REFUSED"), unknown
+
+    def _config(self, data_dir: Path, env: str) -> Config:
         return parse_config({
             "data_dir": str(data_dir),
             "partners": [{"id": "tutor", "name": "Tutor"}],
             "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
             "channels": {self.channel: {self.account: {
-                "token": f"env:{self.env}", "api_url": self.api_url, "poll_timeout": 2,
+                "token": f"env:{env}", "api_url": self.api_url, "poll_timeout": 2,
                 "access": {"dm": "open", "group": "mention"},
             }}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
@@ -104,4 +112,5 @@ class TelegramHarness:
 
     async def stop(self) -> None:
         os.environ.pop(self.env, None)
+        os.environ.pop(self.env + "_REFUSED", None)
         await self.users.aclose()

@@ -15,7 +15,9 @@ from channels.base import Channel
 from channels.registry import load_channel
 from gateway.app import Gateway
 from gateway.capabilities import Dialect, EditMode, TextUnit
+from gateway.doctor import probe_account
 from gateway.errors import AuthFailed, BadRequest, PeerUnavailable, RateLimited, TransientError
+from gateway.probes import Gravity
 from gateway.messages import ELEMENT_KINDS, Attachment, ConversationKind, Mention, Referrer, RenderedPart
 from tests.contract.harness import (
     HARNESSES, ContractResponder, Rig, counter, eventually, harness_class, text_of, units, with_feature,
@@ -278,3 +280,34 @@ async def test_a_send_whose_response_is_lost_still_shows_one_message(rig: Rig, s
     seen = await rig.harness.seen(said.chat)
     expected = "Thinking it over: yes." if streamed else "echo: did it arrive?"
     assert [visible(s.text, caps_of(rig).dialect).strip() for s in seen] == [expected]
+
+
+# --------------------------------------------------------------------------- probe (partners doctor)
+
+
+@rigs(ALL)
+async def test_probe_with_the_accounts_own_settings_finds_no_problem(rig: Rig):
+    """Asked while the account runs, as `partners doctor` next to a running gateway would."""
+    result = await probe_account(rig.harness.gateway_config(rig.gateway.config.data_dir), rig.harness.channel, rig.harness.account)
+    assert result.problems == (), result
+    assert result.ok and result.checked
+    said = await rig.harness.say("still answering after the probe?")
+    await rig.replies(said.chat, 1, what="a reply after the probe")  # the probe took nothing from the running account
+
+
+@pytest.mark.parametrize("name", with_feature("credentials"))
+async def test_probe_with_refused_credentials_reports_the_problem_and_its_fix(name, request, tmp_path):
+    harness = harness_class(name).create(request)
+    await harness.start(tmp_path)
+    try:
+        config, secret = harness.refused_credentials(tmp_path / "data")
+        result = await probe_account(config, harness.channel, harness.account)
+    finally:
+        await harness.stop()
+    assert not result.ok
+    errors = [p for p in result.problems if p.gravity is Gravity.ERROR]
+    assert errors, result
+    for problem in errors:
+        assert problem.message and problem.fix
+        assert secret not in problem.message and secret not in problem.fix
+        assert "Error" not in problem.message, "a library's exception name is not a plain-words message"

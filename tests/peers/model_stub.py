@@ -34,6 +34,8 @@ the queue is empty :func:`default_reply` answers by rule.  Every request body is
 recorded, in order, before it is answered.  ``rejects`` names request
 parameters the "model" never accepts (``tools``, ``stream``): any request that
 sends one gets OpenAI's 400 ``unsupported_parameter`` without consuming a reply.
+With ``api_key`` set (``--api-key``), a request whose ``Authorization: Bearer``
+is not that key gets OpenAI's 401 ``invalid_api_key``, as a real provider does.
 """
 
 from __future__ import annotations
@@ -318,6 +320,8 @@ class StubState:
     requests: list[dict] = field(default_factory=list)
     rejects: set[str] = field(default_factory=set)
     responder: Callable[[dict], Reply] = default_reply
+    api_key: str | None = None
+    """When set, only requests bearing this key are answered; the rest get 401."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def sleep(self, seconds: float) -> None:
@@ -343,12 +347,24 @@ class _Unfinished:
             await send({"type": "http.response.body", "body": event.encode(), "more_body": True})
 
 
+def _refused(state: StubState, request: Request) -> JSONResponse | None:
+    """OpenAI's 401 for a request without the stub's key (None when the key is right or none is required)."""
+    if state.api_key is None or request.headers.get("authorization", "") == f"Bearer {state.api_key}":
+        return None
+    reply = Reply.unauthorized()
+    return JSONResponse(reply.error, status_code=reply.status)
+
+
 def build_app(state: StubState) -> Starlette:
-    async def models(_: Request) -> JSONResponse:
+    async def models(request: Request) -> JSONResponse:
+        if (refused := _refused(state, request)) is not None:
+            return refused
         model = {"id": MODEL_ID, "object": "model", "created": 0, "owned_by": "stub"}
         return JSONResponse({"object": "list", "data": [model]})
 
     async def chat(request: Request) -> JSONResponse | StreamingResponse:
+        if (refused := _refused(state, request)) is not None:
+            return refused
         body = await request.json()
         state.requests.append(body)
         number = len(state.requests)
@@ -428,8 +444,9 @@ def _bind(host: str, port: int) -> socket.socket:
 class ModelStub:
     """The stub served by uvicorn on the current event loop, on a free loopback port."""
 
-    def __init__(self, *, rejects: tuple[str, ...] = (), responder: Callable[[dict], Reply] = default_reply):
-        self.state = StubState(rejects=set(rejects), responder=responder)
+    def __init__(self, *, rejects: tuple[str, ...] = (), responder: Callable[[dict], Reply] = default_reply,
+                 api_key: str | None = None):
+        self.state = StubState(rejects=set(rejects), responder=responder, api_key=api_key)
         self.port = 0
         self._server: Any = None
         self._task: asyncio.Task | None = None
@@ -498,10 +515,12 @@ class ModelStubProcess:
         self.api_base = f"{url}/v1"
 
     @classmethod
-    def start(cls, *, rejects: tuple[str, ...] = ()) -> "ModelStubProcess":
+    def start(cls, *, rejects: tuple[str, ...] = (), api_key: str | None = None) -> "ModelStubProcess":
         args = [sys.executable, "-m", "tests.peers.model_stub", "--port", "0"]
         for param in rejects:
             args += ["--reject", param]
+        if api_key is not None:
+            args += ["--api-key", api_key]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         process = subprocess.Popen(args, cwd=ROOT, env=env, stdout=subprocess.PIPE)
         line = process.stdout.readline().decode()  # type: ignore[union-attr]
@@ -536,11 +555,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--reject", action="append", default=[], help="a request parameter to refuse (repeatable)")
+    parser.add_argument("--api-key", help="answer only requests bearing this key; the rest get 401")
     options = parser.parse_args(argv)
 
     import uvicorn
 
-    state = StubState(rejects=set(options.reject))
+    state = StubState(rejects=set(options.reject), api_key=options.api_key)
     sock = _bind(options.host, options.port)
     sock.listen(128)  # before saying so: connections wait in the backlog until uvicorn has started
     port = sock.getsockname()[1]

@@ -23,7 +23,8 @@ import httpx
 from channels.base import Channel, ChannelContext, Heartbeat
 from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, InboundMode, SendRate, TextUnit
 from gateway.config import AccountConfig, EnvSecret
-from gateway.errors import BadRequest, InvalidEvent
+from gateway.errors import AuthFailed, BadRequest, GatewayError, InvalidEvent
+from gateway.probes import ProbeResult
 from gateway.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.supervisor import ChannelState
 from relaychat.decode import decode
@@ -72,6 +73,20 @@ class RelayChannel(Channel):
         if self._client is None:
             self._client = new_client()
         return await call(self._client, self.settings.base_url, self.settings.token.get_secret_value(), method, body, timeout=timeout)
+
+    # ------------------------------------------------------------------ doctor
+
+    async def probe(self) -> ProbeResult:
+        """getMe with the account's token: a plugin channel brings its own probe, as every channel does."""
+        where = self.settings.base_url
+        try:
+            me = await self._call("getMe", {})
+        except AuthFailed:
+            return ProbeResult.failed(where, f"the relay platform at {where} refused the token",
+                                      "copy the bot's token again from the relay platform")
+        except GatewayError as error:
+            return ProbeResult.failed(where, f"the relay platform at {where} did not answer: {error}", "check base_url")
+        return ProbeResult(checked=f"bot {me['id']} at {where}")
 
     # ------------------------------------------------------------------ inbound
 
