@@ -19,6 +19,7 @@ from importlib.metadata import entry_points
 from channels.base import Channel
 from gateway.capabilities import PlatformEntry, platform_catalog
 from gateway.errors import ChannelUnavailable
+from gateway.extras import install_command
 
 ENTRY_POINT_GROUP = "partners.channels"
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def list_channels() -> list[ChannelListing]:
             continue
         missing = _missing_requirement(entry)
         if missing:
-            reason = f"needs the `{entry.extra}` extra: pip install 'partners-gateway[{entry.extra}]'"
+            reason = f"needs the `{entry.extra}` extra: {install_command(entry.extra)}"
             listings.append(ChannelListing(entry.name, entry.title, False, reason))
         else:
             listings.append(ChannelListing(entry.name, entry.title, True))
@@ -76,7 +77,7 @@ def load_channel(name: str) -> type[Channel]:
         if missing:
             raise ChannelUnavailable(
                 f"channel {name!r} needs the Python package providing `{missing}`: "
-                f"pip install 'partners-gateway[{entry.extra}]'"
+                f"{install_command(entry.extra)}"
             )
         module_name, _, attr = entry.module.partition(":")
         try:

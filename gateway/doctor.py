@@ -29,6 +29,7 @@ from typing import Any
 from gateway import datadir
 from gateway.config import Config, ModelSettings, account_enabled, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
+from gateway.extras import install_command
 from gateway.probes import Gravity, Problem, ProbeResult
 
 VALID = "channel loads and its settings are valid"
@@ -68,7 +69,7 @@ def _unavailable_fix(channel: str) -> str:
     if not entry.implemented:
         return "remove this account; `partners channels` lists the channels this release runs"
     if entry.extra:
-        return f"pip install 'partners-gateway[{entry.extra}]'"
+        return install_command(entry.extra)
     return "reinstall partners-gateway"
 
 

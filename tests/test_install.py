@@ -113,3 +113,12 @@ def test_listing_and_checking_commands_do_not_load_lightrag_for_a_lightrag_knowl
                 pass
     """, tmp_path)
     assert loaded == []
+
+
+def test_an_extra_is_installed_with_this_environments_pip_into_the_checkout_it_came_from():
+    """Until a release is published, ``pip install 'partners-gateway[telegram]'`` installs nothing useful: the
+    command names the venv's own pip (it works in a new shell) and the checkout of this editable install."""
+    from gateway.extras import install_command
+
+    pip = Path(sys.executable).parent / "pip"
+    assert install_command("telegram") == f"{pip} install -e '{ROOT}[telegram]'"

@@ -32,6 +32,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from brain.knowledge.engine import EngineError, KnowledgeEngine
 from gateway.config import FIXES, EnvSecret, ModelSettings, describe
 from gateway.errors import ConfigError
+from gateway.extras import install_command
 
 SETTINGS_FILE = "knowledge.yaml"
 CATALOG_FILE = "catalog.db"
@@ -129,7 +130,7 @@ def load_settings(folder: Path) -> KnowledgeSettings:
 
 def install_fix(extra: str) -> str:
     """The command that installs one of the package's extras (from the checkout until a release is published)."""
-    return f"pip install -e '.[{extra}]' in the partners-gateway checkout, then restart the gateway"
+    return f"{install_command(extra)}, then restart the gateway"
 
 
 def _installed(module: str) -> bool:

