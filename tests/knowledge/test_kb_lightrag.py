@@ -11,6 +11,7 @@ ranking by meaning with the real local model is in test_kb_local_embedding.py.
 from __future__ import annotations
 
 import os
+import re
 import socket
 import sys
 import types
@@ -23,6 +24,7 @@ from brain.knowledge.engine import Chunk, Document, EngineError, Hit
 from brain.knowledge.lightrag_engine import LightRagEngine, LocalEmbedder, indexed_text, load_lightrag
 from brain.knowledge.settings import parse_settings
 from gateway.config import ModelSettings
+from gateway.extras import install_command
 
 FORCES = Document("forces.pdf", "Forces", "forces.pdf", "pdf", "0" * 64, 100, 1.0, 3)
 FORCE_CHUNKS = [
@@ -194,5 +196,5 @@ async def test_local_models_by_folder_and_their_errors(tmp_path, local_model, mo
     with pytest.raises(EngineError, match="local embedding model 'no-such-model': no such package or folder"):
         await LocalEmbedder("no-such-model")(["x"])
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # not installed
-    with pytest.raises(EngineError, match=r"need sentence-transformers, which is not installed \(fix: pip install -e '\.\[local-embeddings\]'"):
+    with pytest.raises(EngineError, match=re.escape(f"need sentence-transformers, which is not installed (fix: {install_command('local-embeddings')}")):
         await LocalEmbedder(str(local_model))(["x"])
