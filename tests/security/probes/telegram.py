@@ -87,6 +87,9 @@ class TelegramWebhookRig:
     async def turns(self) -> int:
         return len(self.responder.turns)
 
+    async def covered(self) -> list[str]:
+        return [str(message.event_id) for turn in self.responder.turns for message in turn.messages]
+
     async def replies(self) -> int:
         return len((await self.users.seen()).get(str(self.chat), []))
 

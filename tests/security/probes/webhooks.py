@@ -117,6 +117,10 @@ class WebhookRig(Protocol):
         """How many turns reached the model (the responder) so far."""
         ...
 
+    async def covered(self) -> list[str]:
+        """The event id of every message the turns so far answered, once per time it was answered."""
+        ...
+
     async def replies(self) -> int:
         """How many replies the learner who sends :meth:`event` has seen at the platform's peer."""
         ...
