@@ -31,7 +31,19 @@ import pytest
 from brain.tools.base import ToolContext, ToolResult
 from brain.tools.builtin.fetch import FetchPageTool, resolve_host
 from gateway.config import PartnerConfig
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.messages import (
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    Sender,
+    Text,
+    UserId,
+)
 from gateway.turns import Role, Turn
 from tests.security.probes.listeners import CANARY_BODY, Listener, listening
 
@@ -91,9 +103,10 @@ def spellings(site: Site) -> list[str]:
 
 
 def context() -> ToolContext:
-    address = Address(channel="webchat", account="default", conversation=Conversation(chat="bob", kind=ConversationKind.DIRECT))
-    sender = Sender(user="bob")
-    message = InboundMessage(event_id="e1", address=address, sender=sender, elements=(Text(text="read this"),),
+    address = Address(channel=ChannelName("webchat"), account=AccountId("default"),
+                      conversation=Conversation(chat=ChatId("bob"), kind=ConversationKind.DIRECT))
+    sender = Sender(user=UserId("bob"))
+    message = InboundMessage(event_id=EventId("e1"), address=address, sender=sender, elements=(Text(text="read this"),),
                              received_at=datetime.now(UTC))
     turn = Turn(partner=PartnerConfig(id="tutor", name="Tutor"), address=address, sender=sender, role=Role.LEARNER,
                 messages=[message])

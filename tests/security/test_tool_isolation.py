@@ -40,7 +40,7 @@ def _registered() -> list[str]:
 TOOLS = _registered()
 
 
-def hunts(rig: ToolRig, tool: str) -> list[dict[str, Any] | str]:
+def hunts(rig: ToolRig, tool: str) -> list[dict[str, Any]]:
     """Arguments Bob's model sends to ``tool`` to find Ann's secret: plausible ones, then ones naming her."""
     known: dict[str, list[dict[str, Any]]] = {
         "memory_read": [{"query": HUNT}, {}, {"key": "locker_code"}],
@@ -52,7 +52,7 @@ def hunts(rig: ToolRig, tool: str) -> list[dict[str, Any] | str]:
         "fetch_page": [{"url": rig.site_url("/page?who=ann")}],
     }
     plausible = known.get(tool) or [_from_schema(tool)]
-    naming_ann = [json.dumps({**plausible[0], field: value}) for field, value in
+    naming_ann = [{**plausible[0], field: value} for field, value in
                   (("learner", "ann"), ("user", "ann"), ("scope", {"kind": "learner", "key": "ann"}))]
     return [*plausible, *naming_ann]
 
@@ -79,6 +79,7 @@ async def ann_confides(rig: ToolRig) -> None:
     assert [r.is_error for r in said.results] == [False] * 5, [r.text for r in said.results]
     ann = await rig.memory.session(rig.turn("ann", "-"))
     rig.stub.script(Reply.text(f"Ann keeps her locker code ({SECRET}) private[^1]."))
+    assert rig.partner.model is not None
     assert await rig.consolidator.consolidate(ann.writable, rig.partner.model) is not None
     assert rig.reminders.kept and rig.teacher.told  # the lent services hold it too
 

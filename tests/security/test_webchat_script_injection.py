@@ -139,7 +139,12 @@ async def test_no_payload_runs_and_every_one_shows_as_text(running: Running, chr
     page = await context.new_page()
     dialogs: list[str] = []
     errors: list[str] = []
-    page.on("dialog", lambda dialog: (dialogs.append(dialog.message), asyncio.ensure_future(dialog.dismiss())))
+
+    async def dismiss(dialog: Any) -> None:
+        dialogs.append(dialog.message)
+        await dialog.dismiss()
+
+    page.on("dialog", dismiss)
     page.on("pageerror", lambda error: errors.append(str(error)))
     try:
         await page.goto(running.url + "/")

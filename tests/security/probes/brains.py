@@ -159,7 +159,8 @@ async def tool_rig(root: Path) -> AsyncIterator[ToolRig]:
     async with ModelStub() as stub, listening(SITE_HOST) as site, httpx.AsyncClient(trust_env=False) as http:
         partner = PartnerConfig(
             id="tutor", name="All Tools", persona="all-tools", owners=(OwnerRef(channel="console", user="teacher"),),
-            model=ModelSettings(model="openai/stub-model", api_base=stub.api_base, api_key="env:STUB_KEY"),
+            model=ModelSettings.model_validate({"model": "openai/stub-model", "api_base": stub.api_base,
+                                                "api_key": "env:STUB_KEY"}),
         )
         model = LitellmClient(ModelQuirks(), sleep=lambda s: asyncio.sleep(0))
         log, usage, store = SessionLog(data / "brain.db"), UsageLedger(data / "brain.db"), MemoryStore(data / "memory.db")
