@@ -1,6 +1,7 @@
 """No tool a partner can have carries one learner's secret into another learner's turn.
 
-Ann tells the tutor a secret in her direct chat, and hands it to every tool:
+Bob tells the tutor his own secret first (which must stay out of Ann's
+turns).  Ann tells the tutor a secret in her direct chat, and hands it to every tool:
 a memory fact and a preference, a reminder, a hand-off to the teacher, a
 search, and consolidated notes -- so each service behind a tool holds it.  Then,
 for each tool of the registry in turn, the stub model calls that tool for Bob,
@@ -30,6 +31,8 @@ from tests.security.probes.brains import Said, ToolRig, tool_rig
 SECRET = "4417-zebra-moon"
 """Ann's locker code: what must never reach Bob.  Bob's own words never contain it."""
 ANN_SAYS = f"My locker code is {SECRET}, please keep it private."
+BOB_SECRET = "7302-otter-comet"
+"""Bob's own locker code: the other direction -- it must never reach Ann's turns."""
 HUNT = "Ann locker code"
 
 
@@ -99,6 +102,8 @@ async def test_no_tool_carries_anns_secret_into_a_turn_built_for_bob(tool: str, 
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("STUB_KEY", "sk-test")
     async with tool_rig(tmp_path) as rig:
+        rig.stub.script(Reply.tool_calls(("memory_write", {"text": f"Bob's locker code is {BOB_SECRET}"})), Reply.text("ok"))
+        await rig.say("bob", f"Remember my locker code {BOB_SECRET}.")
         await ann_confides(rig)
         calls = hunts(rig, tool)
         rig.stub.script(Reply.tool_calls(*((tool, arguments) for arguments in calls)), Reply.text("Let's do your own work."))
@@ -112,5 +117,7 @@ async def test_no_tool_carries_anns_secret_into_a_turn_built_for_bob(tool: str, 
         rig.stub.script(Reply.tool_calls((tool, calls[0])), Reply.text("ok"))
         own = await rig.say("ann", f"Use {tool} for my locker code.")
         assert any(SECRET in json.dumps(request) for request in own.requests)
+        assert not any(BOB_SECRET in json.dumps(request) for request in own.requests)
+        assert not any(BOB_SECRET in r.text for r in own.results)
         if tool in ("memory_read", "history_search"):
             assert SECRET in own.results[0].text
