@@ -32,9 +32,10 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from gateway.app import Gateway
+from gateway.http.app import MAX_BODY_BYTES
 
-OVERSIZED_BYTES = 4 * 1024 * 1024 + 1
-"""One byte over the gateway's body limit (``gateway.http.app.MAX_BODY_BYTES``)."""
+OVERSIZED_BYTES = MAX_BODY_BYTES + 1
+"""One byte over the gateway's body limit."""
 
 
 class Proof(str, Enum):
