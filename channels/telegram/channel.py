@@ -31,6 +31,7 @@ from channels.telegram.decode import decode
 from channels.telegram.media import download_media
 from channels.telegram.outbound import Where, draft_id_for, edit_text, send_attachment, send_draft, send_text
 from channels.telegram.probe import check_settings, probe_bot
+from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, call, new_bot
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
@@ -158,6 +159,7 @@ class TelegramChannel(Channel):
             try:
                 if not isinstance(raw, dict):
                     raise InvalidEvent(f"telegram update is not an object: {str(raw)[:100]}")
+                check_shape(raw)
                 message = decode(Update.de_json(raw, bot), account=self.account, me=me)
             except InvalidEvent as error:
                 self.context.sink.invalid(str(error))
