@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from gateway.capabilities import authenticates_senders
 from gateway.config import AccessPolicy, PartnerConfig, ToolRule
 from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
 from gateway.metrics import Metrics
@@ -62,8 +63,11 @@ class Dispatcher:
         lanes: Lanes,
         policy_for: Callable[[str, str], AccessPolicy],
         teacher: TeacherHook | None = None,
+        authenticates: Callable[[str], bool] = authenticates_senders,
     ) -> None:
         self.teacher = teacher
+        self.authenticates = authenticates
+        """Whether a channel proves who its senders are (its declared capability); only then can one be an owner."""
         self.store = store
         self.metrics = metrics
         self.router = router
@@ -104,7 +108,7 @@ class Dispatcher:
         policy = self.policy_for(address.channel, address.account)
         direct = address.conversation.kind is ConversationKind.DIRECT
         approved = direct and await self._is_approved(message)
-        decision = decide(message, policy, partner, approved=approved)
+        decision = decide(message, policy, partner, approved=approved, authenticated=self.authenticates(address.channel))
         match decision.verdict:
             case Verdict.ADMIT:
                 if opens_chat(message):
