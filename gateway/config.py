@@ -262,6 +262,9 @@ class HttpConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8780, ge=0, le=65535)
     public_url: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names the gateway answers besides loopback, ``host`` and ``public_url``'s host (``*.example.org``
+    for sub-domains); any other Host header is refused, which stops DNS rebinding (docs/security)."""
     admin_token: EnvSecret | None = None
     """Turns on the teachers' JSON API (``/api/v1``); requests carry it as a bearer token."""
 
