@@ -103,6 +103,11 @@ async def get(url: str, path: str, host: str) -> httpx.Response:
         return await http.get(path, headers={"Host": host})
 
 
+async def post_update(url: str, host: str) -> httpx.Response:
+    async with httpx.AsyncClient(base_url=url, trust_env=False, timeout=HTTP_S) as http:
+        return await http.post("/webhooks/telegram/main", json={"update_id": 1}, headers={"Host": host})
+
+
 async def test_a_rebound_name_cannot_read_status_or_metrics(tmp_path: Path) -> None:
     async with gateway_at(tmp_path / "data") as url:
         port = url.rsplit(":", 1)[1]
@@ -127,8 +132,7 @@ async def test_configured_names_are_served(tmp_path: Path) -> None:
 async def test_platform_webhooks_still_reach_their_route_through_the_public_host(tmp_path: Path) -> None:
     """A platform posts to the public URL with no Origin or Sec-Fetch-Site: the guard lets it through."""
     async with gateway_at(tmp_path / "data", public_url="https://tutor.school.example") as url:
-        response = await httpx.AsyncClient(base_url=url, trust_env=False, timeout=HTTP_S).post(
-            "/webhooks/telegram/main", json={"update_id": 1}, headers={"Host": "tutor.school.example"})
+        response = await post_update(url, "tutor.school.example")
     assert response.status_code == 404  # routed: no such channel account runs here -- not 421 or 403
     assert response.json() == {"error": "no running channel account telegram/main"}
 
