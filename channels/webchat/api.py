@@ -253,6 +253,7 @@ class WebchatApi:
             elements=(Text(text=posted.text),),
             addressed=True,
             received_at=datetime.now(UTC),
+            source=self.channel.learners.source(request.client.host if request.client else None),
         )
 
     async def events(self, request: Request) -> Response:

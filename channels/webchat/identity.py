@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import os
 import re
 import secrets
@@ -29,6 +30,7 @@ COOKIE_MAX_AGE_S = 400 * 24 * 3600
 _SESSION = re.compile(r"[A-Za-z0-9_-]{22,100}")
 """At least 22 base64url characters: 128 bits when random, as the page's are."""
 _LEARNER_PREFIX = "w"
+_SOURCE_PREFIX = "n"
 _LEARNER_HEX = 32
 
 
@@ -50,6 +52,24 @@ class LearnerIds:
     def learner(self, session: str) -> str:
         digest = hmac.new(self._secret(), session.encode("ascii"), hashlib.sha256).hexdigest()
         return _LEARNER_PREFIX + digest[:_LEARNER_HEX]
+
+    def source(self, client_address: str | None) -> str:
+        """Where a learner writes from, as a keyed hash (the address itself is never kept).
+
+        IPv6 counts by its /64, which one home or phone gets whole; IPv4 by the address.  Behind a
+        reverse proxy this is the proxy's address unless the proxy is trusted to forward the client's
+        (uvicorn trusts ``X-Forwarded-For`` from 127.0.0.1, its ``FORWARDED_ALLOW_IPS`` default).
+        """
+        try:
+            address = ipaddress.ip_address(client_address or "")
+        except ValueError:
+            return ""
+        if address.version == 6:
+            network = str(ipaddress.ip_network(f"{address}/64", strict=False))
+        else:
+            network = str(address)
+        digest = hmac.new(self._secret(), f"source:{network}".encode("ascii"), hashlib.sha256).hexdigest()
+        return _SOURCE_PREFIX + digest[:_LEARNER_HEX]
 
     def _secret(self) -> bytes:
         if self._key is None:

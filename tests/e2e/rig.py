@@ -116,13 +116,16 @@ class Shown:
 class WebLearner:
     """One browser session on the web chat: says things, and sees every version of every bubble."""
 
-    def __init__(self, base_url: str, *, account: str = "default", session: str | None = None) -> None:
+    def __init__(self, base_url: str, *, account: str = "default", session: str | None = None,
+                 local_address: str | None = None) -> None:
+        """``local_address``: the loopback address to connect from (127.0.0.2 is another client to the gateway)."""
         self.session = session or secrets.token_urlsafe(32)
         """The credential in the page's cookie (the gateway never sees it past its HTTP edge)."""
         self.learner = ""
         """The learner id the gateway derives from the session: the chat and sender it sees (set by ``open``)."""
         self.http = httpx.AsyncClient(base_url=f"{base_url}/channels/webchat/{account}", timeout=HTTP_S, trust_env=False,
-                                      cookies={COOKIE: self.session})
+                                      cookies={COOKIE: self.session},
+                                      transport=httpx.AsyncHTTPTransport(local_address=local_address) if local_address else None)
         self.shown: list[Shown] = []
         self.said: list[str] = []
         """The message ids this learner posted (the gateway's event ids), in order."""
