@@ -23,7 +23,7 @@ from brain.health import ModelHealth
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
-from gateway.capabilities import ChannelCapabilities
+from gateway.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.messages import AccountId, Address
@@ -124,7 +124,8 @@ class Gateway:
         self.responder: Responder = given or self._build_brain()
         self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
         self.teacher = TeacherDesk(self.store, self.router, self.lanes)
-        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher)
+        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher,
+                                     self._authenticates)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -190,6 +191,11 @@ class Gateway:
     def _capabilities(self, channel: str, account: str) -> ChannelCapabilities | None:
         outlet = self._outlets.get((channel, account))
         return outlet.capabilities if outlet else None
+
+    def _authenticates(self, channel: str) -> bool:
+        """The channel class's own declaration (a plugged-in channel has no catalog row), else the catalog's."""
+        cls = self.channel_classes.get(channel)
+        return cls.capabilities().authenticates_senders if cls is not None else authenticates_senders(channel)
 
     def _policy(self, channel: str, account: str) -> AccessPolicy:
         return self._policies.get((channel, account)) or AccessPolicy()

@@ -23,6 +23,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
+from gateway.capabilities import authenticates_senders, platform_catalog
 from gateway.errors import ConfigError, Problem
 from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
 
@@ -261,6 +262,9 @@ class HttpConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8780, ge=0, le=65535)
     public_url: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names the gateway answers besides loopback, ``host`` and ``public_url``'s host (``*.example.org``
+    for sub-domains); any other Host header is refused, which stops DNS rebinding (docs/security)."""
     admin_token: EnvSecret | None = None
     """Turns on the teachers' JSON API (``/api/v1``); requests carry it as a bearer token."""
 
@@ -294,6 +298,13 @@ class Config(_Model):
         for i, binding in enumerate(self.bindings):
             if binding.partner not in ids:
                 raise ValueError(f"bindings.{i}.partner: no partner with id {binding.partner!r} (known: {', '.join(ids) or 'none'})")
+        for i, partner in enumerate(self.partners):
+            for j, owner in enumerate(partner.owners):
+                if owner.channel in platform_catalog() and not authenticates_senders(owner.channel):
+                    raise ValueError(
+                        f"partners.{i}.owners.{j}.channel: {owner.channel} does not prove who its senders are, so anyone "
+                        f"could claim to be this owner there; name the teacher on a channel they sign in to (telegram, matrix, console)"
+                    )
         return self
 
     @property

@@ -5,8 +5,10 @@ page POSTs what the learner writes (``api.py`` turns it into an inbound
 message and answers only once the sink made it durable) and follows an SSE
 stream of what the gateway sends to its session (``feed.py``).
 
-A session is one browser (its id lives in the page's localStorage); it is
-both the chat and the sender.  Sent message ids are the idempotency keys the
+A session is one browser: a secret the gateway gives it in an HttpOnly cookie
+(``identity.py``).  The learner id derived from it is both the chat and the
+sender, and the key of the session's feed; the secret itself stays at the HTTP
+edge.  Sent message ids are the idempotency keys the
 outbound path hands us, so a retried send replaces its own bubble on the page
 instead of adding a second one.
 """
@@ -22,6 +24,7 @@ from pydantic import Field
 
 from channels.base import Channel, ChannelContext, Heartbeat
 from channels.webchat.feed import FeedsFull, SessionFeeds
+from channels.webchat.identity import LearnerIds
 from gateway.config import AccountConfig
 from gateway.errors import PeerUnavailable
 from gateway.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
@@ -59,6 +62,8 @@ class WebchatChannel(Channel):
         self.title = self.settings.title or context.partner_name or DEFAULT_TITLE
         """What the page calls the partner (escaped when the page is rendered)."""
         self.feeds = SessionFeeds(backlog=self.settings.backlog_events, idle_ttl_s=self.settings.idle_session_s)
+        """Keyed by learner id."""
+        self.learners = LearnerIds(context.data_dir)
 
     async def run(self, heartbeat: Heartbeat) -> None:
         heartbeat.set_state(ChannelState.RUNNING)
@@ -70,12 +75,12 @@ class WebchatChannel(Channel):
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         message = MessageId(idempotency_key)
         self._publish_message(target, message, part, final=part.final)
-        log.info("webchat message out account=%s session=%s message=%s", self.account, target.conversation.chat, message)
+        log.info("webchat message out account=%s learner=%s message=%s", self.account, target.conversation.chat, message)
         return SentMessage(message=message)
 
     async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
         self._publish_message(target, message, part, final=final)
-        log.debug("webchat message edited account=%s session=%s message=%s final=%s",
+        log.debug("webchat message edited account=%s learner=%s message=%s final=%s",
                   self.account, target.conversation.chat, message, final)
 
     async def typing(self, target: Address) -> None:
