@@ -151,10 +151,20 @@ async def test_no_route_serves_writes_or_removes_anything_outside(served: Served
 
 
 async def test_the_web_chat_api_refuses_a_session_or_message_id_that_is_a_path(served: Served) -> None:
+    api = "/channels/webchat/default/api/messages"
+    good_session = "s" * 30
     for payload in ("../../etc/passwd", "..%2f..", "a/b", "..\\..", "/abs", "x\x00y", ".."):
-        text = f'{{"session": "{payload}", "message_id": "m1", "text": "hi"}}'.replace("\x00", "\\u0000")
-        answer = await raw_request(served.host, served.port, "POST", "/channels/webchat/default/api/messages",
-                                   headers={"Content-Type": "application/json"}, body=text.encode())
+        # The session is the cookie's value: a path there is no session at all.
+        cookie = payload.replace("\x00", "%00")
+        answer = await raw_request(served.host, served.port, "POST", api,
+                                   headers={"Content-Type": "application/json", "Cookie": f"partners_webchat={cookie}"},
+                                   body=b'{"message_id": "m1", "text": "hi"}')
+        assert answer.status == 401 and b'"error"' in answer.body, (payload, answer)
+        # A message id that is a path, from a real session, is a bad request.
+        text = f'{{"message_id": "{payload}", "text": "hi"}}'.replace("\x00", "\\u0000")
+        answer = await raw_request(served.host, served.port, "POST", api,
+                                   headers={"Content-Type": "application/json", "Cookie": f"partners_webchat={good_session}"},
+                                   body=text.encode())
         assert answer.status == 400 and b'"error"' in answer.body, (payload, answer)
 
 
