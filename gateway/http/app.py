@@ -121,9 +121,15 @@ def build_app(gateway: ServedGateway) -> Starlette:
         from gateway.http.admin import admin_routes
 
         routes += admin_routes(config)
+    middleware = [Middleware(InternalErrorGuard), Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)]
+    load = getattr(gateway, "http_load", None)
+    if load is not None:
+        from gateway.http.streams import StreamGuard  # it answers with error_response, defined here
+
+        middleware.insert(1, Middleware(StreamGuard, load=load))
     return Starlette(
         routes=routes,
-        middleware=[Middleware(InternalErrorGuard), Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
+        middleware=middleware,
         exception_handlers={
             HTTPException: _http_error,
             ForgedRequest: _forged,
