@@ -273,7 +273,7 @@ class HttpConfig(_Model):
     """A connection that has not sent a whole request line and headers within this is closed."""
 
     @model_validator(mode="after")
-    def _check_limits(self) -> "HttpConfig":
+    def _check_limits(self) -> HttpConfig:
         if self.max_streams > self.max_connections:
             raise ValueError(f"max_streams ({self.max_streams}) must not exceed max_connections "
                              f"({self.max_connections}): every stream holds a connection")

@@ -124,7 +124,8 @@ def build_app(gateway: ServedGateway) -> Starlette:
     middleware = [Middleware(InternalErrorGuard), Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)]
     load = getattr(gateway, "http_load", None)
     if load is not None:
-        from gateway.http.streams import StreamGuard  # it answers with error_response, defined here
+        # imported here: it answers with error_response, defined in this module
+        from gateway.http.streams import StreamGuard
 
         middleware.insert(1, Middleware(StreamGuard, load=load))
     return Starlette(
