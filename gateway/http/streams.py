@@ -11,7 +11,7 @@ its own address holds ``max_streams_per_address``; the stream's body is never
 started.
 
 The address is the ASGI ``client``: the peer's, or behind a reverse proxy on a
-trusted address (uvicorn's ``forwarded_allow_ips``, 127.0.0.1 by default) the
+trusted address (uvicorn's ``forwarded_allow_ips``, loopback by default) the
 one its ``X-Forwarded-For`` names.
 """
 
