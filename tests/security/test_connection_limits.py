@@ -22,6 +22,7 @@ import signal
 import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +35,16 @@ from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.feed import SessionFeeds
 from gateway.config import parse_config
 from gateway.errors import ConfigError
-from gateway.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Referrer, RenderedPart
+from gateway.messages import (
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    Referrer,
+    RenderedPart,
+)
 from tests.fakes import MemoryCursors, RecordingSink
 from tests.waits import HANG_S, HTTP_S, tries
 
@@ -46,9 +56,15 @@ EVENTS = "/channels/webchat/default/api/events"
 # --------------------------------------------------------------------------- a real `partners serve`
 
 
+@dataclass
+class Serving:
+    url: str
+    pid: int
+
+
 @asynccontextmanager
-async def serving(tmp_path: Path, *, soft_open_files: int | None = None, **http: object) -> AsyncIterator[str]:
-    """``partners serve`` with a web chat account and these ``http`` settings; yields its URL."""
+async def serving(tmp_path: Path, *, soft_open_files: int | None = None, **http: object) -> AsyncIterator[Serving]:
+    """``partners serve`` with a web chat account and these ``http`` settings."""
     config = tmp_path / "partners.yaml"
     config.write_text(yaml.safe_dump({
         "data_dir": "data",
@@ -58,15 +74,14 @@ async def serving(tmp_path: Path, *, soft_open_files: int | None = None, **http:
         "bindings": [{"partner": "tutor", "channel": "webchat"}],
     }))
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    log = open(tmp_path / "gateway.log", "wb")
-    process = await asyncio.create_subprocess_exec(
-        str(Path(sys.executable).with_name("partners")), "--config", str(config), "serve", "--port", "0",
-        stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=tmp_path,
-        preexec_fn=_soft_limit(soft_open_files) if soft_open_files else None,
-    )
-    log.close()
+    with (tmp_path / "gateway.log").open("wb") as log:  # the child keeps its own copy of the descriptor
+        process = await asyncio.create_subprocess_exec(
+            str(Path(sys.executable).with_name("partners")), "--config", str(config), "serve", "--port", "0",
+            stdout=asyncio.subprocess.PIPE, stderr=log, env=env, cwd=tmp_path,
+            preexec_fn=_soft_limit(soft_open_files) if soft_open_files else None,
+        )
     try:
-        yield await _url_from(process, tmp_path)
+        yield Serving(await _url_from(process, tmp_path), process.pid)
     finally:
         if process.returncode is None:
             process.send_signal(signal.SIGTERM)
@@ -139,7 +154,8 @@ def close_all(held: list[tuple[asyncio.StreamReader, asyncio.StreamWriter]]) -> 
 
 
 async def test_healthz_answers_while_300_half_open_requests_are_held(tmp_path: Path) -> None:
-    async with serving(tmp_path, header_timeout_s=600) as url:
+    async with serving(tmp_path, header_timeout_s=600) as served:
+        url = served.url
         held = await half_open(url, 300)
         try:
             for _ in tries(0.2):  # accepted by the server (the kernel completes the handshakes first)
@@ -154,7 +170,8 @@ async def test_healthz_answers_while_300_half_open_requests_are_held(tmp_path: P
 
 
 async def test_half_open_requests_are_closed_at_the_header_deadline_even_when_they_drip(tmp_path: Path) -> None:
-    async with serving(tmp_path) as url:  # the default deadline, so this holds for an untuned config
+    async with serving(tmp_path) as served:  # the default deadline, so this holds for an untuned config
+        url = served.url
         held = await half_open(url, 300)
         drip_reader, drip_writer = (await half_open(url, 1))[0]
 
@@ -179,7 +196,8 @@ async def test_half_open_requests_are_closed_at_the_header_deadline_even_when_th
 
 
 async def test_a_full_server_answers_a_fresh_request_503_at_once_and_recovers(tmp_path: Path) -> None:
-    async with serving(tmp_path, max_connections=20, max_streams=10, max_streams_per_address=5, header_timeout_s=600) as url:
+    async with serving(tmp_path, max_connections=20, max_streams=10, max_streams_per_address=5, header_timeout_s=600) as served:
+        url = served.url
         held = await half_open(url, 20)
         try:
             for _ in tries(0.2):  # each poll is a fresh connection, answered (never hanging) 200 or 503
@@ -228,7 +246,8 @@ async def open_stream(stack: AsyncExitStack, url: str, session: str, address: st
 
 
 async def test_event_streams_are_capped_per_address_and_in_total_with_clear_errors(tmp_path: Path) -> None:
-    async with serving(tmp_path, max_connections=50, max_streams=3, max_streams_per_address=2) as url:
+    async with serving(tmp_path, max_connections=50, max_streams=3, max_streams_per_address=2) as served:
+        url = served.url
         async with AsyncExitStack() as stack:
             first = [await open_stream(stack, url, f"s{i}", "10.0.0.1") for i in range(2)]
             assert [r.status_code for r in first] == [200, 200]
@@ -262,7 +281,9 @@ async def test_serve_raises_a_low_soft_open_files_limit_and_reports_it(tmp_path:
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     expected = 65536 if hard == resource.RLIM_INFINITY else hard
     assert expected > 128, "this machine's hard limit leaves nothing to raise"
-    async with serving(tmp_path, soft_open_files=128) as url:
+    async with serving(tmp_path, soft_open_files=128) as served:
+        url = served.url
+        assert _soft_open_files(served.pid) == expected  # what the kernel says, not only what the gateway reports
         report = await http_status(url)
         assert report["open_files_limit"] == expected
         assert f'partners_http_limit{{limit="open_files"}} {float(expected)}' in (await get(url + "/metrics")).text
@@ -325,3 +346,10 @@ async def test_sessions_held_in_memory_are_capped_by_config(tmp_path: Path) -> N
                            referrer=Referrer(), idempotency_key=f"k{i}")
     assert len(channel.feeds) == 3
     assert channel.feeds.size <= 3 * 21_000
+
+
+def _soft_open_files(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/limits").read_text().splitlines():
+        if line.startswith("Max open files"):
+            return int(line.split()[3])
+    raise AssertionError(f"no open files limit in /proc/{pid}/limits")
