@@ -23,6 +23,7 @@ import sys
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager, suppress
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import yaml
 from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.feed import SessionFeeds
+from gateway.cli import format_status
 from gateway.config import parse_config
 from gateway.errors import ConfigError
 from gateway.messages import (
@@ -45,6 +47,7 @@ from gateway.messages import (
     Referrer,
     RenderedPart,
 )
+from gateway.status import HttpStatus, StatusReport
 from tests.fakes import MemoryCursors, RecordingSink
 from tests.waits import HANG_S, HTTP_S, tries
 
@@ -288,6 +291,20 @@ async def test_serve_raises_a_low_soft_open_files_limit_and_reports_it(tmp_path:
         assert report["open_files_limit"] == expected
         assert f'partners_http_limit{{limit="open_files"}} {float(expected)}' in (await get(url + "/metrics")).text
     assert "open files limit raised soft=128->" in (tmp_path / "gateway.log").read_text()
+
+
+def test_partners_status_prints_the_http_numbers() -> None:
+    report = StatusReport(
+        version="0.1.0", started_at=datetime(2025, 3, 1, tzinfo=UTC), partners=[], accounts=[], unavailable=[],
+        responder="notes",
+        http=HttpStatus(connections=7, max_connections=1000, streams=2, max_streams=500, max_streams_per_address=100,
+                        header_timeout_s=10, refused_connections=3, refused_streams=1, header_timeouts=300,
+                        open_files_limit=20000),
+    )
+    assert format_status(report, "http://127.0.0.1:8780").splitlines()[-1] == (
+        "http: 7 of 1000 connections, 2 of 500 streams (100 per address); refused 3 connections, 1 streams; "
+        "300 header timeouts (10 s); open files limit 20000"
+    )
 
 
 # --------------------------------------------------------------------------- limits are validated
