@@ -121,16 +121,14 @@ def build_app(gateway: ServedGateway) -> Starlette:
         from gateway.http.admin import admin_routes
 
         routes += admin_routes(config)
-    middleware = [Middleware(InternalErrorGuard), Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)]
-    load = getattr(gateway, "http_load", None)
-    if load is not None:
-        # imported here: it answers with error_response, defined in this module
-        from gateway.http.streams import StreamGuard
+    # imported here: it answers with error_response, defined in this module
+    from gateway.http.streams import StreamGuard
 
-        middleware.insert(1, Middleware(StreamGuard, load=load))
+    load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)
+    stream_shares = [Middleware(StreamGuard, load=load)] if load is not None else []
     return Starlette(
         routes=routes,
-        middleware=middleware,
+        middleware=[Middleware(InternalErrorGuard), *stream_shares, Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
         exception_handlers={
             HTTPException: _http_error,
             ForgedRequest: _forged,
