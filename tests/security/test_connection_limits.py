@@ -4,7 +4,8 @@ The threat (issue 10, item 13): 300 half-sent requests held for 70 s ran the
 gateway out of file descriptors; ``/healthz`` stopped answering and a channel
 account went to ``error``.  These tests play that against a real ``partners
 serve`` process over real sockets: half-open requests are cut at the header
-deadline (a slow drip does not extend it), ``/healthz`` answers while hundreds
+deadline (a slow drip does not extend it, a keep-alive connection's next
+request has one too, a started stream never does), ``/healthz`` answers while hundreds
 are held, a server at its connection cap answers a fresh request 503 at once,
 event streams get their share in total and per address, the web chat feeds
 are bounded in memory, and ``serve`` raises its soft open-files limit.
@@ -30,13 +31,19 @@ from typing import Any
 import httpx
 import pytest
 import yaml
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import PlainTextResponse, Response, StreamingResponse
+from starlette.routing import Route
 
 from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.feed import SessionFeeds
 from gateway.cli import format_status
-from gateway.config import parse_config
+from gateway.config import HttpConfig, parse_config
 from gateway.errors import ConfigError
+from gateway.http.limits import HttpLoad
+from gateway.http.server import serve_http
 from gateway.messages import (
     AccountId,
     Address,
@@ -224,6 +231,44 @@ async def test_a_full_server_answers_a_fresh_request_503_at_once_and_recovers(tm
         metrics = (await get(url + "/metrics")).text
         assert 'partners_http_limit{limit="max_connections"} 20.0' in metrics
         assert 'partners_http_refused_total{limit="max_connections"}' in metrics
+
+
+async def test_the_deadline_covers_the_next_request_on_keep_alive_but_never_a_started_stream() -> None:
+    async def hello(request: Request) -> Response:
+        return PlainTextResponse("hello")
+
+    async def ticks(request: Request) -> Response:
+        async def forever() -> AsyncIterator[bytes]:
+            while True:
+                yield b"tick\n"
+                await asyncio.sleep(0.05)
+
+        return StreamingResponse(forever(), media_type="text/plain")
+
+    app = Starlette(routes=[Route("/", hello), Route("/ticks", ticks)])
+    load = HttpLoad(HttpConfig(header_timeout_s=0.3))
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    server = asyncio.create_task(serve_http(app, "127.0.0.1", 0, on_ready=ready.set_result, load=load))
+    url = await asyncio.wait_for(ready, HANG_S)
+    try:
+        async with httpx.AsyncClient(trust_env=False, timeout=HTTP_S) as http, http.stream("GET", url + "/ticks") as streaming:
+            lines = streaming.aiter_lines()
+            for _ in range(20):  # a second of ticks, well past the deadline: headers were in, so it runs on
+                assert await anext(lines) == "tick"
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), HANG_S)
+        writer.write(b"GET / HTTP/1.1\r\nHost: gateway\r\n\r\n")
+        answered = await asyncio.wait_for(reader.readuntil(b"hello"), HANG_S)
+        assert answered.startswith(b"HTTP/1.1 200")
+        writer.write(PARTIAL_REQUEST)  # the next request on the same connection, never finished
+        await writer.drain()
+        assert await closed_by_server(reader)  # it met a deadline of its own
+        writer.close()
+        assert load.header_timeouts == 1
+    finally:
+        server.cancel()
+        with suppress(asyncio.CancelledError):
+            await server
 
 
 # --------------------------------------------------------------------------- event streams
