@@ -267,6 +267,24 @@ class HttpConfig(_Model):
     for sub-domains); any other Host header is refused, which stops DNS rebinding (docs/security)."""
     admin_token: EnvSecret | None = None
     """Turns on the teachers' JSON API (``/api/v1``); requests carry it as a bearer token."""
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    """Open connections held at once; a request on a connection beyond them is answered 503."""
+    max_streams: int = Field(default=500, ge=1)
+    """Event streams (the web chat's SSE) open at once, from everyone; more are answered 503."""
+    max_streams_per_address: int = Field(default=100, ge=1)
+    """Event streams open at once from one client address (behind a proxy: its X-Forwarded-For); more get 429."""
+    header_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    """A connection that has not sent a whole request line and headers within this is closed."""
+
+    @model_validator(mode="after")
+    def _check_limits(self) -> HttpConfig:
+        if self.max_streams > self.max_connections:
+            raise ValueError(f"max_streams ({self.max_streams}) must not exceed max_connections "
+                             f"({self.max_connections}): every stream holds a connection")
+        if self.max_streams_per_address > self.max_streams:
+            raise ValueError(f"max_streams_per_address ({self.max_streams_per_address}) must not exceed "
+                             f"max_streams ({self.max_streams})")
+        return self
 
 
 class PipelineConfig(_Model):

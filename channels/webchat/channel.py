@@ -47,6 +47,10 @@ class WebchatConfig(AccountConfig):
     """Longest message a learner may send, in characters (code points)."""
     backlog_events: int = Field(default=200, ge=10, le=10_000)
     """Events kept per session for a page that reconnects."""
+    backlog_bytes: int = Field(default=256 * 1024, ge=4096, le=64 * 1024 * 1024)
+    """Bytes of events kept per session (the newest event always stays, whatever its size)."""
+    max_sessions: int = Field(default=1000, ge=1, le=1_000_000)
+    """Sessions held in memory; a new one evicts the longest-unfollowed, and with all followed it is refused."""
     idle_session_s: float = Field(default=1800.0, gt=0)
     """A session nobody follows is forgotten after this long."""
 
@@ -61,7 +65,10 @@ class WebchatChannel(Channel):
         self.settings = config if isinstance(config, WebchatConfig) else WebchatConfig.model_validate(config.model_dump())
         self.title = self.settings.title or context.partner_name or DEFAULT_TITLE
         """What the page calls the partner (escaped when the page is rendered)."""
-        self.feeds = SessionFeeds(backlog=self.settings.backlog_events, idle_ttl_s=self.settings.idle_session_s)
+        self.feeds = SessionFeeds(
+            backlog=self.settings.backlog_events, backlog_bytes=self.settings.backlog_bytes,
+            idle_ttl_s=self.settings.idle_session_s, max_sessions=self.settings.max_sessions,
+        )
         """Keyed by learner id."""
         self.learners = LearnerIds(context.data_dir)
 
@@ -102,11 +109,11 @@ class WebchatChannel(Channel):
             data["attachments"] = links
         if len(links) < len(part.attachments):
             log.info("webchat attachment dropped account=%s message=%s reason=no http url", self.account, message)
-        self._publish(target, "message", data)
+        self._publish(target, "message", data, replaces=message)  # an edit carries the whole text: the old copy goes
 
-    def _publish(self, target: Address, name: str, data: dict[str, Any]) -> None:
+    def _publish(self, target: Address, name: str, data: dict[str, Any], *, replaces: str | None = None) -> None:
         try:
-            self.feeds.publish(target.conversation.chat, name, data)
+            self.feeds.publish(target.conversation.chat, name, data, replaces=replaces)
         except FeedsFull as error:
             raise PeerUnavailable(self.name, str(error)) from error
 

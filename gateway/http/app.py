@@ -128,9 +128,14 @@ def build_app(gateway: ServedGateway) -> Starlette:
         routes += admin_routes(config)
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
+    # imported here: it answers with error_response, defined in this module
+    from gateway.http.streams import StreamGuard
+
+    load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)
+    stream_shares = [Middleware(StreamGuard, load=load)] if load is not None else []
     return Starlette(
         routes=routes,
-        middleware=[*guards, Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
+        middleware=[*guards, *stream_shares, Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
         exception_handlers={
             HTTPException: _http_error,
             ForgedRequest: _forged,
