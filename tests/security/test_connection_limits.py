@@ -39,6 +39,7 @@ from starlette.routing import Route
 from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.feed import SessionFeeds
+from channels.webchat.identity import COOKIE
 from gateway.cli import format_status
 from gateway.config import HttpConfig, parse_config
 from gateway.errors import ConfigError
@@ -278,7 +279,8 @@ async def test_the_deadline_covers_the_next_request_on_keep_alive_but_never_a_st
 async def stream(stack: AsyncExitStack, url: str, session: str, address: str) -> AsyncIterator[httpx.Response]:
     http = await stack.enter_async_context(httpx.AsyncClient(trust_env=False, timeout=HTTP_S))
     # The gateway sits "behind a proxy" here: uvicorn trusts X-Forwarded-For from 127.0.0.1.
-    request = http.build_request("GET", url + EVENTS, params={"session": session}, headers={"X-Forwarded-For": address})
+    cookie = f"{COOKIE}=stream-session-{session:0>12}"  # the session rides in its cookie, 22-100 characters
+    request = http.build_request("GET", url + EVENTS, headers={"X-Forwarded-For": address, "Cookie": cookie})
     response = await http.send(request, stream=True)
     try:
         yield response
