@@ -23,8 +23,8 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import ConfigError, Problem
-from gateway.yamlfile import read_yaml
 from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
+from gateway.yamlfile import read_yaml
 
 DEFAULT_CONFIG_NAME = "partners.yaml"
 
