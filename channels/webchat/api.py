@@ -44,6 +44,8 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from channels.webchat.feed import FeedsFull
+from gateway.errors import InvalidEvent
+from gateway.jsonbody import decode_json
 from gateway.messages import (
     AccountId,
     Address,
@@ -126,7 +128,9 @@ class WebchatApi:
         if isinstance(body, Response):
             return body
         try:
-            posted = PostedMessage.model_validate_json(body)
+            posted = PostedMessage.model_validate(decode_json(body))
+        except InvalidEvent:  # not JSON, not UTF-8 or nested too deeply: the page never sends such a body
+            return _error(400, _NOT_AN_OBJECT)
         except ValidationError as error:
             return _error(400, _describe(error))
         if not posted.text.strip():
@@ -202,6 +206,7 @@ class WebchatApi:
 
 
 _FIELD_RULES = {"session": _ID_RULE, "message_id": _ID_RULE}
+_NOT_AN_OBJECT = "the body must be a JSON object {session, message_id, text}"
 
 
 def _describe(error: ValidationError) -> str:
@@ -210,7 +215,7 @@ def _describe(error: ValidationError) -> str:
     field = ".".join(str(part) for part in first["loc"]) or "body"
     kind = first["type"]
     if kind in ("json_invalid", "model_type"):
-        return "the body must be a JSON object {session, message_id, text}"
+        return _NOT_AN_OBJECT
     if kind == "missing":
         return f"{field}: this field is required"
     if kind == "extra_forbidden":
