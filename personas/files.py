@@ -34,10 +34,11 @@ LINK_FIX = "copy the file into the persona folder instead of linking to it, or r
 
 
 def _size(count: int) -> str:
-    for unit, step in (("MB", 1024 * 1024), ("KiB", 1024)):
-        if count >= step:
-            return f"{count / step:.1f} {unit}".replace(".0 ", " ")
-    return f"{count} bytes"
+    """``32 KiB`` for a round limit, ``18.6 MiB`` for a big file, else exact bytes (a file just over stays visibly over)."""
+    for unit, step in (("MiB", 1024 * 1024), ("KiB", 1024)):
+        if count % step == 0:
+            return f"{count // step} {unit}"
+    return f"{count / 2**20:.1f} MiB" if count >= 10 * 2**20 else f"{count:,} bytes"
 
 
 def escape(folder: Path, path: Path) -> Path | None:
