@@ -62,7 +62,7 @@ class _Loader(yaml.SafeLoader):
             raise _Refused(None, None, f"nested more than {MAX_DEPTH} levels deep", event.start_mark)
         self._depth += 1
         try:
-            return super().compose_node(parent, index)  # type: ignore[no-any-return]
+            return super().compose_node(parent, index)
         finally:
             self._depth -= 1
 

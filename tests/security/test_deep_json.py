@@ -23,6 +23,7 @@ from tests.channels.telegram.test_telegram_webhook import (
     inbound_rows,
     webhook_rig,
 )
+from tests.channels.test_webchat import served  # noqa: F401 -- the fixture, a web chat on the HTTP app
 
 BOMB = b'{"update_id": 1, "message": ' + b"[" * 5000 + b"]" * 5000 + b"}"
 
@@ -82,3 +83,13 @@ async def test_a_deep_or_non_utf8_admin_put_is_a_400(admin, body, said):
     answer = await admin.put(url, content=body, headers={"Authorization": "Bearer s3cret-token"})
     assert answer.status_code == 400
     assert answer.json() == {"error": f'{said}; send JSON {{"markdown": "..."}}'}
+
+
+@pytest.mark.parametrize("body", [b'{"session": "s1", "message_id": "m1", "text": ' + nested(100) + b"}",
+                                  '{"session": "s1", "message_id": "m1", "text": "café"}'.encode("latin-1")],
+                         ids=["deep", "latin-1"])
+async def test_a_deep_or_non_utf8_web_chat_post_is_a_400(served, body):  # noqa: F811 -- the fixture above
+    answer = await served.http.post("/api/messages", content=body, headers={"content-type": "application/json"})
+    assert answer.status_code == 400
+    assert answer.json() == {"error": "the body must be a JSON object {session, message_id, text}"}
+    assert served.sink.calls == 0
