@@ -17,7 +17,7 @@ from brain.notes import NotesIndex, note_files
 from gateway.cli import cli
 from gateway.errors import ConfigError
 from personas.files import MAX_NOTE_BYTES, MAX_SOUL_BYTES
-from personas.loader import load_persona
+from personas.loader import find_persona, load_persona
 
 SOUL = "# Tester\n\nA patient tutor.\n"
 SECRET = "ROOT-PASSWORD hunter2 photosynthesis"
@@ -152,3 +152,13 @@ def test_doctor_names_the_link_in_one_line(tmp_path, host, monkeypatch):
     line = next(line for line in result.output.splitlines() if "SOUL.md" in line)
     assert f"{folder / 'SOUL.md'}: is a link to {host / 'etc' / 'shadow.md'}, outside the persona folder" in line
     assert SECRET not in result.output and os.fspath(host) in line
+
+
+def test_a_persona_folder_that_is_itself_a_link_is_confined_to_where_it_leads(tmp_path):
+    real = make_persona(tmp_path / "downloads")
+    (tmp_path / "personas").mkdir()
+    (tmp_path / "personas" / "tester").symlink_to(real, target_is_directory=True)
+    persona = load_persona("tester", [tmp_path / "personas"])
+
+    assert find_persona("tester", [tmp_path / "personas"]) == tmp_path / "personas" / "tester"
+    assert persona.soul == SOUL.strip() and [rel for rel, _ in note_files(persona)] == ["notes/leaves.md"]
