@@ -11,6 +11,7 @@ Folders are looked up by name in the user's folders first (``<config dir>/person
 and then in the packaged ``personas/`` folder, so a teacher overrides a shipped
 persona by copying its folder next to the config.  Every problem becomes a
 :class:`~gateway.errors.ConfigError` naming the file, the field and the fix.
+A persona reads only its own files, each under its size cap (:mod:`personas.files`).
 Loaded personas are cached until the folder, ``persona.yaml`` or ``SOUL.md`` changes.
 """
 
