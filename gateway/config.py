@@ -17,7 +17,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, model_validator,
 )
@@ -26,6 +25,7 @@ from pydantic_core import PydanticCustomError
 from gateway.capabilities import authenticates_senders, platform_catalog
 from gateway.errors import ConfigError, Problem
 from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
+from gateway.yamlfile import read_yaml
 
 DEFAULT_CONFIG_NAME = "partners.yaml"
 
@@ -414,18 +414,9 @@ def load_config(path: Path, *, secrets: Secrets = Secrets.RESOLVE) -> Config:
     ``secrets``: :attr:`Secrets.DEFER` for commands that never use the secrets (see :class:`Secrets`).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path), fix="run `partners init` to write one") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else None
-        raise ConfigError(
-            f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path), field=where,
-            fix="check indentation and quoting on that line; YAML indents with spaces, not tabs",
-        ) from None
     config = parse_config(raw, source=str(path), secrets=secrets)
     data_dir = config.data_dir if config.data_dir.is_absolute() else (path.parent / config.data_dir)
     return config.model_copy(update={"data_dir": data_dir.resolve(), "source": path})

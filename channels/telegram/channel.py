@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -35,6 +34,7 @@ from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, call, new_bot
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
+from gateway.jsonbody import decode_json
 from gateway.probes import Problem, ProbeResult
 from gateway.messages import (
     Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage,
@@ -184,10 +184,7 @@ class TelegramChannel(Channel):
         given = request.headers.get(SECRET_HEADER, "").encode()
         if not hmac.compare_digest(given, secret.get_secret_value().encode()):
             raise ForgedRequest(f"telegram webhook for account {self.account}: secret token does not match")
-        try:
-            update = json.loads(await request.body())
-        except ValueError:
-            raise InvalidEvent("telegram webhook body is not JSON") from None
+        update = decode_json(await request.body(), what="telegram webhook body")
         bot, _ = await self._ready()
         await self._accept(bot, [update])
         if self._heartbeat is not None:

@@ -59,6 +59,8 @@ from channels.webchat.identity import (
     new_session,
     well_formed,
 )
+from gateway.errors import InvalidEvent
+from gateway.jsonbody import decode_json
 from gateway.messages import (
     AccountId,
     Address,
@@ -130,7 +132,9 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 def parse_json(model: type[Posted], body: bytes) -> Posted | Response:
     """The one place a web chat request body is parsed: JSON into ``model``, or a 400 that says why."""
     try:
-        return model.model_validate_json(body)
+        return model.model_validate(decode_json(body))
+    except InvalidEvent:  # not JSON, not UTF-8 or nested too deeply: the page never sends such a body
+        return _error(400, _NOT_AN_OBJECT)
     except ValidationError as error:
         return _error(400, _describe(error))
 
@@ -283,6 +287,7 @@ class WebchatApi:
 
 
 _FIELD_RULES = {"message_id": _ID_RULE}
+_NOT_AN_OBJECT = "the body must be a JSON object {message_id, text}"
 
 
 def _describe(error: ValidationError) -> str:
@@ -291,7 +296,7 @@ def _describe(error: ValidationError) -> str:
     field = ".".join(str(part) for part in first["loc"]) or "body"
     kind = first["type"]
     if kind in ("json_invalid", "model_type"):
-        return "the body must be a JSON object {message_id, text}"
+        return _NOT_AN_OBJECT
     if kind == "missing":
         return f"{field}: this field is required"
     if kind == "extra_forbidden":
