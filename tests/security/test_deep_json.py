@@ -12,6 +12,7 @@ import json
 import httpx
 import pytest
 
+from channels.webchat.identity import COOKIE
 from gateway.app import Gateway
 from gateway.config import parse_config
 from gateway.errors import InvalidEvent
@@ -70,7 +71,7 @@ async def admin(tmp_path, monkeypatch):
 
     await remember_ann(config)
     app = build_app(Gateway(config))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as http:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         yield http
 
 
@@ -85,11 +86,11 @@ async def test_a_deep_or_non_utf8_admin_put_is_a_400(admin, body, said):
     assert answer.json() == {"error": f'{said}; send JSON {{"markdown": "..."}}'}
 
 
-@pytest.mark.parametrize("body", [b'{"session": "s1", "message_id": "m1", "text": ' + nested(100) + b"}",
-                                  '{"session": "s1", "message_id": "m1", "text": "café"}'.encode("latin-1")],
+@pytest.mark.parametrize("body", [b'{"message_id": "m1", "text": ' + nested(100) + b"}",
+                                  '{"message_id": "m1", "text": "café"}'.encode("latin-1")],
                          ids=["deep", "latin-1"])
 async def test_a_deep_or_non_utf8_web_chat_post_is_a_400(served, body):  # noqa: F811 -- the fixture above
-    answer = await served.http.post("/api/messages", content=body, headers={"content-type": "application/json"})
+    answer = await served.http.post("/api/messages", content=body, headers={"content-type": "application/json", "cookie": f"{COOKIE}={'s' * 30}"})
     assert answer.status_code == 400
-    assert answer.json() == {"error": "the body must be a JSON object {session, message_id, text}"}
+    assert answer.json() == {"error": "the body must be a JSON object {message_id, text}"}
     assert served.sink.calls == 0
