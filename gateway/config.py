@@ -24,6 +24,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from gateway.errors import ConfigError, Problem
+from gateway.redaction import register_secret
 from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
 
 DEFAULT_CONFIG_NAME = "partners.yaml"
@@ -64,11 +65,16 @@ class UnsetSecret(SecretStr):
 
 
 def _secret_from_env(value: Any, info: ValidationInfo) -> Any:
-    if isinstance(value, SecretStr) or value is None:
+    """Resolve ``env:NAME``; every secret resolved is registered, so no log line can show it (gateway.redaction)."""
+    if isinstance(value, UnsetSecret) or value is None:
+        return value
+    if isinstance(value, SecretStr):
+        register_secret(value, info.field_name or "secret")
         return value
     if isinstance(value, str) and value.startswith("env:"):
         name = value[4:]
         if name in os.environ:
+            register_secret(os.environ[name], f"{info.field_name or 'secret'} (env:{name})")
             return SecretStr(os.environ[name])
         if info.context is Secrets.DEFER:
             return UnsetSecret(name)
