@@ -19,7 +19,8 @@ from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import (
-    BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, model_validator,
+    BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
@@ -263,12 +264,50 @@ class Binding(_Model):
     thread: str | None = None
 
 
+class AdminToken(_Model):
+    """A teacher's token for the JSON API (``/api/v1``): it reaches only the partners that teacher owns.
+
+    ``teacher`` is one of the teacher's accounts as ``CHANNEL:USER`` -- any entry of a partner's
+    ``owners`` (a teacher lists their accounts there, one per channel).
+    """
+
+    token: EnvSecret
+    teacher: str
+    """The teacher's account, ``CHANNEL:USER`` (``telegram:12345``)."""
+    partners: tuple[str, ...] = ()
+    """Narrows the token to these of the teacher's partners; empty: every partner the teacher owns."""
+
+    @field_validator("teacher")
+    @classmethod
+    def _channel_and_user(cls, value: str) -> str:
+        channel, _, user = value.partition(":")
+        if not channel or not user or any(c.isspace() for c in value):
+            raise ValueError(f"{value!r} is not CHANNEL:USER; write the teacher's account as in owners, e.g. telegram:12345")
+        return value
+
+    def owns(self, partner: PartnerConfig) -> bool:
+        return any(f"{owner.channel}:{owner.user}" == self.teacher for owner in partner.owners)
+
+    def covers(self, partner: PartnerConfig) -> bool:
+        return self.owns(partner) and (not self.partners or partner.id in self.partners)
+
+
 class HttpConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8780, ge=0, le=65535)
     public_url: str | None = None
     admin_token: EnvSecret | None = None
-    """Turns on the teachers' JSON API (``/api/v1``); requests carry it as a bearer token."""
+    """The operator's token for the JSON API (``/api/v1``): it reaches every partner's learners."""
+    admin_tokens: tuple[AdminToken, ...] = ()
+    """Teachers' tokens, each reaching only its teacher's partners (``docs/operation.md``)."""
+
+    @model_validator(mode="after")
+    def _tokens_differ(self) -> HttpConfig:
+        values = [t for t in (self.admin_token, *(entry.token for entry in self.admin_tokens)) if t is not None]
+        known = [t.get_secret_value() for t in values if not isinstance(t, UnsetSecret)]
+        if len(set(known)) < len(known):
+            raise ValueError("two admin tokens hold the same value: give each teacher (and the operator) their own")
+        return self
 
 
 class PipelineConfig(_Model):
@@ -300,6 +339,15 @@ class Config(_Model):
         for i, binding in enumerate(self.bindings):
             if binding.partner not in ids:
                 raise ValueError(f"bindings.{i}.partner: no partner with id {binding.partner!r} (known: {', '.join(ids) or 'none'})")
+        for i, entry in enumerate(self.http.admin_tokens):  # a token reaches only partners its teacher owns
+            mine = [p.id for p in self.partners if entry.owns(p)]
+            if not mine:
+                raise ValueError(f"http.admin_tokens.{i}.teacher: {entry.teacher} owns no partner; "
+                                 "name an account listed under a partner's owners")
+            strays = [partner for partner in entry.partners if partner not in mine]
+            if strays:
+                raise ValueError(f"http.admin_tokens.{i}.partners: {entry.teacher} does not own {', '.join(strays)} "
+                                 f"(their partners: {', '.join(mine)})")
         return self
 
     @property
