@@ -73,12 +73,15 @@ _PATTERNS = _Patterns()
 
 def leaks(texts: Iterator[tuple[str, str]]) -> list[str]:
     """``kind in where`` for every secret found in ``texts``."""
+    produced = [(where, text) for where, text in texts if text]
+    if not produced:  # most phases print and log nothing: no pattern is built for them
+        return []
     pattern, entries = _PATTERNS.current()
     if pattern is None:
         return []
     found: list[str] = []
-    for where, text in texts:
-        if not text or pattern.search(text) is None:
+    for where, text in produced:
+        if pattern.search(text) is None:
             continue
         for entry in entries:
             if any(s in text for s in spellings_of(entry.value) if len(s) >= 4):
