@@ -27,14 +27,13 @@ knows which command runs (see ``gateway.cli``).
 
 from __future__ import annotations
 
-import json
+import functools
 import logging
 import re
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, quote_plus
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from pydantic import SecretStr
@@ -83,6 +82,9 @@ class SecretRegistry:
 
 def spellings_of(value: str) -> set[str]:
     """The forms a value takes on its way into a log line: as is, in a URL, in JSON, in a repr of str or bytes."""
+    import json  # here, not at the top: only a first registration needs them, not every command's start-up
+    from urllib.parse import quote, quote_plus
+
     return {
         value,
         quote(value, safe=""),
@@ -106,17 +108,22 @@ def register_secret(value: str | SecretStr | None, kind: str = "secret") -> None
     REGISTRY.register(text, kind)
 
 
-KEYED = re.compile(
+KEYED = (
     r"""(?P<key>["']?\b[\w-]*?(?:token|password|passwd|secret|api_key|apikey)["']?"""
-    r"""\s*[:=]\s*(?P<quote>["']?))(?P<value>[^"'\s,;&}\[\])]+)""",
-    re.IGNORECASE,
+    r"""\s*[:=]\s*(?P<quote>["']?))(?P<value>[^"'\s,;&}\[\])]+)"""
 )
 """A value under a key that names a secret (``access_token``, ``smtp_password``, ``webhook_secret``...), in a
-dumped dict, JSON or a query string: ``'access_token': 'syt_...'``.
-It masks what nobody could register in time -- a token in the very response that hands it out, which
-matrix-nio logs at debug while it validates the login response, before the channel sees it."""
-BEARER = re.compile(r"(?P<key>\bBearer\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})", re.IGNORECASE)
+dumped dict, JSON or a query string: ``'access_token': 'syt_...'``.  It masks what nobody could register in
+time -- a token in the very response that hands it out, which matrix-nio logs at debug while it validates
+the login response, before the channel sees it."""
+BEARER = r"(?P<key>\bBearer\s+)(?P<value>[A-Za-z0-9._~+/=-]{8,})"
 """The credential of an ``Authorization: Bearer ...`` header."""
+
+
+@functools.cache
+def _by_key() -> tuple[re.Pattern[str], ...]:
+    """Compiled on first use, not at import: every ``partners`` command imports this module."""
+    return re.compile(KEYED, re.IGNORECASE), re.compile(BEARER, re.IGNORECASE)
 
 
 def _keep_key(match: re.Match[str]) -> str:
@@ -130,7 +137,9 @@ def redact(text: str) -> str:
     pattern = REGISTRY.pattern()
     if pattern is not None:
         text = pattern.sub(MASK, text)
-    return BEARER.sub(_keep_key, KEYED.sub(_keep_key, text))
+    for by_key in _by_key():
+        text = by_key.sub(_keep_key, text)
+    return text
 
 
 def scrub(record: logging.LogRecord) -> logging.LogRecord:
