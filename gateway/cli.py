@@ -113,6 +113,9 @@ def _duration(seconds: float) -> str:
 @click.pass_context
 def cli(ctx: click.Context, config_path: Path | None) -> None:
     """Partners Gateway: AI tutor partners on the chat apps learners already use."""
+    from gateway.redaction import protect_logging
+
+    protect_logging()  # before any command logs: a library's warning may carry a token (gateway.redaction)
     ctx.obj = config_path
 
 
@@ -168,8 +171,12 @@ def _invoked_as() -> str:
 
 
 def _configure_logging(level: str) -> None:
+    """Log to stderr at ``level``, every line scrubbed of the secrets the process holds (gateway.redaction)."""
     import logging
 
+    from gateway.redaction import protect_logging
+
+    protect_logging()
     logging.basicConfig(level=level.upper(), stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per HTTP call drowns the gateway's own
 

@@ -18,12 +18,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, model_validator,
+    BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator,
+    model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from gateway.capabilities import authenticates_senders, platform_catalog
 from gateway.errors import ConfigError, Problem
+from gateway.redaction import register_secret
 from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
 from gateway.yamlfile import read_yaml
 
@@ -65,11 +67,16 @@ class UnsetSecret(SecretStr):
 
 
 def _secret_from_env(value: Any, info: ValidationInfo) -> Any:
-    if isinstance(value, SecretStr) or value is None:
+    """Resolve ``env:NAME``; every secret resolved is registered, so no log line can show it (gateway.redaction)."""
+    if isinstance(value, UnsetSecret) or value is None:
+        return value
+    if isinstance(value, SecretStr):
+        register_secret(value, info.field_name or "secret")
         return value
     if isinstance(value, str) and value.startswith("env:"):
         name = value[4:]
         if name in os.environ:
+            register_secret(os.environ[name], f"{info.field_name or 'secret'} (env:{name})")
             return SecretStr(os.environ[name])
         if info.context is Secrets.DEFER:
             return UnsetSecret(name)
@@ -258,6 +265,34 @@ class Binding(_Model):
     thread: str | None = None
 
 
+class AdminToken(_Model):
+    """A teacher's token for the JSON API (``/api/v1``): it reaches only the partners that teacher owns.
+
+    ``teacher`` is one of the teacher's accounts as ``CHANNEL:USER`` -- any entry of a partner's
+    ``owners`` (a teacher lists their accounts there, one per channel).
+    """
+
+    token: EnvSecret
+    teacher: str
+    """The teacher's account, ``CHANNEL:USER`` (``telegram:12345``)."""
+    partners: tuple[str, ...] = ()
+    """Narrows the token to these of the teacher's partners; empty: every partner the teacher owns."""
+
+    @field_validator("teacher")
+    @classmethod
+    def _channel_and_user(cls, value: str) -> str:
+        channel, _, user = value.partition(":")
+        if not channel or not user or any(c.isspace() for c in value):
+            raise ValueError(f"{value!r} is not CHANNEL:USER; write the teacher's account as in owners, e.g. telegram:12345")
+        return value
+
+    def owns(self, partner: PartnerConfig) -> bool:
+        return any(f"{owner.channel}:{owner.user}" == self.teacher for owner in partner.owners)
+
+    def covers(self, partner: PartnerConfig) -> bool:
+        return self.owns(partner) and (not self.partners or partner.id in self.partners)
+
+
 class HttpConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8780, ge=0, le=65535)
@@ -266,7 +301,9 @@ class HttpConfig(_Model):
     """Host names the gateway answers besides loopback, ``host`` and ``public_url``'s host (``*.example.org``
     for sub-domains); any other Host header is refused, which stops DNS rebinding (docs/security)."""
     admin_token: EnvSecret | None = None
-    """Turns on the teachers' JSON API (``/api/v1``); requests carry it as a bearer token."""
+    """The operator's token for the JSON API (``/api/v1``): it reaches every partner's learners."""
+    admin_tokens: tuple[AdminToken, ...] = ()
+    """Teachers' tokens, each reaching only its teacher's partners (``docs/operation.md``)."""
     max_connections: int = Field(default=1000, ge=1, le=1_000_000)
     """Open connections held at once; a request on a connection beyond them is answered 503."""
     max_streams: int = Field(default=500, ge=1)
@@ -284,6 +321,14 @@ class HttpConfig(_Model):
         if self.max_streams_per_address > self.max_streams:
             raise ValueError(f"max_streams_per_address ({self.max_streams_per_address}) must not exceed "
                              f"max_streams ({self.max_streams})")
+        return self
+
+    @model_validator(mode="after")
+    def _tokens_differ(self) -> HttpConfig:
+        values = [t for t in (self.admin_token, *(entry.token for entry in self.admin_tokens)) if t is not None]
+        known = [t.get_secret_value() for t in values if not isinstance(t, UnsetSecret)]
+        if len(set(known)) < len(known):
+            raise ValueError("two admin tokens hold the same value: give each teacher (and the operator) their own")
         return self
 
 
@@ -323,6 +368,15 @@ class Config(_Model):
                         f"partners.{i}.owners.{j}.channel: {owner.channel} does not prove who its senders are, so anyone "
                         f"could claim to be this owner there; name the teacher on a channel they sign in to (telegram, matrix, console)"
                     )
+        for i, entry in enumerate(self.http.admin_tokens):  # a token reaches only partners its teacher owns
+            mine = [p.id for p in self.partners if entry.owns(p)]
+            if not mine:
+                raise ValueError(f"http.admin_tokens.{i}.teacher: {entry.teacher} owns no partner; "
+                                 "name an account listed under a partner's owners")
+            strays = [partner for partner in entry.partners if partner not in mine]
+            if strays:
+                raise ValueError(f"http.admin_tokens.{i}.partners: {entry.teacher} does not own {', '.join(strays)} "
+                                 f"(their partners: {', '.join(mine)})")
         return self
 
     @property

@@ -435,6 +435,7 @@ def _secrets(config: Config) -> list[str]:
             current = current.backup
     if config.http.admin_token is not None:
         values.append(config.http.admin_token.get_secret_value())
+    values += [entry.token.get_secret_value() for entry in config.http.admin_tokens]
     return sorted({v for v in values if len(v) >= 4}, key=len, reverse=True)
 
 

@@ -5,6 +5,8 @@
   with its dist-info) is discovered through the real entry-point mechanism.
 - ``loopback_only`` (autouse) fails any test that connects to a non-loopback
   address: offline tests must never reach the network.
+- ``tests/security/leak_scan.py`` fails any test whose logs, output, CLI output,
+  ``/status`` or ``/metrics`` show a configured secret (and logs as ``partners`` does).
 - ``relay_peer``: one relay platform process for the session (bots are per test).
 - Each real channel's peer fixtures (a Bot API emulator, Dovecot with an SMTP
   server, Synapse) live in ``tests/peers/<channel>_fixtures.py`` and are
@@ -37,6 +39,7 @@ for _path in (str(PLUGINS), str(ROOT)):
         sys.path.insert(0, _path)
 
 pytest_plugins = [
+    "tests.security.leak_scan",
     "tests.peers.telegram_fixtures",
     "tests.peers.email_fixtures",
     "tests.peers.matrix_fixtures",

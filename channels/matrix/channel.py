@@ -41,6 +41,7 @@ from gateway.errors import AuthFailed, GatewayError, InvalidEvent, TransientErro
 from gateway.config import AccountConfig
 from gateway.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.probes import Problem, ProbeResult
+from gateway.redaction import register_secret
 from gateway.supervisor import ChannelState
 
 log = logging.getLogger(__name__)
@@ -83,7 +84,8 @@ class MatrixChannel(Channel):
                         raise AuthFailed("matrix", f"the access token belongs to {who.user_id}, not {settings.user_id}")
                 else:
                     assert settings.password is not None
-                    await call("login", client.login(settings.password.get_secret_value(), device_name=settings.device_name))
+                    login = await call("login", client.login(settings.password.get_secret_value(), device_name=settings.device_name))
+                    register_secret(login.access_token, "matrix access token (password login)")
                 profile = await call("displayname", client.get_displayname(settings.user_id))
                 self._names = tuple(n for n in [getattr(profile, "displayname", None)] if n)
             except BaseException:

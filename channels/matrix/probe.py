@@ -17,6 +17,7 @@ from channels.matrix.transport import call, new_client
 from gateway.endpoints import origin, placeholder_host
 from gateway.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
 from gateway.probes import Gravity, Problem, ProbeResult
+from gateway.redaction import register_secret
 
 NEW_TOKEN = ("log the bot in again on its own device and export the new access token "
              "(docs/channels/matrix.md, step 3)")
@@ -59,6 +60,7 @@ async def _with_password(client: AsyncClient, settings: MatrixConfig) -> str:
     """Log in on a throwaway device and log it out again; returns the MXID the password belongs to."""
     assert settings.password is not None
     login = await call("login", client.login(settings.password.get_secret_value(), device_name="partners doctor"))
+    register_secret(login.access_token, "matrix access token (doctor's password login)")
     try:
         return login.user_id
     finally:

@@ -1,52 +1,88 @@
 """The teachers' JSON API over memory controls, for a web console.
 
 The same operations as ``partners memory`` (see ``brain.memory.controls``),
-over HTTP under ``/api/v1``.  It is off until ``http.admin_token`` is set
-(``env:NAME``); every request must then carry ``Authorization: Bearer <token>``,
-compared in constant time.  A learner is named by one of their identities,
-``CHANNEL:ACCOUNT:USER``; the partner decides whose teacher scope is used.
+over HTTP under ``/api/v1``.  It is off until a token is configured: each
+teacher's in ``http.admin_tokens`` (reaching only the partners that teacher
+owns), the operator's in ``http.admin_token`` (reaching every partner).
+Every request carries ``Authorization: Bearer <token>`` (RFC 6750: the scheme
+is required, in any case); a missing or wrong one is answered 401 with
+``WWW-Authenticate: Bearer``, a partner the token does not reach 403.  Tokens
+are compared in constant time, every one of them on every request.  A learner
+is named by one of their identities, ``CHANNEL:ACCOUNT:USER``; the partner
+decides whose teacher scope is used.
 
     GET    /api/v1/partners/{partner}/learners/{identity}/memory        export (JSON)
     GET    /api/v1/partners/{partner}/learners/{identity}/memory.md     notes, facts and history as Markdown
     PUT    /api/v1/partners/{partner}/learners/{identity}/memory        {"markdown": "..."} replaces the notes
     DELETE /api/v1/partners/{partner}/learners/{identity}/memory        ?keep_history=true keeps conversations
+
+A ``PUT`` body is at most :data:`MAX_NOTES_BYTES`; a larger one is refused
+with 413 before it is read further.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import TYPE_CHECKING, Any
+from typing import Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from gateway.config import AdminToken, Config, PartnerConfig
 from gateway.errors import InvalidEvent
 from gateway.jsonbody import decode_json
 
-if TYPE_CHECKING:
-    from gateway.config import Config
-
 PREFIX = "/api/v1/partners/{partner}/learners/{identity}/memory"
+MAX_NOTES_BYTES = 64 * 1024
+"""A learner's notes are a page or two; the model reads only their first few thousand characters."""
+REALM = 'Bearer realm="partners"'
+OPERATOR: Literal["operator"] = "operator"
+"""The holder of ``http.admin_token``: every partner."""
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
-def admin_routes(config: "Config") -> list[Route]:
-    token = config.http.admin_token
+def bearer(header: str) -> str | None:
+    """The credentials of an ``Authorization: Bearer ...`` header (scheme in any case); None for any other."""
+    scheme, _, credentials = header.strip().partition(" ")
+    credentials = credentials.strip()
+    return credentials if scheme.lower() == "bearer" and credentials else None
+
+
+def holder(config: Config, presented: str) -> AdminToken | Literal["operator"] | None:
+    """Whose token this is.  Every configured token is compared, so the time taken says nothing of which matched."""
+    given = presented.encode()
+    found: AdminToken | Literal["operator"] | None = None
+    if config.http.admin_token is not None and hmac.compare_digest(given, config.http.admin_token.get_secret_value().encode()):
+        found = OPERATOR
+    for entry in config.http.admin_tokens:
+        if hmac.compare_digest(given, entry.token.get_secret_value().encode()) and found is None:
+            found = entry
+    return found
+
+
+def admin_routes(config: Config) -> list[Route]:
+    enabled = config.http.admin_token is not None or bool(config.http.admin_tokens)
 
     async def handle(request: Request) -> Response:
-        if token is None:
-            return _error(404, "the admin API is off: set http.admin_token (env:NAME) to turn it on")
-        given = request.headers.get("authorization", "").removeprefix("Bearer ").strip()
-        if not hmac.compare_digest(given.encode(), token.get_secret_value().encode()):
-            return _error(401, "a valid bearer token is required")
-        try:
-            partner = config.partner(request.path_params["partner"])
-        except KeyError:
-            return _error(404, f"no partner {request.path_params['partner']!r}")
+        if not enabled:
+            return _error(404, "the admin API is off: set http.admin_tokens (or the operator's http.admin_token) to turn it on")
+        presented = bearer(request.headers.get("authorization", ""))
+        if presented is None:
+            return _error(401, "send the token as `Authorization: Bearer <token>`", {"WWW-Authenticate": REALM})
+        who = holder(config, presented)
+        if who is None:
+            return _error(401, "a valid bearer token is required", {"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
+        name = request.path_params["partner"]
+        partner = _partner(config, name)
+        if isinstance(who, AdminToken) and (partner is None or not who.covers(partner)):  # unknown or not theirs: the same answer
+            return _error(403, f"this token does not reach partner {name!r}: it covers {who.teacher}'s partners only",
+                          {"WWW-Authenticate": f'{REALM}, error="insufficient_scope"'})
+        if partner is None:
+            return _error(404, f"no partner {name!r}")
         return await _operate(config, partner, request)
 
     return [
@@ -55,7 +91,27 @@ def admin_routes(config: "Config") -> list[Route]:
     ]
 
 
-async def _operate(config: "Config", partner: Any, request: Request) -> Response:
+def _partner(config: Config, partner_id: str) -> PartnerConfig | None:
+    try:
+        return config.partner(partner_id)
+    except KeyError:
+        return None
+
+
+async def _bounded_body(request: Request, limit: int) -> bytes | None:
+    """The request body, or None as soon as it is known to be over ``limit`` bytes (declared or streamed)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > limit:
+            return None
+    return bytes(body)
+
+
+async def _operate(config: Config, partner: PartnerConfig, request: Request) -> Response:
     from brain.memory import MEMORY_FILE
     from brain.memory.controls import MemoryControls
     from brain.memory.scopes import Identity, learner_scope, teacher_of
@@ -82,8 +138,11 @@ async def _operate(config: "Config", partner: Any, request: Request) -> Response
         if request.method == "DELETE":
             keep = request.query_params.get("keep_history", "").lower() in ("1", "true", "yes")
             return JSONResponse({"deleted": await controls.delete(scope, history=not keep)})
+        raw = await _bounded_body(request, MAX_NOTES_BYTES)
+        if raw is None:
+            return _error(413, f"the notes are larger than {MAX_NOTES_BYTES // 1024} KiB; shorten them and send again")
         try:
-            body = decode_json(await request.body())
+            body = decode_json(raw)
             markdown = body["markdown"]
             if not isinstance(markdown, str):
                 raise TypeError
