@@ -48,7 +48,7 @@ def raw_config(tmp_path: Path, **http: Any) -> dict[str, Any]:
         "data_dir": str(tmp_path),
         "partners": [
             {"id": "algebra", "name": "Algebra", "owners": ada},
-            {"id": "geometry", "name": "Geometry", "owners": [{"channel": "webchat", "user": "ada"}, *ada]},
+            {"id": "geometry", "name": "Geometry", "owners": [{"channel": "matrix", "user": "@ada:school.example"}, *ada]},
             {"id": "biology", "name": "Biology", "owners": [{"channel": "matrix", "user": "@ben:school.example"}]},
         ],
         "http": http,
@@ -86,7 +86,7 @@ async def remember_ann(config: Config) -> None:
 
 async def client_for(config: Config) -> httpx.AsyncClient:
     app = build_app(Gateway(config))
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway")
+    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1")
 
 
 @pytest.fixture
