@@ -34,7 +34,8 @@ from gateway.store import (
     ReplyState,
     Takeover,
 )
-from gateway.store.migrations import migrate
+from gateway.store.migrations import GATEWAY_SCHEMA
+from gateway.store.schema import open_database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -78,13 +79,8 @@ class SqliteStore:
         self._thread = None
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute("PRAGMA foreign_keys=ON")
-        migrate(conn)
-        return conn
+        pragmas = ("journal_mode=WAL", f"synchronous={self.synchronous}", "busy_timeout=5000", "foreign_keys=ON")
+        return open_database(self.path, (GATEWAY_SCHEMA,), pragmas=pragmas)
 
     def _writer(self) -> None:
         try:
