@@ -192,10 +192,13 @@ def _preflight(config: Config) -> None:
     knowledge bases that cannot run here."""
     from channels.registry import load_channel
     from gateway.config import account_enabled, validate_account
-    from gateway.doctor import PortHolder, Severity, check_knowledge, client_host, port_holder
+    from gateway.doctor import PortHolder, Severity, check_knowledge, check_stores, client_host, port_holder
     from gateway.errors import ChannelUnavailable
     from gateway.probes import Gravity
 
+    for result in check_stores(config, thorough=False):  # a damaged file: one line and its fix, not a traceback later
+        if result.severity is Severity.ERROR:
+            raise PreflightError(f"{result.message} (fix: {result.fix})")
     warnings: list[str] = []
     for channel, accounts in config.channels.items():
         for account in accounts:
@@ -259,11 +262,15 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
     _configure_logging(log_level)
     _preflight(config)
     from gateway.app import serve as serve_gateway
+    from gateway.store.schema import StoreError
 
     try:
         asyncio.run(serve_gateway(config, on_ready=lambda url: click.echo(ready_message(config, url))))
     except KeyboardInterrupt:
         pass
+    except StoreError as error:  # a store that cannot be opened: its file, the problem, the fix
+        click.echo(f"error: {error}", err=True)
+        ctx.exit(1)
     except OSError as error:  # a busy port, an unwritable data dir: the operator's to fix, not a crash
         if error.errno == errno.EADDRINUSE:  # taken since the preflight looked: say by whom, as it would have
             from gateway.doctor import check_port

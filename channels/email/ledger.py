@@ -19,6 +19,7 @@ from pathlib import Path
 from gateway.store.schema import Schema, open_database
 
 KEEP_S = 30 * 24 * 3600
+LEDGER_FILE = "sent.sqlite3"
 LEDGER_SCHEMA = Schema(
     "email sent ledger",
     ("CREATE TABLE IF NOT EXISTS sent (key TEXT PRIMARY KEY, message_id TEXT NOT NULL, at REAL NOT NULL)",),

@@ -34,6 +34,7 @@ from gateway.store import (
     ReplyState,
     Takeover,
 )
+from gateway.store.health import StoreHealth, is_store_failure
 from gateway.store.migrations import GATEWAY_SCHEMA
 from gateway.store.schema import open_database
 
@@ -57,6 +58,8 @@ class SqliteStore:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._open_error: BaseException | None = None
+        self.health = StoreHealth()
+        """Whether writes work; read by ``/healthz``, ``/status`` and the gateway's resume after a failure."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -114,6 +117,7 @@ class SqliteStore:
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.AbstractEventLoop, asyncio.Future]]) -> None:
         outcomes: list[tuple[bool, Any]] = []
+        changes = conn.total_changes
         try:
             conn.execute("BEGIN IMMEDIATE")
             for op, _loop, _future in batch:
@@ -133,6 +137,11 @@ class SqliteStore:
             except sqlite3.Error:
                 pass
             outcomes = [(False, error)] * len(batch)
+        failure = next((value for ok, value in outcomes if not ok and is_store_failure(value)), None)
+        if failure is not None:
+            self.health.failed(failure)
+        elif conn.total_changes != changes:
+            self.health.wrote()
         for (ok, value), (_op, loop, future) in zip(outcomes, batch):
             loop.call_soon_threadsafe(_settle, future, ok, value)
 
@@ -143,6 +152,17 @@ class SqliteStore:
         future: asyncio.Future[T] = loop.create_future()
         self._queue.put((op, loop, future))
         return await future
+
+    async def probe_write(self) -> None:
+        """Commit a write that needs new room (a page-sized row, added and removed), to learn whether
+        writes work again; raises while they do not.  The result reaches :attr:`health` as any write's."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO cursors (channel, account, name, value) VALUES ('gateway', 'store', 'write-probe',"
+                         " hex(randomblob(4096))) ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value")
+            conn.execute("DELETE FROM cursors WHERE channel = 'gateway' AND account = 'store' AND name = 'write-probe'")
+
+        await self._run(op)
 
     # ------------------------------------------------------------------ inbound
 
