@@ -84,7 +84,7 @@ def version_of(conn: sqlite3.Connection, schema: Schema) -> int:
 
 
 def _newer(path: Path | str, schema: Schema, version: int) -> StoreError:
-    return StoreError(path, f"its {schema.name} schema is version {version}, newer than this release knows ({schema.version})",
+    return StoreError(path, f"has {schema.name} schema version {version}, newer than this release knows ({schema.version})",
                       "upgrade partners-gateway, or restore a backup made by this release")
 
 

@@ -126,6 +126,8 @@ class SqliteStore:
                     outcomes.append((True, op(conn)))
                     conn.execute("RELEASE op")
                 except Exception as error:
+                    if not conn.in_transaction:  # SQLite rolled it all back (disk full, I/O): the batch fails with this
+                        raise
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     outcomes.append((False, error))
