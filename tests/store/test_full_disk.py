@@ -92,3 +92,27 @@ async def test_a_message_accepted_before_the_disk_filled_is_answered_once_space_
     finally:
         await http.aclose()
         await gateway.stop()
+
+
+async def test_a_recovery_leaves_work_in_hand_alone(tmp_path):
+    """The resume after a recovery skips what a lane still holds: the turn in progress is not run twice."""
+    responder = ScriptedResponder()
+    responder.gate = asyncio.Event()
+    gateway = Gateway(make_config(tmp_path), responder=responder, channel_classes={"memory": MemoryChannel})
+    await gateway.start()
+    channel = gateway.channel("memory", "acct")
+    try:
+        await channel.inject("first")
+        await until(lambda: asyncio.sleep(0, len(responder.turns) == 1))
+        await channel.inject("second")  # waits in the lane behind the turn in progress
+        gateway.store.health.failed(sqlite3.OperationalError("disk I/O error"))  # another write failed meanwhile
+        gateway.store.health.wrote()  # and the next one worked
+        await gateway.store_watch.check()
+        assert gateway.dispatcher.backlog == 0
+        responder.gate.set()
+        await channel.wait_for(lambda sent: len(sent) >= 2)
+        await asyncio.sleep(0.3)
+        assert [s.text for s in channel.sent] == ["re: first", "re: second"]
+        assert len(responder.turns) == 2
+    finally:
+        await gateway.stop()
