@@ -61,12 +61,16 @@ class _Partners(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         from gateway.errors import ConfigError
+        from gateway.store.schema import StoreError
 
         try:
             return super().invoke(ctx)
         except ConfigError as error:
             click.echo(f"error: {config_message(error)}", err=True)
             ctx.exit(EXIT_CONFIG)
+        except StoreError as error:  # a store file a command cannot use: its name, the problem, the fix
+            click.echo(f"error: {error}", err=True)
+            ctx.exit(1)
 
 
 def _load(ctx: click.Context, *, resolve_secrets: bool = True) -> Config:
@@ -262,15 +266,11 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
     _configure_logging(log_level)
     _preflight(config)
     from gateway.app import serve as serve_gateway
-    from gateway.store.schema import StoreError
 
     try:
         asyncio.run(serve_gateway(config, on_ready=lambda url: click.echo(ready_message(config, url))))
     except KeyboardInterrupt:
         pass
-    except StoreError as error:  # a store that cannot be opened: its file, the problem, the fix
-        click.echo(f"error: {error}", err=True)
-        ctx.exit(1)
     except OSError as error:  # a busy port, an unwritable data dir: the operator's to fix, not a crash
         if error.errno == errno.EADDRINUSE:  # taken since the preflight looked: say by whom, as it would have
             from gateway.doctor import check_port

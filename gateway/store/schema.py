@@ -55,7 +55,7 @@ class StoreError(GatewayError):
 
     def __init__(self, path: Path | str, problem: str, fix: str, *, damaged: bool = True) -> None:
         self.path, self.problem, self.fix, self.damaged = Path(path), problem, fix, damaged
-        super().__init__(f"{path}: {problem} (fix: {fix})")
+        super().__init__(f"{path} {problem} (fix: {fix})")
 
 
 def statements(script: str) -> Iterator[str]:

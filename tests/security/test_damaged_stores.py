@@ -144,3 +144,18 @@ def test_serve_refuses_a_store_from_a_newer_release(workdir):
     assert "Traceback" not in done.stderr
     assert (f"error: {data / 'gateway.db'} has gateway store schema version 7, newer than this release knows (2)"
             " (fix: upgrade partners-gateway, or restore a backup made by this release)") in done.stderr.splitlines()
+
+
+def test_a_command_reading_a_damaged_store_says_which_file_in_one_line(workdir):
+    data = workdir / "data"
+    make_stores(data)
+    (data / "memory.db").write_bytes(b"\x13" * 8192)
+
+    result = CliRunner().invoke(cli, ["--config", str(workdir / "partners.yaml"), "people", "list"], prog_name="partners")
+
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)
+    assert result.output.strip().splitlines() == [
+        f"error: {data / 'memory.db'} is not a readable memory store (not an SQLite database, or an encrypted one)"
+        " (fix: stop the gateway, move the file aside (a new, empty one is made at the next start) or restore it from a backup)"
+    ]
