@@ -180,7 +180,7 @@ class NotesIndex:
 
     def _open(self) -> sqlite3.Connection:
         # The default isolation level: ``with self._db:`` makes each refresh one transaction.
-        return open_database(self.path or Path(":memory:"), (NOTES_INDEX,), pragmas=(), isolation_level="")
+        return open_database(self.path or Path(":memory:"), (NOTES_INDEX,), pragmas=(), isolation_level="DEFERRED")
 
     def close(self) -> None:
         with self._lock:

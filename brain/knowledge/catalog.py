@@ -51,7 +51,7 @@ class Catalog:
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
             # The default isolation level, unlike the other stores: ``with self._db:`` below is a transaction.
-            self._db = open_database(path, (CATALOG_SCHEMA,), pragmas=(), isolation_level="")
+            self._db = open_database(path, (CATALOG_SCHEMA,), pragmas=(), isolation_level="DEFERRED")
         except StoreError as error:
             raise EngineError(f"{error.path} {error.problem}", fix=error.fix) from None
         self._data_version = self._version()

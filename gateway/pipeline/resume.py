@@ -45,8 +45,8 @@ async def resume(store: Store, dispatcher: Dispatcher, lanes: Lanes, running: Ca
     resumed_messages = 0
     for entry in pending:
         message = entry.message
-        key = message.dedup_key
-        if running(message.address.channel, message.address.account) and not (dispatcher.holds(key) or lanes.holds(key)):
+        held = dispatcher.holds(message.dedup_key) or lanes.holds(message.dedup_key)
+        if running(message.address.channel, message.address.account) and not held:
             dispatcher.submit(message, recovered=True)
             resumed_messages += 1
     return resumed_replies, resumed_messages

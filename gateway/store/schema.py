@@ -25,6 +25,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Literal
 
 from gateway.errors import GatewayError
 
@@ -136,7 +137,7 @@ def open_database(
     schemas: Sequence[Schema],
     *,
     pragmas: Sequence[str] = ("journal_mode=WAL",),
-    isolation_level: str | None = None,
+    isolation_level: Literal["DEFERRED", "IMMEDIATE", "EXCLUSIVE"] | None = None,
     timeout: float = 5.0,
 ) -> sqlite3.Connection:
     """Connect, set ``pragmas``, migrate every schema; raise :class:`StoreError`, never a raw sqlite3 error."""

@@ -116,14 +116,14 @@ def test_serve_refuses_a_damaged_store_in_one_line(workdir):
 
     done = subprocess.run(
         [str(Path(sys.executable).with_name("partners")), "--config", str(workdir / "partners.yaml"), "serve", "--port", "0"],
-        capture_output=True, text=True, timeout=HANG_S, cwd=workdir,
+        capture_output=True, text=True, timeout=HANG_S, cwd=workdir, check=False,
     )
 
     assert done.returncode == 1
     errors = [line for line in done.stderr.splitlines() if line.startswith("error: ")]
-    assert errors == [f"error: {data / 'gateway.db'} is not a readable gateway store (not an SQLite database, or an encrypted one)"
-                      " (fix: stop the gateway, move the file aside (a new, empty one is made at the next start)"
-                      " or restore it from a backup)"], done.stderr
+    assert errors == [(f"error: {data / 'gateway.db'} is not a readable gateway store (not an SQLite database, or an encrypted one)"
+                       " (fix: stop the gateway, move the file aside (a new, empty one is made at the next start)"
+                       " or restore it from a backup)")], done.stderr
     assert "Traceback" not in done.stderr
 
 
@@ -137,7 +137,7 @@ def test_serve_refuses_a_store_from_a_newer_release(workdir):
 
     done = subprocess.run(
         [str(Path(sys.executable).with_name("partners")), "--config", str(workdir / "partners.yaml"), "serve", "--port", "0"],
-        capture_output=True, text=True, timeout=HANG_S, cwd=workdir,
+        capture_output=True, text=True, timeout=HANG_S, cwd=workdir, check=False,
     )
 
     assert done.returncode == 1
@@ -156,6 +156,6 @@ def test_a_command_reading_a_damaged_store_says_which_file_in_one_line(workdir):
     assert result.exit_code == 1
     assert isinstance(result.exception, SystemExit)
     assert result.output.strip().splitlines() == [
-        f"error: {data / 'memory.db'} is not a readable memory store (not an SQLite database, or an encrypted one)"
-        " (fix: stop the gateway, move the file aside (a new, empty one is made at the next start) or restore it from a backup)"
+        (f"error: {data / 'memory.db'} is not a readable memory store (not an SQLite database, or an encrypted one)"
+         " (fix: stop the gateway, move the file aside (a new, empty one is made at the next start) or restore it from a backup)")
     ]
