@@ -36,6 +36,7 @@ from brain.types import ModelSettings
 from gateway.config import Config, PartnerConfig
 from gateway.errors import ConfigError
 from gateway.events import Progress, RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.store.schema import Schema, StoreError, open_database
 from gateway.turns import Turn
 from personas.files import NOTE_SUFFIXES  # noqa: F401 - re-exported
 from personas.files import note_files as persona_note_files
@@ -43,7 +44,15 @@ from personas.loader import Persona, load_persona, persona_dirs
 
 log = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+NOTES_INDEX = Schema("notes index", ("""
+    DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS passages;
+    CREATE TABLE files (folder TEXT, path TEXT, mtime_ns INTEGER, size INTEGER, PRIMARY KEY (folder, path));
+    CREATE TABLE notes (folder TEXT, path TEXT, title TEXT, PRIMARY KEY (folder, path));
+    CREATE VIRTUAL TABLE passages USING fts5(
+        title, heading, body, folder UNINDEXED, path UNINDEXED,
+        tokenize = 'porter unicode61 remove_diacritics 2');
+""",), fix="delete the file; it is rebuilt from the notes")
+"""A cache of the notes, rebuilt on demand: a file it cannot use is deleted and made again."""
 MAX_PASSAGES = 3
 CANDIDATES = 8
 """Passages each search hands the offline ranking, which quotes the best MAX_PASSAGES of them all."""
@@ -165,35 +174,17 @@ class NotesIndex:
             path.parent.mkdir(parents=True, exist_ok=True)
         try:
             self._db = self._open()
-        except sqlite3.DatabaseError:
+        except StoreError as error:  # a cache: rebuilt from the notes rather than repaired
             if path is None:
                 raise
-            log.warning("notes index unreadable, rebuilding path=%s", path)
-            path.unlink(missing_ok=True)
+            log.warning("notes index unusable, rebuilding path=%s problem=%s", path, error.problem)
+            for stale in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+                stale.unlink(missing_ok=True)
             self._db = self._open()
 
     def _open(self) -> sqlite3.Connection:
-        db = sqlite3.connect(str(self.path) if self.path else ":memory:", check_same_thread=False)
-        try:
-            self._create(db)
-        except sqlite3.DatabaseError:
-            db.close()
-            raise
-        return db
-
-    @staticmethod
-    def _create(db: sqlite3.Connection) -> None:
-        """Create the tables, dropping any of an older layout: the index is a cache, rebuilt on demand."""
-        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA_VERSION:
-            db.executescript(f"""
-                DROP TABLE IF EXISTS files; DROP TABLE IF EXISTS notes; DROP TABLE IF EXISTS passages;
-                CREATE TABLE files (folder TEXT, path TEXT, mtime_ns INTEGER, size INTEGER, PRIMARY KEY (folder, path));
-                CREATE TABLE notes (folder TEXT, path TEXT, title TEXT, PRIMARY KEY (folder, path));
-                CREATE VIRTUAL TABLE passages USING fts5(
-                    title, heading, body, folder UNINDEXED, path UNINDEXED,
-                    tokenize = 'porter unicode61 remove_diacritics 2');
-                PRAGMA user_version = {SCHEMA_VERSION};
-            """)
+        # The default isolation level: ``with self._db:`` makes each refresh one transaction.
+        return open_database(self.path or Path(":memory:"), (NOTES_INDEX,), pragmas=(), isolation_level="DEFERRED")
 
     def close(self) -> None:
         with self._lock:

@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 from brain.sqlite_file import SqliteFile
 from brain.types import ToolCall, ToolSpec, Usage
+from gateway.store.schema import Schema
 
 
 def _now() -> datetime:
@@ -163,12 +164,12 @@ class SessionLog(SqliteFile):
 
     CACHED_CONVERSATIONS = 512
 
-    schema = """
+    schema = Schema("session log", ("""
         CREATE TABLE IF NOT EXISTS session_events (
             seq INTEGER PRIMARY KEY, conversation TEXT NOT NULL, kind TEXT NOT NULL, payload TEXT NOT NULL);
         CREATE INDEX IF NOT EXISTS session_events_by_conversation ON session_events (conversation, seq);
         CREATE TABLE IF NOT EXISTS session_versions (conversation TEXT PRIMARY KEY, version INTEGER NOT NULL);
-    """
+    """,), owns_file=False)  # brain.db, beside the usage ledger
 
     def __init__(self, path: Path) -> None:
         super().__init__(path)

@@ -3,7 +3,9 @@
 The session log, the usage ledger and the memory store each own a small SQLite
 file (WAL, ``secure_delete`` so erased rows are overwritten rather than left in
 free pages).  Their operations are short, so a lock around one connection, run
-through ``asyncio.to_thread``, is simpler and faster than a pool.
+through ``asyncio.to_thread``, is simpler and faster than a pool.  The schema is
+applied by :func:`gateway.store.schema.open_database`, atomically, like every
+other SQLite file of the project.
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ import threading
 from pathlib import Path
 from typing import ClassVar
 
+from gateway.store.schema import Schema, open_database
+
 
 class SqliteFile:
-    schema: ClassVar[str] = ""
-    """``CREATE ... IF NOT EXISTS`` statements run when the file is first opened."""
+    schema: ClassVar[Schema]
+    """The file's tables, migrated when it is first opened (several classes may share a file)."""
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
@@ -26,13 +30,8 @@ class SqliteFile:
 
     def _connect(self) -> sqlite3.Connection:
         if self._conn is None:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None, timeout=10.0)
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute("PRAGMA secure_delete=ON")
-            conn.executescript(self.schema)
-            self._conn = conn
+            pragmas = ("journal_mode=WAL", "synchronous=NORMAL", "secure_delete=ON")
+            self._conn = open_database(self.path, (self.schema,), pragmas=pragmas, timeout=10.0)
         return self._conn
 
     async def checkpoint(self) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from brain.sqlite_file import SqliteFile
 from brain.types import Usage
+from gateway.store.schema import Schema
 
 
 def today() -> str:
@@ -21,10 +22,10 @@ def today() -> str:
 
 
 class UsageLedger(SqliteFile):
-    schema = """
+    schema = Schema("usage ledger", ("""
         CREATE TABLE IF NOT EXISTS usage_daily (day TEXT NOT NULL, partner TEXT NOT NULL, learner TEXT NOT NULL,
             tokens INTEGER NOT NULL, cost REAL NOT NULL, turns INTEGER NOT NULL, PRIMARY KEY (day, partner, learner));
-    """
+    """,), owns_file=False)  # brain.db, beside the session log
 
     def _record(self, partner: str, learner: str, usage: Usage) -> None:
         tokens = usage.prompt_tokens + usage.completion_tokens

@@ -34,11 +34,13 @@ from gateway.pipeline.delivery import Delivery, Outlet
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk, ReminderOutcome
 from gateway.takeover import TeacherDesk
-from gateway.status import AccountStatus, ModelStatus, StatusReport, UnavailableChannel
-from gateway.store import QueueDepths, ReplyState, Store
+from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
+from gateway.store import QueueDepths, Store
+from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
 from gateway.turns import Responder
@@ -130,6 +132,7 @@ class Gateway:
         self.teacher = TeacherDesk(self.store, self.router, self.lanes)
         self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher,
                                      self._authenticates)
+        self.store_watch = StoreWatch(self.store, self.dispatcher, self.lanes, self._runs, self.metrics)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -254,6 +257,7 @@ class Gateway:
         await self._recover()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
         self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))
+        self._tasks.append(asyncio.create_task(self.store_watch.run(), name="store-watch"))
         for (name, account), channel in self._channels.items():
             caps = channel.capabilities()
             stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
@@ -264,18 +268,12 @@ class Gateway:
 
     async def _recover(self) -> None:
         """Resume what a previous run left: unsent replies first, then unanswered messages."""
-        replies = await self.store.open_replies()
-        for item in replies:
-            # A STREAMING row belongs to a turn that was cut short; that turn re-runs from its
-            # still-pending messages and picks the row (and its on-screen preview) up again.
-            if item.state is ReplyState.READY:
-                self.lanes.resume_delivery(item.reply.idempotency_key, item.reply.target)
-        pending = await self.store.open_inbound()
-        for entry in pending:
-            if (entry.message.address.channel, entry.message.address.account) in self._channels:
-                self.dispatcher.submit(entry.message, recovered=True)
+        replies, pending = await resume(self.store, self.dispatcher, self.lanes, self._runs)
         if replies or pending:
-            log.info("recovered replies=%d pending_messages=%d", len(replies), len(pending))
+            log.info("recovered replies=%d pending_messages=%d", replies, pending)
+
+    def _runs(self, channel: str, account: str) -> bool:
+        return (channel, account) in self._channels
 
     async def _sweep(self) -> None:
         since_prune = 0.0
@@ -377,7 +375,14 @@ class Gateway:
             responder=getattr(self.responder, "name", type(self.responder).__name__),
             models=[self._model_status(p) for p in self.config.partners],
             http=self.http_load.report(),
+            store=StoreStatus.of(self.store.health.condition()),
         )
+
+    @property
+    def store_failure(self) -> str | None:
+        """Why the store's writes fail right now (``/healthz`` answers 503 with it), or None."""
+        condition = self.store.health.condition()
+        return f"store writes fail: {condition.error}" if condition.state is StoreState.FAILING else None
 
     def _model_status(self, partner: PartnerConfig) -> ModelStatus:
         """The partner's own model (its ``model:``, else its persona's) and how its calls have gone."""

@@ -61,12 +61,16 @@ class _Partners(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         from gateway.errors import ConfigError
+        from gateway.store.schema import StoreError
 
         try:
             return super().invoke(ctx)
         except ConfigError as error:
             click.echo(f"error: {config_message(error)}", err=True)
             ctx.exit(EXIT_CONFIG)
+        except StoreError as error:  # a store file a command cannot use: its name, the problem, the fix
+            click.echo(f"error: {error}", err=True)
+            ctx.exit(1)
 
 
 def _load(ctx: click.Context, *, resolve_secrets: bool = True) -> Config:
@@ -199,10 +203,13 @@ def _preflight(config: Config) -> None:
     knowledge bases that cannot run here."""
     from channels.registry import load_channel
     from gateway.config import account_enabled, validate_account
-    from gateway.doctor import PortHolder, Severity, check_knowledge, client_host, port_holder
+    from gateway.doctor import PortHolder, Severity, check_knowledge, check_stores, client_host, port_holder
     from gateway.errors import ChannelUnavailable
     from gateway.probes import Gravity
 
+    for result in check_stores(config, thorough=False):  # a damaged file: one line and its fix, not a traceback later
+        if result.severity is Severity.ERROR:
+            raise PreflightError(f"{result.message} (fix: {result.fix})")
     warnings: list[str] = []
     for channel, accounts in config.channels.items():
         for account in accounts:

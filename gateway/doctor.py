@@ -24,13 +24,17 @@ import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from gateway import datadir
 from gateway.config import Config, ModelSettings, account_enabled, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.extras import install_command
 from gateway.probes import Gravity, Problem, ProbeResult
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from gateway.store.schema import Schema
 
 VALID = "channel loads and its settings are valid"
 PROBE_TIMEOUT_S = 15.0
@@ -451,6 +455,58 @@ def redact(results: list[CheckResult], secrets: list[str]) -> list[CheckResult]:
 # --------------------------------------------------------------------------- all of it
 
 
+def store_files(config: Config) -> list[tuple[Path, tuple[Schema, ...]]]:
+    """Every SQLite file this data dir may hold, with the schemas it carries (one list, so none is forgotten)."""
+    from brain.knowledge.catalog import CATALOG_SCHEMA
+    from brain.knowledge.fts import FTS_INDEX
+    from brain.knowledge.service import KNOWLEDGE_DIR
+    from brain.knowledge.settings import CATALOG_FILE
+    from brain.memory import MEMORY_FILE
+    from brain.memory.store import MemoryStore
+    from brain.notes import NOTES_INDEX
+    from brain.session_log import SessionLog
+    from brain.usage import UsageLedger
+    from gateway.store.migrations import GATEWAY_SCHEMA
+
+    data = config.data_dir
+    files: list[tuple[Path, tuple[Schema, ...]]] = [
+        (config.database_path, (GATEWAY_SCHEMA,)),
+        (data / MEMORY_FILE, (MemoryStore.schema,)),
+        (data / "brain.db", (SessionLog.schema, UsageLedger.schema)),
+        (data / "notes-index.db", (NOTES_INDEX,)),
+    ]
+    files += [(path, (CATALOG_SCHEMA, FTS_INDEX)) for path in sorted((data / KNOWLEDGE_DIR).glob(f"*/{CATALOG_FILE}"))]
+    ledgers = sorted((data / "channels" / "email").glob("*/sent.sqlite3"))
+    if ledgers:  # the email package needs its extra; without it the account check says so
+        try:
+            from channels.email.ledger import LEDGER_SCHEMA
+        except ImportError:
+            return files
+        files += [(path, (LEDGER_SCHEMA,)) for path in ledgers]
+    return files
+
+
+def check_stores(config: Config, *, thorough: bool = True) -> list[CheckResult]:
+    """Open each store file that exists and report one that cannot be used, with its fix.
+
+    ``thorough`` (doctor) reads every page (``PRAGMA quick_check``); ``serve`` looks only at
+    the header and the schema versions before it starts, which costs nothing on a big file."""
+    from gateway.store.schema import check
+
+    results: list[CheckResult] = []
+    for path, schemas in store_files(config):
+        if not path.is_file():
+            continue
+        problem = check(path, schemas, thorough=thorough)
+        if problem is not None:
+            cache = schemas[0].name == "notes index"  # rebuilt by itself at the next start
+            results.append(CheckResult(f"store {path.name}", Severity.WARN if cache else Severity.ERROR,
+                                       f"{path} {problem.problem}", problem.fix))
+    if not results:
+        results.append(CheckResult("stores", Severity.OK, "every store file opens and passes its checks"))
+    return results
+
+
 def run_checks(load: Callable[[], Config], *, offline: bool = False, timeout: float = PROBE_TIMEOUT_S) -> list[CheckResult]:
     """All checks in order; nothing after the config check runs if the config does not load.
 
@@ -459,7 +515,7 @@ def run_checks(load: Callable[[], Config], *, offline: bool = False, timeout: fl
     first, config = check_config(load)
     if config is None:
         return [first]
-    results = [first, check_data_dir(config), check_port(config)]
+    results = [first, check_data_dir(config), check_port(config), *check_stores(config)]
     probable: list[tuple[str, str]] = []
     for channel, accounts in config.channels.items():
         for account in accounts:

@@ -39,6 +39,10 @@ class Metrics:
             ("partner", "kind"), registry=self.registry,
         )
         """``kind`` is a ``brain.model.ModelErrorKind`` value: timeout, unreachable, transient, rate_limited, auth, ..."""
+        self.store_failing = Gauge("partners_store_failing", "1 while the store's writes fail (disk full, I/O error)",
+                                   registry=self.registry)
+        self.store_resumed = Counter("partners_store_resumed",
+                                     "Pending messages and replies resumed once the store wrote again", registry=self.registry)
 
     def watch_http(self, report: Callable[[], HttpStatus]) -> None:
         """Serve the HTTP server's connection counts, read from its ledger at each scrape."""

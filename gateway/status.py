@@ -12,6 +12,8 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
+from gateway.store.health import StoreCondition, StoreState
+
 ACCOUNT_ERROR_STATES = frozenset({"error", "action_required"})
 MODEL_ERROR_STATES = frozenset({"failing", "degraded"})
 
@@ -71,6 +73,23 @@ class HttpStatus(BaseModel):
     """The process's soft RLIMIT_NOFILE after start-up raised it (None where the platform has none)."""
 
 
+class StoreStatus(BaseModel):
+    """The gateway store: ``ok``, or ``failing`` (writes fail: a full disk, an I/O error) with the last error."""
+
+    state: str = "ok"
+    error: str = ""
+    since: datetime | None = None
+    failures: int = 0
+    """Failed writes since the last one that worked."""
+    recoveries: int = 0
+    """Times it failed and came back in this run (each time, pending work was resumed)."""
+
+    @classmethod
+    def of(cls, condition: StoreCondition) -> StoreStatus:
+        return cls(state=condition.state.value, error=condition.error, since=condition.since,
+                   failures=condition.failures, recoveries=condition.recoveries)
+
+
 class StatusReport(BaseModel):
     version: str
     started_at: datetime
@@ -81,6 +100,7 @@ class StatusReport(BaseModel):
     models: list[ModelStatus] = []
     http: HttpStatus | None = None
     """None when no HTTP server runs in this process."""
+    store: StoreStatus = StoreStatus()
 
     def problems(self) -> list[str]:
         """What is in error, one line each (empty: all is well)."""
@@ -89,4 +109,6 @@ class StatusReport(BaseModel):
         found += [f"{u.channel}/{u.account} is not running: {u.reason}" for u in self.unavailable]
         found += [f"partner {m.partner}'s model {m.model} is {m.state}" + (f": {m.reason}" if m.reason else "")
                   for m in self.models if m.state in MODEL_ERROR_STATES]
+        if self.store.state == StoreState.FAILING.value:
+            found.append(f"the store's writes fail: {self.store.error} (fix: free disk space; pending work resumes by itself)")
         return found

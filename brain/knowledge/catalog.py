@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from brain.knowledge.engine import Chunk, Document, EngineError
+from gateway.store.schema import Schema, StoreError, describe, migrate, open_database
 
-SCHEMA_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS documents (
     partner TEXT NOT NULL, doc_id TEXT NOT NULL, title TEXT NOT NULL, filename TEXT NOT NULL, kind TEXT NOT NULL,
@@ -28,6 +28,8 @@ CREATE TABLE IF NOT EXISTS chunks (
     title TEXT NOT NULL, section TEXT NOT NULL, page_first INTEGER, page_last INTEGER, text TEXT NOT NULL,
     UNIQUE (partner, doc_id, seq));
 """
+CATALOG_SCHEMA = Schema("knowledge catalog", (_SCHEMA,), fix="remove the partner's knowledge folder and add its files again")
+"""Version 1 is also ``PRAGMA user_version`` 1, which earlier releases wrote."""
 DOCUMENT_COLUMNS = "d.doc_id, d.title, d.filename, d.kind, d.sha256, d.size, d.added_at, d.passages"
 CHUNK_COLUMNS = "c.doc_id, c.seq, c.text, c.section, c.page_first, c.page_last"
 
@@ -47,30 +49,27 @@ class Catalog:
         self.path = path
         self._lock = threading.Lock()
         path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(str(path), check_same_thread=False)
         try:
-            version = self._db.execute("PRAGMA user_version").fetchone()[0]
-            if version not in (0, SCHEMA_VERSION):
-                raise EngineError(f"{path} was written by a newer version of Partners Gateway (schema {version})",
-                                  fix="upgrade partners-gateway")
-            self._db.executescript(_SCHEMA + f"PRAGMA user_version = {SCHEMA_VERSION};")
-        except sqlite3.DatabaseError as error:
-            self._db.close()
-            raise EngineError(f"{path} is not a readable knowledge catalog ({error})",
-                              fix="remove the partner's knowledge folder and add its files again") from None
-        except EngineError:
-            self._db.close()
-            raise
+            # The default isolation level, unlike the other stores: ``with self._db:`` below is a transaction.
+            self._db = open_database(path, (CATALOG_SCHEMA,), pragmas=(), isolation_level="DEFERRED")
+        except StoreError as error:
+            raise EngineError(f"{error.path} {error.problem}", fix=error.fix) from None
         self._data_version = self._version()
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
 
-    def script(self, sql: str) -> None:
-        """Run an engine's own schema script (its tables, triggers, an index rebuild)."""
+    def migrate(self, schema: Schema) -> None:
+        """Bring an engine's own schema (its tables, triggers, an index rebuild) up to date, atomically."""
         with self._lock:
-            self._db.executescript(sql)
+            try:
+                migrate(self._db, schema, self.path)
+            except StoreError as error:
+                raise EngineError(f"{error.path} {error.problem}", fix=error.fix) from None
+            except sqlite3.Error as error:
+                described = describe(self.path, error, schema)
+                raise EngineError(f"{described.path} {described.problem}", fix=described.fix) from None
 
     def _version(self) -> int:
         return self._db.execute("PRAGMA data_version").fetchone()[0]

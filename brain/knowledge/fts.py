@@ -12,9 +12,17 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from brain.knowledge.catalog import CHUNK_COLUMNS, DOCUMENT_COLUMNS, Catalog, chunk_from, document_from
+from brain.knowledge.catalog import (
+    CATALOG_SCHEMA,
+    CHUNK_COLUMNS,
+    DOCUMENT_COLUMNS,
+    Catalog,
+    chunk_from,
+    document_from,
+)
 from brain.knowledge.engine import Chunk, Document, Hit
 from brain.knowledge.query import fts_query
+from gateway.store.schema import Schema
 
 FTS_SCHEMA = """
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5(
@@ -28,6 +36,8 @@ CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
 END;
 INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild');
 """
+FTS_INDEX = Schema("knowledge index", (FTS_SCHEMA,), fix=CATALOG_SCHEMA.fix, owns_file=False)
+"""Beside the catalog's own schema in ``catalog.db``."""
 WEIGHTS = (1.5, 2.0, 1.0)
 """bm25 weights of title, section and text."""
 
@@ -39,8 +49,7 @@ class FtsEngine:
 
     def __init__(self, path: Path) -> None:
         self.catalog = Catalog(path)
-        if not self.catalog.read("SELECT 1 FROM sqlite_master WHERE name = 'chunks_fts'"):
-            self.catalog.script(FTS_SCHEMA)  # the rebuild indexes passages another engine stored before
+        self.catalog.migrate(FTS_INDEX)  # the rebuild indexes passages another engine stored before
 
     async def add(self, partner: str, document: Document, chunks: list[Chunk]) -> None:
         await asyncio.to_thread(self.catalog.put, partner, document, chunks)

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from brain.sqlite_file import SqliteFile
+from gateway.store.schema import Schema
 
 T = TypeVar("T")
 
@@ -68,7 +69,7 @@ CREATE TABLE IF NOT EXISTS documents (
 class MemoryStore(SqliteFile):
     """The connection to ``memory.db``; ``run`` executes one operation as one transaction."""
 
-    schema = SCHEMA
+    schema = Schema("memory store", (SCHEMA,))
 
     def run_sync(self, operation: Callable[[sqlite3.Connection], T]) -> T:
         with self._lock:

@@ -30,7 +30,7 @@ from channels.email.compose import Thread, compose
 from channels.email.config import EmailConfig
 from channels.email.decode import decode, event_id_of, sender_of
 from channels.email.imap import ImapSession, MailboxState
-from channels.email.ledger import SentLedger
+from channels.email.ledger import LEDGER_FILE, SentLedger
 from channels.email.probe import check_settings, probe_mailbox
 from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
@@ -69,7 +69,7 @@ class EmailChannel(Channel):
         which must not stall the event loop all channels share."""
         with self._ledger_lock:
             if self._ledger is None:
-                self._ledger = SentLedger(self.context.data_dir / "sent.sqlite3")
+                self._ledger = SentLedger(self.context.data_dir / LEDGER_FILE)
             return self._ledger
 
     # ------------------------------------------------------------------ doctor

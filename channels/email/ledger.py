@@ -13,20 +13,23 @@ Rows are kept for the platform's redelivery horizon (30 days), then pruned.
 
 from __future__ import annotations
 
-import sqlite3
 import time
 from pathlib import Path
 
+from gateway.store.schema import Schema, open_database
+
 KEEP_S = 30 * 24 * 3600
+LEDGER_FILE = "sent.sqlite3"
+LEDGER_SCHEMA = Schema(
+    "email sent ledger",
+    ("CREATE TABLE IF NOT EXISTS sent (key TEXT PRIMARY KEY, message_id TEXT NOT NULL, at REAL NOT NULL)",),
+    fix="stop the gateway and move the file aside (mails sent but not yet marked delivered may go out again)",
+)
 
 
 class SentLedger:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
-        self._db.execute("CREATE TABLE IF NOT EXISTS sent (key TEXT PRIMARY KEY, message_id TEXT NOT NULL, at REAL NOT NULL)")
+        self._db = open_database(path, (LEDGER_SCHEMA,), pragmas=("journal_mode=WAL", "synchronous=FULL"))
         self._db.execute("DELETE FROM sent WHERE at < ?", (time.time() - KEEP_S,))
 
     def sent(self, key: str) -> str | None:

@@ -1,7 +1,7 @@
 """The gateway's single ASGI app: one port for operators, platforms and learners.
 
 =============================  ===============================================
-``GET /healthz``               200 ``{"ok": true, "data_dir_id"}`` once started, 503 otherwise
+``GET /healthz``               200 ``{"ok": true, "data_dir_id"}`` once started, 503 otherwise (with a ``reason`` while the store's writes fail)
 ``GET /status``                the gateway's :class:`~gateway.status.StatusReport`
 ``GET /metrics``               Prometheus text
 ``POST /webhooks/{ch}/{acct}`` handed to that channel account's ``handle_webhook``
@@ -72,6 +72,11 @@ class ServedGateway(Protocol):
 
     async def status(self) -> StatusReport: ...
 
+    @property
+    def store_failure(self) -> str | None:
+        """Why the store's writes fail right now, or None."""
+        ...
+
     def channel(self, name: str, account: str) -> Channel | None: ...
 
     def running_channels(self) -> Mapping[tuple[str, str], Channel]: ...
@@ -89,6 +94,8 @@ def build_app(gateway: ServedGateway) -> Starlette:
     here = {"data_dir_id": datadir.identity(config.data_dir)} if config is not None else {}
 
     async def healthz(request: Request) -> Response:
+        if gateway.ready and (failure := gateway.store_failure) is not None:
+            return JSONResponse({"ok": False, "reason": failure, **here}, status_code=503, headers={"Retry-After": "5"})
         if gateway.ready:
             return JSONResponse({"ok": True, **here})
         return JSONResponse({"ok": False, **here}, status_code=503, headers={"Retry-After": "1"})

@@ -78,10 +78,17 @@ class Dispatcher:
         self._queue: asyncio.Queue[tuple[InboundMessage, bool]] = asyncio.Queue()
         self._approved: set[tuple[str, str, str]] = set()
         self._not_approved: dict[tuple[str, str, str], float] = {}
+        self._in_hand: set[tuple[str, str, str]] = set()
+        """Dedup keys queued here or being dispatched: a resume after a store failure leaves them be."""
 
     def submit(self, message: InboundMessage, *, recovered: bool = False) -> None:
         """Queue a durable message; ``recovered`` marks one a previous run left unanswered."""
+        self._in_hand.add(message.dedup_key)
         self._queue.put_nowait((message, recovered))
+
+    def holds(self, key: tuple[str, str, str]) -> bool:
+        """True while the message is queued here or being dispatched."""
+        return key in self._in_hand
 
     @property
     def backlog(self) -> int:
@@ -95,8 +102,11 @@ class Dispatcher:
             except asyncio.CancelledError:
                 raise
             except Exception:
-                # The message stays pending in the store and is dispatched again at the next start.
+                # The message stays pending in the store; it is dispatched again once the store
+                # writes again (gateway.app's resume) or at the next start.
                 log.exception("dispatch failed platform=%s event=%s", message.address.channel, message.event_id)
+            finally:
+                self._in_hand.discard(message.dedup_key)
 
     async def _dispatch(self, message: InboundMessage, recovered: bool) -> None:
         address = message.address

@@ -65,6 +65,10 @@ class Lane:
     responding: asyncio.Task | None = None
     """The responder of the turn in progress, so ``/stop`` can cancel it."""
     stop: Admitted | None = None
+    batch: list[Admitted] = field(default_factory=list)
+    """The messages of the turn in progress, arrivals it took included."""
+    delivering: str | None = None
+    """The reply key being delivered."""
     wake: asyncio.Event = field(default_factory=asyncio.Event)
     task: asyncio.Task[None] | None = None
 
@@ -132,6 +136,18 @@ class Lanes:
     def active(self) -> int:
         return len(self._lanes)
 
+    def holds(self, key: tuple[str, str, str]) -> bool:
+        """True while a lane has the message (waiting, in the turn in progress, or stopping it)."""
+        for lane in self._lanes.values():
+            held = [*lane.pending, *lane.arrivals, *lane.batch, *([lane.stop] if lane.stop else [])]
+            if any(a.message.dedup_key == key for a in held):
+                return True
+        return False
+
+    def delivering(self, key: str) -> bool:
+        """True while a lane delivers the reply or has it queued."""
+        return any(lane.delivering == key or key in lane.deliveries for lane in self._lanes.values())
+
     async def drain(self) -> None:
         """Wait until every lane has finished its work (used by graceful shutdown)."""
         await self._idle.wait()
@@ -149,18 +165,23 @@ class Lanes:
         try:
             while True:
                 if lane.deliveries:
-                    await self.delivery.deliver(lane.deliveries.popleft(), lane.outlet)
+                    lane.delivering = lane.deliveries.popleft()
+                    await self.delivery.deliver(lane.delivering, lane.outlet)
+                    lane.delivering = None
                     continue
                 if not lane.pending:
                     break
-                batch = await self._coalesce(lane)
-                await self._turn(lane, batch)
+                lane.batch = await self._coalesce(lane)
+                await self._turn(lane, lane.batch)
+                lane.batch, lane.delivering = [], None
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("lane failed conversation=%s; its messages stay pending for the next start", lane.key)
+            log.exception("lane failed conversation=%s; its messages stay pending until the store writes again"
+                          " or the next start", lane.key)
         finally:
             lane.task = None
+            lane.batch, lane.delivering = [], None
             if (lane.pending or lane.deliveries) and not self._closing:
                 self._ensure_running(lane)
             else:
@@ -203,6 +224,7 @@ class Lanes:
         def take_arrivals() -> list[InboundMessage]:
             fresh, lane.arrivals = lane.arrivals, []
             taken.extend(fresh)
+            lane.batch = [*lane.batch, *fresh]
             return [a.message for a in fresh]
 
         turn = Turn(first.partner, message.address, message.sender, first.role, [a.message for a in batch], take_arrivals,
@@ -219,6 +241,7 @@ class Lanes:
                     raise  # shutdown, not /stop: the messages stay pending for the next start
                 markdown, attachments = STOPPED, ()
                 taken.append(lane.stop)
+                lane.batch = [*lane.batch, lane.stop]
                 log.info("turn stopped by the learner conversation=%s", lane.key)
             finally:
                 lane.responding, lane.stop = None, None
@@ -235,6 +258,7 @@ class Lanes:
             update={"markdown": markdown, "attachments": attachments, "in_reply_to": tuple(m.event_id for m in covered)}
         )
         item = await self.store.put_reply(reply, ReplyState.READY, answered=keys)
+        lane.delivering = key
         await self.delivery.deliver(key, lane.outlet, first_received=message.received_at, item=item)
 
     async def _respond(self, turn: Turn, preview: PreviewStream) -> tuple[str | None, tuple]:

@@ -16,6 +16,7 @@ from enum import Enum
 from typing import Protocol
 
 from gateway.messages import Address, InboundMessage, MessageId, OutboundReply
+from gateway.store.health import StoreHealth
 
 
 class InboundState(str, Enum):
@@ -92,8 +93,14 @@ class QueueDepths:
 
 
 class Store(Protocol):
+    health: StoreHealth
+    """Whether writes work (:mod:`gateway.store.health`)."""
+
     async def open(self) -> None: ...
     async def close(self) -> None: ...
+    async def probe_write(self) -> None:
+        """Commit a small write that needs new room; raises while writes fail."""
+        ...
 
     # inbound: dedup and inbox are one write
     async def accept(self, messages: Sequence[InboundMessage], retention_s: float) -> list[bool]:

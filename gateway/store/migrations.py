@@ -3,15 +3,19 @@
 Each entry is a list of portable statements (no SQLite-only syntax beyond
 what PostgreSQL also accepts), so the same history can later seed a
 PostgreSQL schema.  Never edit a shipped migration; append a new one.
+
+They run through :mod:`gateway.store.schema`, all pending ones in one
+transaction.  ``IF NOT EXISTS`` (added later, same resulting schema) lets a
+file that a crash of an earlier release left half-migrated be completed.
 """
 
 from __future__ import annotations
 
-import sqlite3
+from gateway.store.schema import Schema
 
 MIGRATIONS: list[list[str]] = [
     [
-        """CREATE TABLE inbound (
+        """CREATE TABLE IF NOT EXISTS inbound (
             seq INTEGER PRIMARY KEY,
             channel TEXT NOT NULL,
             account TEXT NOT NULL,
@@ -24,10 +28,10 @@ MIGRATIONS: list[list[str]] = [
             received_at REAL NOT NULL,
             keep_until REAL NOT NULL
         )""",
-        "CREATE UNIQUE INDEX inbound_dedup ON inbound (channel, account, event_id)",
-        "CREATE INDEX inbound_open ON inbound (state, seq)",
-        "CREATE INDEX inbound_keep ON inbound (keep_until)",
-        """CREATE TABLE outbox (
+        "CREATE UNIQUE INDEX IF NOT EXISTS inbound_dedup ON inbound (channel, account, event_id)",
+        "CREATE INDEX IF NOT EXISTS inbound_open ON inbound (state, seq)",
+        "CREATE INDEX IF NOT EXISTS inbound_keep ON inbound (keep_until)",
+        """CREATE TABLE IF NOT EXISTS outbox (
             key TEXT PRIMARY KEY,
             channel TEXT NOT NULL,
             account TEXT NOT NULL,
@@ -42,28 +46,28 @@ MIGRATIONS: list[list[str]] = [
             created_at REAL NOT NULL,
             updated_at REAL NOT NULL
         )""",
-        "CREATE INDEX outbox_open ON outbox (state, created_at)",
-        """CREATE TABLE cursors (
+        "CREATE INDEX IF NOT EXISTS outbox_open ON outbox (state, created_at)",
+        """CREATE TABLE IF NOT EXISTS cursors (
             channel TEXT NOT NULL, account TEXT NOT NULL, name TEXT NOT NULL, value TEXT NOT NULL,
             PRIMARY KEY (channel, account, name)
         )""",
-        """CREATE TABLE pairing (
+        """CREATE TABLE IF NOT EXISTS pairing (
             code TEXT PRIMARY KEY,
             channel TEXT NOT NULL, account TEXT NOT NULL, sender TEXT NOT NULL, display_name TEXT NOT NULL,
             created_at REAL NOT NULL, expires_at REAL NOT NULL
         )""",
-        "CREATE INDEX pairing_sender ON pairing (channel, account, sender)",
-        """CREATE TABLE approved_senders (
+        "CREATE INDEX IF NOT EXISTS pairing_sender ON pairing (channel, account, sender)",
+        """CREATE TABLE IF NOT EXISTS approved_senders (
             channel TEXT NOT NULL, account TEXT NOT NULL, sender TEXT NOT NULL, approved_at REAL NOT NULL,
             PRIMARY KEY (channel, account, sender)
         )""",
-        """CREATE TABLE notices (
+        """CREATE TABLE IF NOT EXISTS notices (
             channel TEXT NOT NULL, account TEXT NOT NULL, sender TEXT NOT NULL, last_at REAL NOT NULL,
             PRIMARY KEY (channel, account, sender)
         )""",
     ],
     [
-        """CREATE TABLE reminders (
+        """CREATE TABLE IF NOT EXISTS reminders (
             id TEXT PRIMARY KEY,
             channel TEXT NOT NULL,
             account TEXT NOT NULL,
@@ -73,9 +77,9 @@ MIGRATIONS: list[list[str]] = [
             state TEXT NOT NULL,
             created_at REAL NOT NULL
         )""",
-        "CREATE INDEX reminders_due ON reminders (state, due_at)",
-        "CREATE INDEX inbound_by_conversation ON inbound (conversation, received_at)",
-        """CREATE TABLE takeovers (
+        "CREATE INDEX IF NOT EXISTS reminders_due ON reminders (state, due_at)",
+        "CREATE INDEX IF NOT EXISTS inbound_by_conversation ON inbound (conversation, received_at)",
+        """CREATE TABLE IF NOT EXISTS takeovers (
             code TEXT PRIMARY KEY,
             conversation TEXT NOT NULL UNIQUE,
             partner TEXT NOT NULL,
@@ -87,21 +91,10 @@ MIGRATIONS: list[list[str]] = [
     [
         # Pending pairing codes are bounded per source (InboundMessage.source), not only per account.
         "ALTER TABLE pairing ADD COLUMN source TEXT NOT NULL DEFAULT ''",
-        "CREATE INDEX pairing_source ON pairing (channel, account, source)",
+        "CREATE INDEX IF NOT EXISTS pairing_source ON pairing (channel, account, source)",
     ],
 ]
 
 
-def migrate(conn: sqlite3.Connection) -> int:
-    """Bring the schema up to date; return the resulting version."""
-    (version,) = conn.execute("PRAGMA user_version").fetchone()
-    if version > len(MIGRATIONS):
-        raise RuntimeError(
-            f"database schema version {version} is newer than this release knows ({len(MIGRATIONS)}); upgrade partners-gateway"
-        )
-    for number in range(version, len(MIGRATIONS)):
-        with conn:
-            for statement in MIGRATIONS[number]:
-                conn.execute(statement)
-            conn.execute(f"PRAGMA user_version = {number + 1}")
-    return len(MIGRATIONS)
+GATEWAY_SCHEMA = Schema("gateway store", tuple(";\n".join(statements) for statements in MIGRATIONS))
+"""The schema of ``gateway.db`` (its version is also ``PRAGMA user_version``, as earlier releases read it)."""

@@ -34,7 +34,9 @@ from gateway.store import (
     ReplyState,
     Takeover,
 )
-from gateway.store.migrations import migrate
+from gateway.store.health import StoreHealth, is_store_failure
+from gateway.store.migrations import GATEWAY_SCHEMA
+from gateway.store.schema import open_database
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -56,6 +58,8 @@ class SqliteStore:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._open_error: BaseException | None = None
+        self.health = StoreHealth()
+        """Whether writes work; read by ``/healthz``, ``/status`` and the gateway's resume after a failure."""
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -78,13 +82,8 @@ class SqliteStore:
         self._thread = None
 
     def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        conn.execute("PRAGMA journal_mode=WAL")
-        conn.execute(f"PRAGMA synchronous={self.synchronous}")
-        conn.execute("PRAGMA busy_timeout=5000")
-        conn.execute("PRAGMA foreign_keys=ON")
-        migrate(conn)
-        return conn
+        pragmas = ("journal_mode=WAL", f"synchronous={self.synchronous}", "busy_timeout=5000", "foreign_keys=ON")
+        return open_database(self.path, (GATEWAY_SCHEMA,), pragmas=pragmas)
 
     def _writer(self) -> None:
         try:
@@ -118,6 +117,7 @@ class SqliteStore:
 
     def _run_batch(self, conn: sqlite3.Connection, batch: list[tuple[Op, asyncio.AbstractEventLoop, asyncio.Future]]) -> None:
         outcomes: list[tuple[bool, Any]] = []
+        changes = conn.total_changes
         try:
             conn.execute("BEGIN IMMEDIATE")
             for op, _loop, _future in batch:
@@ -126,6 +126,8 @@ class SqliteStore:
                     outcomes.append((True, op(conn)))
                     conn.execute("RELEASE op")
                 except Exception as error:
+                    if not conn.in_transaction:  # SQLite rolled it all back (disk full, I/O): the batch fails with this
+                        raise
                     conn.execute("ROLLBACK TO op")
                     conn.execute("RELEASE op")
                     outcomes.append((False, error))
@@ -137,6 +139,11 @@ class SqliteStore:
             except sqlite3.Error:
                 pass
             outcomes = [(False, error)] * len(batch)
+        failure = next((value for ok, value in outcomes if not ok and is_store_failure(value)), None)
+        if failure is not None:
+            self.health.failed(failure)
+        elif conn.total_changes != changes:
+            self.health.wrote()
         for (ok, value), (_op, loop, future) in zip(outcomes, batch):
             loop.call_soon_threadsafe(_settle, future, ok, value)
 
@@ -147,6 +154,17 @@ class SqliteStore:
         future: asyncio.Future[T] = loop.create_future()
         self._queue.put((op, loop, future))
         return await future
+
+    async def probe_write(self) -> None:
+        """Commit a write that needs new room (a page-sized row, added and removed), to learn whether
+        writes work again; raises while they do not.  The result reaches :attr:`health` as any write's."""
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("INSERT INTO cursors (channel, account, name, value) VALUES ('gateway', 'store', 'write-probe',"
+                         " hex(randomblob(4096))) ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value")
+            conn.execute("DELETE FROM cursors WHERE channel = 'gateway' AND account = 'store' AND name = 'write-probe'")
+
+        await self._run(op)
 
     # ------------------------------------------------------------------ inbound
 

@@ -65,6 +65,7 @@ class FakeGateway:
     def __init__(self) -> None:
         self.metrics = Metrics()
         self.ready = False
+        self.store_failure: str | None = None
         self.channels: dict[tuple[str, str], Channel] = {}
 
     async def status(self) -> StatusReport:

@@ -14,6 +14,7 @@ from gateway.messages import (
 )
 from gateway.store import InboundState, ReplyState
 from gateway.store.migrations import MIGRATIONS
+from gateway.store.schema import StoreError
 from gateway.store.sqlite import SqliteStore
 
 
@@ -166,7 +167,7 @@ async def test_schema_version_recorded_and_newer_schema_refused(tmp_path):
     assert conn.execute("PRAGMA user_version").fetchone()[0] == len(MIGRATIONS)
     conn.execute(f"PRAGMA user_version = {len(MIGRATIONS) + 1}")
     conn.close()
-    with pytest.raises(RuntimeError, match="newer than this release"):
+    with pytest.raises(StoreError, match="newer than this release"):
         await SqliteStore(path).open()
 
 
