@@ -21,6 +21,7 @@ from click.testing import CliRunner
 from brain.memory.store import MemoryStore
 from brain.session_log import SessionLog
 from gateway.cli import cli
+from gateway.store.migrations import GATEWAY_SCHEMA
 from gateway.store.sqlite import SqliteStore
 from tests.waits import HANG_S
 
@@ -142,7 +143,8 @@ def test_serve_refuses_a_store_from_a_newer_release(workdir):
 
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
-    assert (f"error: {data / 'gateway.db'} has gateway store schema version 7, newer than this release knows (2)"
+    assert (f"error: {data / 'gateway.db'} has gateway store schema version 7, newer than this release knows "
+            f"({GATEWAY_SCHEMA.version})"
             " (fix: upgrade partners-gateway, or restore a backup made by this release)") in done.stderr.splitlines()
 
 

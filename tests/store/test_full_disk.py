@@ -57,7 +57,7 @@ async def test_a_message_accepted_before_the_disk_filled_is_answered_once_space_
     gateway = Gateway(make_config(tmp_path), responder=responder, channel_classes={"memory": MemoryChannel})
     await gateway.start()
     channel = gateway.channel("memory", "acct")
-    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(gateway)), base_url="http://gateway")
+    http = httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(gateway)), base_url="http://127.0.0.1")
     try:
         await channel.inject("what is a page?")  # durable: the platform has its acknowledgement
         await until(lambda: asyncio.sleep(0, len(responder.turns) == 1))
