@@ -6,6 +6,11 @@ the channel's token buckets, sends (or, for part 0 of a streamed reply, edits
 the preview already on screen), and records progress after each part, so a
 resumed delivery continues with the next part instead of starting over.
 
+A reply with nothing visible to send (empty, or only control, format or
+whitespace characters once rendered) is never marked delivered with nothing
+sent: it goes out as :data:`APOLOGY`, on every channel alike, so the learner
+is not left waiting for an answer that silently never comes.
+
 Every send carries ``{reply key}:{part}`` as its idempotency key -- the same
 on every retry and after every restart -- for platforms that deduplicate.
 Transient errors retry with backoff (``retry_after`` for 429s); permanent
@@ -31,6 +36,9 @@ from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)
 
+APOLOGY = "Sorry, something went wrong on my side while answering. Please send your message again."
+"""What a learner gets instead of an answer with nothing in it (an empty or failed turn)."""
+
 
 @dataclass
 class Outlet:
@@ -55,7 +63,9 @@ def is_group(target: Address) -> bool:
 
 
 def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> list[RenderedPart]:
-    """Render a reply into parts; attachments the platform cannot carry degrade to links in the text."""
+    """Render a reply into parts; attachments the platform cannot carry degrade to links in the text.
+
+    Never empty: a reply with nothing visible and no attachment becomes :data:`APOLOGY`."""
     carried = tuple(a for a in reply.attachments if a.kind in capabilities.media_kinds)
     markdown = reply.markdown
     dropped = [a for a in reply.attachments if a not in carried]
@@ -66,7 +76,7 @@ def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> lis
         markdown = "\n\n".join(filter(None, [markdown.rstrip(), *lines]))
     texts = render_reply(markdown, capabilities)
     if not texts:
-        texts = [""] if carried else []
+        texts = [""] if carried else render_reply(APOLOGY, capabilities)
     parts = [RenderedPart(index=i, text=t) for i, t in enumerate(texts)]
     if parts and carried:
         parts[-1] = parts[-1].model_copy(update={"attachments": carried})
@@ -107,9 +117,6 @@ class Delivery:
         if item is None or item.state in (ReplyState.DELIVERED, ReplyState.FAILED):
             return item.state if item else ReplyState.FAILED
         parts = render_parts(item.reply, outlet.capabilities)
-        if not parts:
-            await self.store.finish_reply(key, ReplyState.DELIVERED)
-            return ReplyState.DELIVERED
         return await self._send_parts(item, parts, outlet, first_received)
 
     async def _send_parts(

@@ -1,7 +1,9 @@
 """Dispatch: decide what happens to each durable inbound message.
 
-Runs after ingest, off the acknowledgement path: drop the bot's own echoes,
-route to the partner bound to the account / group / conversation, apply the
+Runs after ingest, off the acknowledgement path: drop the bot's own echoes
+and messages with nothing visible in them, set aside a leading mention of the
+bot (:mod:`gateway.pipeline.addressing`, so "@bot /export" is the command
+"/export" on every channel), route to the partner bound to the account / group / conversation, apply the
 access policy, answer a chat's ``/start`` with the partner's greeting
 (:mod:`gateway.pipeline.greeting`), then hand admitted messages to their
 conversation lane.  A
@@ -22,6 +24,7 @@ from gateway.config import AccessPolicy, PartnerConfig, ToolRule
 from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
+from gateway.pipeline.addressing import NOTHING_VISIBLE, says_nothing, without_leading_mention
 from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.routing import Router
@@ -97,6 +100,10 @@ class Dispatcher:
         if message.from_self:
             await self._drop(message, "own message")
             return
+        if says_nothing(message):
+            await self._drop(message, NOTHING_VISIBLE)
+            return
+        message = without_leading_mention(message)
         partner = self.router.route(address)
         if partner is None:
             await self._drop(message, "no partner bound to this account or chat")
