@@ -19,7 +19,15 @@ from __future__ import annotations
 
 import re
 
-from gateway.messages import Element, InboundMessage, Media, Mention, Quote, Text, plain_text
+from gateway.messages import (
+    Element,
+    InboundMessage,
+    Media,
+    Mention,
+    Quote,
+    Text,
+    plain_text,
+)
 from gateway.visible import has_visible
 
 NOTHING_VISIBLE = "nothing visible in the message"
