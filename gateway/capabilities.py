@@ -93,6 +93,10 @@ class ChannelCapabilities(BaseModel):
     redelivery_horizon_s: float = 7 * 24 * 3600.0
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: str = "mention"
+    idempotent_sends: bool = False
+    """The platform recognises a repeated send by its idempotency key (Matrix's txnId).  When it
+    does not, the outbound path lets one send per account be unrecorded at a time, so a crash can
+    repeat at most that one (docs/adr/0022-one-unrecorded-send-per-account.md)."""
 
 
 class PlatformEntry(BaseModel):
