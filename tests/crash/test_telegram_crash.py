@@ -53,8 +53,8 @@ from tests.peers.telegram_peer import TelegramPeer, TelegramUsers
 from tests.waits import HANG_S
 
 MESSAGES, CHATS, GROUPS, KILLS = 200, 20, 5, 5
-SEND_LATENCY_S = 0.05
-"""How long after posting a message the emulator answers the send (a round trip to the real Bot API)."""
+SEND_LATENCY_S = 0.2
+"""How long after posting a message the emulator answers the send: a round trip to the Bot API over a slow link."""
 REPEATS_PER_KILL = 1
 """The documented bound: one Telegram account, so one unrecorded send at a time."""
 UNCONFIRMED_S = 2.0
