@@ -73,7 +73,7 @@ def _elements(text: str, entities: tuple[MessageEntity, ...], me: User) -> tuple
         position = entity.offset + entity.length
     rest = _slice(text, position, total - position)
     # The separator after a leading "@bot" stays: the shared path sets the mention aside
-    # (gateway.pipeline.addressing), and without it the text would read "@botword".
+    # (InboundMessage.text), and without it the plain text would read "@botword".
     if rest:
         elements.append(Text(text=rest))
     return elements, addressed

@@ -1,9 +1,9 @@
 """Dispatch: decide what happens to each durable inbound message.
 
 Runs after ingest, off the acknowledgement path: drop the bot's own echoes
-and messages with nothing visible in them, set aside a leading mention of the
-bot (:mod:`gateway.pipeline.addressing`, so "@bot /export" is the command
-"/export" on every channel), route to the partner bound to the account / group / conversation, apply the
+and messages with nothing visible in them (only zero-width spaces, joiners,
+bidi marks, control characters or lone combining marks: no turn, a recorded
+reason, no notice), route to the partner bound to the account / group / conversation, apply the
 access policy, answer a chat's ``/start`` with the partner's greeting
 (:mod:`gateway.pipeline.greeting`), then hand admitted messages to their
 conversation lane.  A
@@ -21,10 +21,9 @@ from collections.abc import Callable
 from typing import Protocol
 
 from gateway.config import AccessPolicy, PartnerConfig, ToolRule
-from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
+from gateway.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible, reply_key
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
-from gateway.pipeline.addressing import NOTHING_VISIBLE, says_nothing, without_leading_mention
 from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.routing import Router
@@ -33,6 +32,7 @@ from gateway.turns import Role
 
 log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0
+NOTHING_VISIBLE = "nothing visible in the message"
 
 PAIRING_NOTICE = (
     "Hi! Before {partner} can answer you here, its teacher needs to approve you. "
@@ -44,6 +44,11 @@ class TeacherHook(Protocol):
     async def intercept(self, message: InboundMessage, partner: PartnerConfig, role: Role) -> bool:
         """Handle a message meant for the teacher (a command, or a conversation they took over)."""
         ...
+
+
+def _says_nothing(message: InboundMessage) -> bool:
+    """No media and no visible character (``InboundMessage.text`` has set a leading "@bot" aside)."""
+    return not any(isinstance(e, Media) for e in message.elements) and not has_visible(message.text)
 
 
 def _group_rules(policy: AccessPolicy, message: InboundMessage) -> tuple[ToolRule, ...]:
@@ -100,10 +105,9 @@ class Dispatcher:
         if message.from_self:
             await self._drop(message, "own message")
             return
-        if says_nothing(message):
+        if _says_nothing(message):
             await self._drop(message, NOTHING_VISIBLE)
             return
-        message = without_leading_mention(message)
         partner = self.router.route(address)
         if partner is None:
             await self._drop(message, "no partner bound to this account or chat")

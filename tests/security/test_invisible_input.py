@@ -7,9 +7,10 @@ next word in the model's input (Telegram's decode dropped the separator, so the
 text read "@tutor_botPROBE"), and "@tutor_bot /export" in a group was no
 command at all -- it went to the model instead of the "send it in a direct
 chat" refusal.  Now the dispatcher, for every channel, drops the invisible
-message with a recorded reason and strips a leading mention of the bot
-(:mod:`gateway.pipeline.addressing`), so the brain's command detection sees
-"/export".
+message with a recorded reason, and ``InboundMessage.text`` -- what every
+command check and the model's input read -- sets a leading mention of the bot
+aside (``gateway.messages.without_bot_mention``), so the brain's command
+detection sees "/export".
 
 Telegram through python-telegram-bot against the Bot API emulator, and the
 same shared path with hand-made elements for the other channels' decodes.
