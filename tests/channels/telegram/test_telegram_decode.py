@@ -12,14 +12,7 @@ from telegram import Update, User
 
 from channels.telegram.decode import decode
 from gateway.errors import InvalidEvent
-from gateway.messages import (
-    AccountId,
-    ConversationKind,
-    Media,
-    Mention,
-    Quote,
-    plain_text,
-)
+from gateway.messages import AccountId, ConversationKind, Media, Mention, Quote, plain_text
 
 ME = User(id=4242, is_bot=True, first_name="Tutor", username="tutor_bot")
 LEARNER = {"id": 77, "is_bot": False, "first_name": "Ann"}
