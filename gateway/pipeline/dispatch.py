@@ -3,8 +3,8 @@
 Runs after ingest, off the acknowledgement path: drop the bot's own echoes
 and messages with nothing visible in them (only zero-width spaces, joiners,
 bidi marks, control characters or lone combining marks: no turn, a recorded
-reason, no notice), route to the partner bound to the account / group / conversation, apply the
-access policy, answer a chat's ``/start`` with the partner's greeting
+reason, no notice), route to the partner bound to the account / group /
+conversation, apply the access policy, answer a chat's ``/start`` with the partner's greeting
 (:mod:`gateway.pipeline.greeting`), then hand admitted messages to their
 conversation lane.  A
 message that is not answered is marked with the reason (logged and counted);
