@@ -97,6 +97,10 @@ class ChannelCapabilities(BaseModel):
     """True when the platform proves who sent a message (a signed-in account), so a sender id can be
     trusted as a person.  Only such channels may carry a partner's owners: on any other channel
     anyone can claim any id (web chat's browser-made session, email's From line)."""
+    idempotent_sends: bool = False
+    """The platform recognises a repeated send by its idempotency key (Matrix's txnId).  When it
+    does not, the outbound path lets one send per account be unrecorded at a time, so a crash can
+    repeat at most that one (docs/adr/0022-one-unrecorded-send-per-account.md)."""
 
 
 class PlatformEntry(BaseModel):

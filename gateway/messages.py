@@ -17,6 +17,8 @@ webhook) and when that stops working -- which rides untouched to the reply.
 from __future__ import annotations
 
 import hashlib
+import re
+import unicodedata
 from datetime import datetime
 from enum import Enum
 from typing import Annotated, Literal, NewType, Union
@@ -146,6 +148,54 @@ Element = Annotated[Union[Text, Mention, Link, Media, Quote, Emoji], Field(discr
 ELEMENT_KINDS: tuple[str, ...] = ("text", "mention", "link", "image", "audio", "video", "file", "quote", "emoji")
 
 
+_INVISIBLE_CATEGORIES = frozenset({"Zs", "Zl", "Zp", "Cc", "Cf", "Cs", "Mn", "Me"})
+_BLANK_GLYPHS = frozenset({"\u115f", "\u1160", "\u3164", "\uffa0", "\u2800"})
+_SEPARATOR = re.compile(r"^\s*(?:[,:](?=\s|$))?\s*")
+"""What may stand between a leading "@bot" and what is said to it: "@bot hi", "@bot, hi", "Tutor: hi"."""
+
+
+def has_visible(text: str) -> bool:
+    """Whether ``text`` shows a reader anything at all.
+
+    ``str.strip()`` is not that test: it keeps U+200B, U+FEFF, U+2060 and every
+    other format character, which chat apps show as an empty bubble or refuse.
+    Invisible here: whitespace and separators (Z*), controls (Cc), format
+    characters (Cf: zero-width space and joiners, BOM, bidi marks and isolates,
+    tag characters), surrogates, combining marks (Mn, Me: with no base letter a
+    dotted circle at best), and the letters that render as blank space (the
+    Hangul fillers, the braille blank).  Private-use and unassigned code points
+    count as visible: they draw a glyph or a box.
+    """
+    return any(ch not in _BLANK_GLYPHS and unicodedata.category(ch) not in _INVISIBLE_CATEGORIES for ch in text)
+
+
+def without_bot_mention(elements: tuple[Element, ...]) -> tuple[Element, ...]:
+    """The elements without a leading mention of the bot and the separator after it.
+
+    Channels decode faithfully ("@tutor_bot /export" is a mention, then " /export");
+    what was *said* to the bot -- the command, the model's input -- is "/export", on
+    every channel alike.  Quotes come first in some decodes and are not text, so the
+    mention is looked for after them.  A mention elsewhere stays ("ask @tutor_bot
+    about it"), and a message that is only the mention keeps it: a bare "@tutor_bot"
+    is a call for attention, not an empty message.
+    """
+    start = next((i for i, e in enumerate(elements) if not isinstance(e, Quote)), len(elements))
+    rest = list(elements[start:])
+    if not (rest and isinstance(rest[0], Mention) and rest[0].is_self):
+        return elements
+    while rest and isinstance(rest[0], Mention) and rest[0].is_self:
+        rest = rest[1:]
+        while rest and isinstance(rest[0], Text):
+            text = _SEPARATOR.sub("", rest[0].text, count=1)
+            if text:
+                rest[0] = Text(text=text)
+                break
+            rest = rest[1:]
+    if not any(isinstance(e, Media) for e in rest) and not has_visible(plain_text(rest)):
+        return elements
+    return (*elements[:start], *rest)
+
+
 def plain_text(elements: tuple[Element, ...] | list[Element]) -> str:
     """What a reader would see if every element were flattened to text."""
     parts: list[str] = []
@@ -200,7 +250,8 @@ class InboundMessage(_Frozen):
 
     @property
     def text(self) -> str:
-        return plain_text(self.elements)
+        """What was said to the bot, flattened: a leading mention of it is set aside (:func:`without_bot_mention`)."""
+        return plain_text(without_bot_mention(self.elements))
 
     @property
     def dedup_key(self) -> tuple[str, str, str]:

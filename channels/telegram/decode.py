@@ -72,8 +72,8 @@ def _elements(text: str, entities: tuple[MessageEntity, ...], me: User) -> tuple
         addressed = addressed or getattr(element, "is_self", False)
         position = entity.offset + entity.length
     rest = _slice(text, position, total - position)
-    if elements and isinstance(elements[0], Mention) and elements[0].is_self and len(elements) == 1 and rest.startswith(" "):
-        rest = rest[1:]  # the separator after a leading "@bot" is not part of what was said
+    # The separator after a leading "@bot" stays: the shared path sets the mention aside
+    # (InboundMessage.text), and without it the plain text would read "@botword".
     if rest:
         elements.append(Text(text=rest))
     return elements, addressed

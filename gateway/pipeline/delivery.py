@@ -6,6 +6,11 @@ the channel's token buckets, sends (or, for part 0 of a streamed reply, edits
 the preview already on screen), and records progress after each part, so a
 resumed delivery continues with the next part instead of starting over.
 
+A reply with nothing visible to send (empty, or only control, format or
+whitespace characters once rendered) is never marked delivered with nothing
+sent: it goes out as :data:`APOLOGY`, on every channel alike, so the learner
+is not left waiting for an answer that silently never comes.
+
 Every send carries ``{reply key}:{part}`` as its idempotency key -- the same
 on every retry and after every restart -- for platforms that deduplicate.
 Transient errors retry with backoff (``retry_after`` for 429s); permanent
@@ -17,19 +22,51 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
 from channels.base import Channel
 from gateway.capabilities import ChannelCapabilities, EditMode
 from gateway.errors import ReplyWindowClosed
-from gateway.messages import Address, ConversationKind, Element, Link, Media, OutboundReply, RenderedPart, plain_text
+from gateway.messages import (
+    Address, ConversationKind, Element, Link, Media, MessageId, OutboundReply, RenderedPart, plain_text,
+)
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.render import degrade, render_reply
 from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)
+
+APOLOGY = "Sorry, something went wrong on my side while answering. Please send your message again."
+"""What a learner gets instead of an answer with nothing in it (an empty or failed turn)."""
+
+
+class SendGate:
+    """At most one send per account whose message the platform may have posted but the outbox has not recorded.
+
+    On a platform that takes no idempotency key (Telegram, email) a SIGKILL between
+    "the platform posted it" and "the outbox committed its mark" repeats that message
+    after the restart: nothing can tell the resumed delivery it went out.  Lanes send
+    concurrently, so without the gate every conversation with a send on the wire is
+    such a message -- several per kill.  Held from the send to the committed mark
+    (after the pacer's tokens, so a slow chat holds nobody up), it bounds the repeats
+    of a kill to one per account.  Platforms that recognise a repeated key do not
+    need it and pass straight through (``ChannelCapabilities.idempotent_sends``).
+    """
+
+    def __init__(self, serial: bool) -> None:
+        self._lock = asyncio.Lock() if serial else None
+
+    @asynccontextmanager
+    async def unrecorded(self) -> AsyncIterator[None]:
+        if self._lock is None:
+            yield
+            return
+        async with self._lock:
+            yield
 
 
 @dataclass
@@ -40,6 +77,10 @@ class Outlet:
     capabilities: ChannelCapabilities
     pacer: Pacer
     retry: RetryPolicy = field(default_factory=RetryPolicy)
+    gate: SendGate = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.gate = SendGate(serial=not self.capabilities.idempotent_sends)
 
     @property
     def labels(self) -> tuple[str, str]:
@@ -55,7 +96,9 @@ def is_group(target: Address) -> bool:
 
 
 def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> list[RenderedPart]:
-    """Render a reply into parts; attachments the platform cannot carry degrade to links in the text."""
+    """Render a reply into parts; attachments the platform cannot carry degrade to links in the text.
+
+    Never empty: a reply with nothing visible and no attachment becomes :data:`APOLOGY`."""
     carried = tuple(a for a in reply.attachments if a.kind in capabilities.media_kinds)
     markdown = reply.markdown
     dropped = [a for a in reply.attachments if a not in carried]
@@ -66,7 +109,7 @@ def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> lis
         markdown = "\n\n".join(filter(None, [markdown.rstrip(), *lines]))
     texts = render_reply(markdown, capabilities)
     if not texts:
-        texts = [""] if carried else []
+        texts = [""] if carried else render_reply(APOLOGY, capabilities)
     parts = [RenderedPart(index=i, text=t) for i, t in enumerate(texts)]
     if parts and carried:
         parts[-1] = parts[-1].model_copy(update={"attachments": carried})
@@ -107,17 +150,13 @@ class Delivery:
         if item is None or item.state in (ReplyState.DELIVERED, ReplyState.FAILED):
             return item.state if item else ReplyState.FAILED
         parts = render_parts(item.reply, outlet.capabilities)
-        if not parts:
-            await self.store.finish_reply(key, ReplyState.DELIVERED)
-            return ReplyState.DELIVERED
         return await self._send_parts(item, parts, outlet, first_received)
 
     async def _send_parts(
         self, item: OutboxItem, parts: list[RenderedPart], outlet: Outlet, first_received: datetime | None
     ) -> ReplyState:
-        reply, key = item.reply, item.reply.idempotency_key
-        channel, caps = outlet.channel, outlet.capabilities
-        target, chat, group = reply.target, chat_key(reply.target), is_group(reply.target)
+        reply, key, caps = item.reply, item.reply.idempotency_key, outlet.capabilities
+        chat, group = chat_key(reply.target), is_group(reply.target)
         attempts = item.attempts
         index = item.parts_sent
         while index < len(parts):
@@ -126,25 +165,20 @@ class Delivery:
                 return await self._dead_letter(key, outlet, ReplyWindowClosed(caps.platform, closed))
             part = parts[index]
             last = index == len(parts) - 1
+            sent = False
             try:
-                async with outlet.pacer.slot(chat, group):
-                    editable = index == 0 and caps.edit_mode is not EditMode.NONE
-                    if editable and item.preview is not None:
-                        await channel.edit(target, item.preview, part, final=True)
-                        sent_id = None
-                    elif editable and item.preview_unconfirmed:
-                        # A preview may be on screen without us knowing its id: send under the
-                        # preview's key (a deduplicating platform hands back that message), then
-                        # make sure it shows the final text.
-                        preview = await channel.send(target, part, referrer=reply.referrer, idempotency_key=f"{key}:p")
-                        await channel.edit(target, preview.message, part, final=True)
-                        sent_id = preview.message
-                    else:
-                        sent = await channel.send(target, part, referrer=reply.referrer, idempotency_key=f"{key}:{index}")
-                        sent_id = sent.message
+                # The gate is taken inside the pacer's slot, so a send waiting for its chat's
+                # tokens holds no other chat up, and a 429 still reaches the slot's bucket.
+                async with outlet.pacer.slot(chat, group), outlet.gate.unrecorded():
+                    sent_id = await self._put(item, part, outlet)
+                    sent = True
+                    await self.store.record_part(key, index + 1, sent_id, delivered=last)
+                index += 1
             except asyncio.CancelledError:
                 raise
             except Exception as error:
+                if sent:
+                    raise  # the store failed, not the send: a retry would post the part again
                 attempts = await self.store.record_attempt(key, str(error))
                 self.metrics.errors.labels(*outlet.labels, type(error).__name__).inc()
                 delay = outlet.retry.delay_for(attempts, error)
@@ -154,14 +188,31 @@ class Delivery:
                             *outlet.labels, key, attempts, delay, error)
                 await asyncio.sleep(delay)
                 continue
-            index += 1
-            await self.store.record_part(key, index, sent_id, delivered=last)
             self.metrics.messages_out.labels(*outlet.labels).inc()
         if first_received is not None:
             elapsed = time.time() - first_received.timestamp()
             self.metrics.send_latency.labels(*outlet.labels).observe(max(0.0, elapsed))
         log.info("reply delivered platform=%s account=%s chat=%s reply=%s parts=%d", *outlet.labels, chat, key, len(parts))
         return ReplyState.DELIVERED
+
+    async def _put(self, item: OutboxItem, part: RenderedPart, outlet: Outlet) -> MessageId | None:
+        """Show one part: edit the preview into it (part 0 of a streamed reply) or send it.
+
+        Returns the id of a message it created, None when it edited one already recorded."""
+        reply, key, channel = item.reply, item.reply.idempotency_key, outlet.channel
+        editable = part.index == 0 and outlet.capabilities.edit_mode is not EditMode.NONE
+        if editable and item.preview is not None:
+            await channel.edit(reply.target, item.preview, part, final=True)
+            return None
+        if editable and item.preview_unconfirmed:
+            # A preview may be on screen without us knowing its id: send under the preview's
+            # key (a deduplicating platform hands back that message), then make sure it shows
+            # the final text.
+            preview = await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=f"{key}:p")
+            await channel.edit(reply.target, preview.message, part, final=True)
+            return preview.message
+        sent = await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=f"{key}:{part.index}")
+        return sent.message
 
     async def _dead_letter(self, key: str, outlet: Outlet, error: Exception) -> ReplyState:
         await self.store.finish_reply(key, ReplyState.FAILED, str(error))

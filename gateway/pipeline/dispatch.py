@@ -1,8 +1,10 @@
 """Dispatch: decide what happens to each durable inbound message.
 
-Runs after ingest, off the acknowledgement path: drop the bot's own echoes,
-route to the partner bound to the account / group / conversation, apply the
-access policy, answer a chat's ``/start`` with the partner's greeting
+Runs after ingest, off the acknowledgement path: drop the bot's own echoes
+and messages with nothing visible in them (only zero-width spaces, joiners,
+bidi marks, control characters or lone combining marks: no turn, a recorded
+reason, no notice), route to the partner bound to the account / group /
+conversation, apply the access policy, answer a chat's ``/start`` with the partner's greeting
 (:mod:`gateway.pipeline.greeting`), then hand admitted messages to their
 conversation lane.  A
 message that is not answered is marked with the reason (logged and counted);
@@ -20,7 +22,7 @@ from typing import Protocol
 
 from gateway.capabilities import authenticates_senders
 from gateway.config import AccessPolicy, PartnerConfig, ToolRule
-from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
+from gateway.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible, reply_key
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
 from gateway.pipeline.greeting import greeting_of, opens_chat
@@ -33,6 +35,7 @@ log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0
 PAIRING_SOURCES = 100
 """With per-source bounds, an account holds at most this many sources' worth of pending codes."""
+NOTHING_VISIBLE = "nothing visible in the message"
 
 PAIRING_NOTICE = (
     "Hi! Before {partner} can answer you here, its teacher needs to approve you. "
@@ -44,6 +47,11 @@ class TeacherHook(Protocol):
     async def intercept(self, message: InboundMessage, partner: PartnerConfig, role: Role) -> bool:
         """Handle a message meant for the teacher (a command, or a conversation they took over)."""
         ...
+
+
+def _says_nothing(message: InboundMessage) -> bool:
+    """No media and no visible character (``InboundMessage.text`` has set a leading "@bot" aside)."""
+    return not any(isinstance(e, Media) for e in message.elements) and not has_visible(message.text)
 
 
 def _group_rules(policy: AccessPolicy, message: InboundMessage) -> tuple[ToolRule, ...]:
@@ -112,6 +120,9 @@ class Dispatcher:
         address = message.address
         if message.from_self:
             await self._drop(message, "own message")
+            return
+        if _says_nothing(message):
+            await self._drop(message, NOTHING_VISIBLE)
             return
         partner = self.router.route(address)
         if partner is None:

@@ -28,14 +28,13 @@ from dataclasses import dataclass, field
 from gateway.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
 from gateway.messages import Address, InboundMessage, OutboundReply, reply_key
-from gateway.pipeline.delivery import Delivery, Outlet
+from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
 from gateway.pipeline.streaming import PreviewStream
 from gateway.store import InboundState, ReplyState, Store
 from gateway.turns import Responder, Role, Turn
 
 log = logging.getLogger(__name__)
 
-APOLOGY = "Sorry, something went wrong on my side while answering. Please send your message again."
 STOP_COMMAND = "/stop"
 STOPPED = "Stopped. Send me a new message whenever you're ready."
 NOTHING_TO_STOP = "There's nothing running to stop."

@@ -105,9 +105,11 @@ class PreviewStream:
                         draft = self.reply.model_copy(update={"markdown": markdown, "state": StreamState.STREAMING})
                         await self.store.begin_preview(draft)
                         self._preview_begun = True
-                    sent = await self.outlet.channel.send(target, part, referrer=self.reply.referrer, idempotency_key=f"{key}:p")
-                    self.preview = sent.message
-                    await self.store.record_preview(key, sent.message)
+                    async with self.outlet.gate.unrecorded():  # a posted preview is a message too
+                        sent = await self.outlet.channel.send(target, part, referrer=self.reply.referrer,
+                                                              idempotency_key=f"{key}:p")
+                        self.preview = sent.message
+                        await self.store.record_preview(key, sent.message)
                 else:
                     await self.outlet.channel.edit(target, self.preview, part, final=False)
             self._shown = markdown

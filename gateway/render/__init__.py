@@ -11,9 +11,10 @@ themselves; they send the parts they are given, in order.
 from __future__ import annotations
 
 from gateway.capabilities import ChannelCapabilities, Dialect
+from gateway.messages import has_visible
 from gateway.render.degrade import degrade
 from gateway.render.dialects import render_blocks, renderer_for
-from gateway.render.markdown import parse
+from gateway.render.markdown import block_text, parse
 from gateway.render.split import MIN_LIMIT, measure, split_blocks
 
 __all__ = ["MIN_LIMIT", "degrade", "measure", "render_markdown", "render_reply"]
@@ -22,14 +23,15 @@ __all__ = ["MIN_LIMIT", "degrade", "measure", "render_markdown", "render_reply"]
 def render_reply(markdown: str, caps: ChannelCapabilities) -> list[str]:
     """Render ``markdown`` for a channel as parts, each within ``caps.text_limit`` ``caps.text_unit``s.
 
-    Returns ``[]`` when the reply has nothing visible (empty, whitespace, or only
-    link definitions): whether to send nothing or a placeholder is the caller's
-    policy, not the renderer's.  Otherwise every part is non-empty valid markup
+    Returns ``[]`` when the reply has nothing visible (empty, whitespace, control
+    or format characters such as U+200B, only link definitions or a rule; see
+    :func:`gateway.messages.has_visible`): whether to send nothing or a placeholder is the
+    caller's policy, not the renderer's.  Otherwise every part is non-empty valid markup
     in ``caps.dialect``.  Raises ``ValueError`` if ``caps.text_limit`` is below
     :data:`MIN_LIMIT`.
     """
     blocks = parse(markdown)
-    if not blocks:
+    if not any(has_visible(block_text(block)) for block in blocks):
         return []
     return split_blocks(blocks, renderer_for(caps.dialect), caps.text_limit, caps.text_unit)
 

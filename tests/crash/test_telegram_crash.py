@@ -1,11 +1,13 @@
-"""Every message answered, across SIGKILLs, on Telegram -- and duplicates only where Telegram makes them unavoidable.
+"""Every message answered, across SIGKILLs, on Telegram -- and at most one repeat per kill.
 
 The Bot API emulator (a separate process that is never killed) plays 20 chats
--- 15 private, 5 groups where every message mentions the bot -- that say 150
+-- 15 private, 5 groups where every message mentions the bot -- that say 200
 numbered messages.  Meanwhile a real ``partners serve`` process on the
-``telegram`` channel is killed with SIGKILL three times and started again.
+``telegram`` channel is killed with SIGKILL five times and started again.
 The emulator answers about 5 % of sends with 429, 2 % with 503 (nothing
-posted) and 2 % with a 504 *after* posting: a lost response.  The responder
+posted) and 2 % with a 504 *after* posting: a lost response.  Every send
+answers ``SEND_LATENCY_S`` after its message is posted, as the real Bot API
+does a network away, so at any moment several chats have a send on the wire.  The responder
 streams (``tests/crash/echo_responder.py``, two deltas), so private-chat
 drafts and group previews edited in place are on the path being killed.
 
@@ -18,7 +20,12 @@ checks, from the emulator's record and the gateway's outbox:
 - a second copy of an answer (or a preview left behind) is allowed only if the
   earlier copy was *unconfirmed*: the gateway's outbox never recorded its id,
   and either its answer was lost (504) or a SIGKILL came within
-  ``UNCONFIRMED_S`` of its posting;
+  ``UNCONFIRMED_S`` of its posting (or the emulator posted it just after the
+  kill, from bytes already on the socket);
+- at most ``REPEATS_PER_KILL`` such copies per SIGKILL: the one send of the
+  account that may be posted and not yet recorded
+  (docs/adr/0022-one-unrecorded-send-per-account.md) -- before, every chat with a
+  send on the wire at the kill could show its answer twice;
 - nothing misplaced;
 - in every private chat, answers appear in the order the questions were asked.
 
@@ -45,9 +52,15 @@ from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait
 from tests.peers.telegram_peer import TelegramPeer, TelegramUsers
 from tests.waits import HANG_S
 
-MESSAGES, CHATS, GROUPS, KILLS = 150, 20, 5, 3
+MESSAGES, CHATS, GROUPS, KILLS = 200, 20, 5, 5
+SEND_LATENCY_S = 0.2
+"""How long after posting a message the emulator answers the send: a round trip to the Bot API over a slow link."""
+REPEATS_PER_KILL = 1
+"""The documented bound: one Telegram account, so one unrecorded send at a time."""
 UNCONFIRMED_S = 2.0
 """How long after its posting a message's id may still be unrecorded when a SIGKILL lands (ms in practice)."""
+AFTER_KILL_S = 0.5
+"""How long after the kill was ordered the emulator may still post a send the gateway had already written to the socket."""
 TOKEN_RE = re.compile(r"msg-\d{4}")
 
 pytestmark = pytest.mark.slow
@@ -101,7 +114,7 @@ def recorded_ids(database: Path) -> set[tuple[int, int]]:
     return known
 
 
-async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_path):
+async def test_every_message_is_answered_and_a_sigkill_repeats_at_most_one_send(tmp_path):
     seed = crash_seed()
     rng = random.Random(seed)
     token = f"{1000 + seed % 10**6}:crash{seed}"
@@ -112,7 +125,7 @@ async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_p
     kills: list[float] = []
     try:
         await users.register(privacy=True)
-        await users.faults(rate_429=0.05, rate_5xx=0.02, rate_lost=0.02, retry_after=0.2)
+        await users.faults(rate_429=0.05, rate_5xx=0.02, rate_lost=0.02, retry_after=0.2, send_latency=SEND_LATENCY_S)
         await gateway.start()
         began = time.monotonic()
         asked, ready = await asyncio.gather(say_all(users, rng, chats_of(seed)), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 2.0), kill_times=kills))
@@ -133,6 +146,9 @@ async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_p
     known = recorded_ids(tmp_path / "data" / "gateway.db")
     posted = {(int(a["chat_id"]), a["message_id"]): a for a in attempts if "message_id" in a}
 
+    by_kill: Counter[int] = Counter()
+    """How many unrecorded copies each SIGKILL left behind (by its index in ``kills``)."""
+
     def unconfirmed(chat: int, message: dict) -> str | None:
         """Why this copy could not be known to the gateway, or None if it should have been."""
         if (chat, message["message_id"]) in known:
@@ -140,7 +156,9 @@ async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_p
         attempt = posted[(chat, message["message_id"])]
         if attempt["outcome"] == "posted+lost_response":
             return "lost response"
-        if any(0 <= k - attempt["at"] <= UNCONFIRMED_S for k in kills):
+        killed = [i for i, k in enumerate(kills) if -AFTER_KILL_S <= k - attempt["at"] <= UNCONFIRMED_S]
+        if killed:
+            by_kill[killed[0]] += 1
             return "SIGKILL before it was recorded"
         return None
 
@@ -186,11 +204,14 @@ async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_p
         f"ready after restart {min(ready):.2f}-{max(ready):.2f} s, all answered {elapsed:.1f} s after start\n"
         f"send attempts by outcome: {dict(sorted(outcomes.items()))}\n"
         f"unavoidable on Telegram (no idempotency key): {dict(excused) or 'none'}\n"
+        f"unrecorded copies per SIGKILL: {[by_kill[i] for i in range(len(kills))]}\n"
         f"violations: missing={len(missing)} doubled={len(doubled)} orphans={len(orphans)} "
         f"misplaced={len(misplaced)} out_of_order={len(out_of_order)}"
     )
     assert gateway.starts - 1 == KILLS
     assert not missing, f"{len(missing)} messages never answered: {missing[:10]}"
+    assert all(n <= REPEATS_PER_KILL for n in by_kill.values()), (
+        f"a SIGKILL repeated more than {REPEATS_PER_KILL} send(s): {dict(by_kill)} (kills at {kills})")
     for line in doubled[:3]:  # what the platform shows in that chat, with how each send went
         chat = int(line.split(": ")[1].split("#")[0])
         print(f"doubled {line}; SIGKILLs at {kills}")
@@ -201,4 +222,5 @@ async def test_every_message_is_answered_and_only_unconfirmed_sends_repeat(tmp_p
     assert not orphans, f"{len(orphans)} bot messages answer nothing and were not unconfirmed sends: {orphans[:5]}"
     assert not misplaced, misplaced[:5]
     assert not out_of_order, f"answers out of order: {out_of_order[:3]}"
-    assert sum(excused.values()) <= outcomes["posted+lost_response"] + KILLS * CHATS
+    lost = sum(n for why, n in excused.items() if "lost response" in why)
+    assert lost <= outcomes["posted+lost_response"]

@@ -12,7 +12,7 @@ from telegram import Update, User
 
 from channels.telegram.decode import decode
 from gateway.errors import InvalidEvent
-from gateway.messages import AccountId, ConversationKind, Media, Mention, Quote
+from gateway.messages import AccountId, ConversationKind, Media, Mention, Quote, plain_text
 
 ME = User(id=4242, is_bot=True, first_name="Tutor", username="tutor_bot")
 LEARNER = {"id": 77, "is_bot": False, "first_name": "Ann"}
@@ -49,13 +49,16 @@ def test_a_group_message_without_mention_reply_or_command_is_not_addressed():
     assert not message.addressed
 
 
-def test_a_mention_of_the_bot_addresses_it_and_is_not_part_of_the_words():
+def test_a_mention_of_the_bot_addresses_it_and_keeps_the_space_after_it():
+    """Decoding is faithful ("@Tutor_Bot what", never "@Tutor_Botwhat"); the message's
+    text sets the leading mention aside (tests/security/test_invisible_input.py)."""
     message = decoded(update("@Tutor_Bot what is a prime?", chat=GROUP,
                              entities=[{"type": "mention", "offset": 0, "length": 10}]))
     assert message.addressed
     [mention] = [e for e in message.elements if isinstance(e, Mention)]
     assert mention.is_self and mention.user == "4242"
-    assert message.elements[-1].text == "what is a prime?"
+    assert plain_text(message.elements) == "@Tutor_Bot what is a prime?"
+    assert message.text == "what is a prime?"
 
 
 def test_a_mention_of_someone_else_does_not_address_the_bot():
