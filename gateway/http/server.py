@@ -60,7 +60,8 @@ async def serve_http(
         lifespan="off",
         log_level="warning",
         access_log=False,
-        timeout_graceful_shutdown=shutdown_timeout,
+        # uvicorn annotates an int, but only hands the value to asyncio.wait_for, which takes seconds as a float
+        timeout_graceful_shutdown=shutdown_timeout,  # type: ignore[arg-type]
     )
     server = EmbeddedServer(config)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))
