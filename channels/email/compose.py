@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import email.policy
 from email.policy import Policy
 from email.headerregistry import BaseHeader, HeaderRegistry, UnstructuredHeader
-from email.message import EmailMessage, MIMEPart
+from email.message import EmailMessage
 from email.utils import formataddr, formatdate
 from pathlib import Path
 
