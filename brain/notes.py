@@ -37,11 +37,12 @@ from gateway.config import Config, PartnerConfig
 from gateway.errors import ConfigError
 from gateway.events import Progress, RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.turns import Turn
+from personas.files import NOTE_SUFFIXES  # noqa: F401 - re-exported
+from personas.files import note_files as persona_note_files
 from personas.loader import Persona, load_persona, persona_dirs
 
 log = logging.getLogger(__name__)
 
-NOTE_SUFFIXES = (".md", ".markdown", ".txt")
 SCHEMA_VERSION = 1
 MAX_PASSAGES = 3
 CANDIDATES = 8
@@ -52,6 +53,7 @@ EXCERPT_CHARS = 420
 SHORT_SECTION_CHARS = 300
 """Consecutive paragraphs of one section are one passage while together they stay this short."""
 
+_reported: set[str] = set()
 _HEADING = re.compile(r"^(#{1,6})\s+(.+?)\s*#*\s*$")
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _ITEM = re.compile(r"^\s*([-*+]|\d+[.)])\s")
@@ -69,14 +71,16 @@ class Passage:
 
 
 def note_files(persona: Persona) -> list[tuple[str, Path]]:
-    """Every note file of the persona's knowledge sources, as (path relative to the folder, path)."""
-    found: dict[str, Path] = {}
-    for source in persona.knowledge_paths():
-        candidates = sorted(source.rglob("*")) if source.is_dir() else [source]
-        for path in candidates:
-            if path.is_file() and path.suffix.lower() in NOTE_SUFFIXES:
-                found.setdefault(path.relative_to(persona.folder).as_posix(), path)
-    return sorted(found.items())
+    """Every note file of the persona's knowledge sources, as (path relative to the folder, path).
+
+    A note that leads outside the persona folder, or is over its size cap, is left out with a
+    warning (``partners doctor`` and loading the persona refuse it; this covers one added later)."""
+    found = persona_note_files(persona.folder, persona.knowledge_paths())
+    for problem in found.refused:
+        if str(problem) not in _reported:  # once per process: the index refreshes on every search
+            _reported.add(str(problem))
+            log.warning("note left out persona=%s: %s", persona.id, problem)
+    return found.files
 
 
 def _title_from_name(path: Path) -> str:

@@ -24,9 +24,10 @@ from brain.tools.builtin.reminder import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
-from gateway.capabilities import ChannelCapabilities
+from gateway.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
+from gateway.http.limits import HttpLoad
 from gateway.messages import AccountId, Address
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
@@ -112,6 +113,9 @@ class Gateway:
         self.channel_classes = dict(channel_classes or {})
         """Channels supplied by an embedding program (or a test) instead of the registry."""
         self.metrics = Metrics()
+        self.http_load = HttpLoad(config.http)
+        """What the HTTP server holds against ``http.*`` limits; ``/status`` and the metrics read it."""
+        self.metrics.watch_http(self.http_load.report)
         self.store: Store = store or SqliteStore(config.database_path)
         self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
@@ -125,7 +129,8 @@ class Gateway:
         self.responder: Responder = given or self._build_brain()
         self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
         self.teacher = TeacherDesk(self.store, self.router, self.lanes)
-        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher)
+        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher,
+                                     self._authenticates)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -191,6 +196,11 @@ class Gateway:
     def _capabilities(self, channel: str, account: str) -> ChannelCapabilities | None:
         outlet = self._outlets.get((channel, account))
         return outlet.capabilities if outlet else None
+
+    def _authenticates(self, channel: str) -> bool:
+        """The channel class's own declaration (a plugged-in channel has no catalog row), else the catalog's."""
+        cls = self.channel_classes.get(channel)
+        return cls.capabilities().authenticates_senders if cls is not None else authenticates_senders(channel)
 
     def _policy(self, channel: str, account: str) -> AccessPolicy:
         return self._policies.get((channel, account)) or AccessPolicy()
@@ -367,6 +377,7 @@ class Gateway:
             unavailable=self.unavailable,
             responder=getattr(self.responder, "name", type(self.responder).__name__),
             models=[self._model_status(p) for p in self.config.partners],
+            http=self.http_load.report(),
         )
 
     def _model_status(self, partner: PartnerConfig) -> ModelStatus:
@@ -392,8 +403,10 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
     """The main job: run the gateway and its HTTP app until SIGINT or SIGTERM, then stop gracefully."""
     from gateway.http.app import build_app
     from gateway.http.server import serve_http
+    from gateway.openfiles import raise_open_files_limit
 
     gateway = Gateway(config, responder=responder)
+    gateway.http_load.open_files_limit = raise_open_files_limit(config.http.max_connections)  # before channels open sockets
     await gateway.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -406,7 +419,9 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
             on_ready(url)
         gateway.warm_up()
 
-    http = asyncio.create_task(serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=listening))
+    http = asyncio.create_task(
+        serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=listening, load=gateway.http_load)
+    )
     stopper = asyncio.create_task(stop.wait())
     try:
         done, _ = await asyncio.wait({http, stopper}, return_when=asyncio.FIRST_COMPLETED)

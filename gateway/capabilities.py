@@ -93,6 +93,10 @@ class ChannelCapabilities(BaseModel):
     redelivery_horizon_s: float = 7 * 24 * 3600.0
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: str = "mention"
+    authenticates_senders: bool = False
+    """True when the platform proves who sent a message (a signed-in account), so a sender id can be
+    trusted as a person.  Only such channels may carry a partner's owners: on any other channel
+    anyone can claim any id (web chat's browser-made session, email's From line)."""
 
 
 class PlatformEntry(BaseModel):
@@ -123,3 +127,9 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
 
 def capabilities_of(platform: str) -> ChannelCapabilities:
     return platform_catalog()[platform].capabilities
+
+
+def authenticates_senders(platform: str) -> bool:
+    """Whether ``platform`` proves who its senders are; a platform the catalog does not know does not."""
+    entry = platform_catalog().get(platform)
+    return entry is not None and entry.capabilities.authenticates_senders

@@ -396,6 +396,12 @@ def format_status(report: StatusReport, url: str) -> str:
             for m in report.models
         ]
         lines += ["", _table(("PARTNER", "MODEL", "BACKUP", "STATE", "SINCE", "REASON"), models)]
+    if report.http is not None:
+        h = report.http
+        lines += ["", f"http: {h.connections} of {h.max_connections} connections, {h.streams} of {h.max_streams} streams "
+                      f"({h.max_streams_per_address} per address); refused {h.refused_connections} connections, "
+                      f"{h.refused_streams} streams; {h.header_timeouts} header timeouts ({h.header_timeout_s:g} s); "
+                      f"open files limit {h.open_files_limit if h.open_files_limit is not None else '-'}"]
     return "\n".join(lines)
 
 

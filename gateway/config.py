@@ -17,14 +17,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, model_validator,
 )
 from pydantic_core import PydanticCustomError
 
+from gateway.capabilities import authenticates_senders, platform_catalog
 from gateway.errors import ConfigError, Problem
 from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
+from gateway.yamlfile import read_yaml
 
 DEFAULT_CONFIG_NAME = "partners.yaml"
 
@@ -261,8 +262,29 @@ class HttpConfig(_Model):
     host: str = "127.0.0.1"
     port: int = Field(default=8780, ge=0, le=65535)
     public_url: str | None = None
+    allowed_hosts: tuple[str, ...] = ()
+    """Host names the gateway answers besides loopback, ``host`` and ``public_url``'s host (``*.example.org``
+    for sub-domains); any other Host header is refused, which stops DNS rebinding (docs/security)."""
     admin_token: EnvSecret | None = None
     """Turns on the teachers' JSON API (``/api/v1``); requests carry it as a bearer token."""
+    max_connections: int = Field(default=1000, ge=1, le=1_000_000)
+    """Open connections held at once; a request on a connection beyond them is answered 503."""
+    max_streams: int = Field(default=500, ge=1)
+    """Event streams (the web chat's SSE) open at once, from everyone; more are answered 503."""
+    max_streams_per_address: int = Field(default=100, ge=1)
+    """Event streams open at once from one client address (behind a proxy: its X-Forwarded-For); more get 429."""
+    header_timeout_s: float = Field(default=10.0, gt=0, le=600)
+    """A connection that has not sent a whole request line and headers within this is closed."""
+
+    @model_validator(mode="after")
+    def _check_limits(self) -> HttpConfig:
+        if self.max_streams > self.max_connections:
+            raise ValueError(f"max_streams ({self.max_streams}) must not exceed max_connections "
+                             f"({self.max_connections}): every stream holds a connection")
+        if self.max_streams_per_address > self.max_streams:
+            raise ValueError(f"max_streams_per_address ({self.max_streams_per_address}) must not exceed "
+                             f"max_streams ({self.max_streams})")
+        return self
 
 
 class PipelineConfig(_Model):
@@ -294,6 +316,13 @@ class Config(_Model):
         for i, binding in enumerate(self.bindings):
             if binding.partner not in ids:
                 raise ValueError(f"bindings.{i}.partner: no partner with id {binding.partner!r} (known: {', '.join(ids) or 'none'})")
+        for i, partner in enumerate(self.partners):
+            for j, owner in enumerate(partner.owners):
+                if owner.channel in platform_catalog() and not authenticates_senders(owner.channel):
+                    raise ValueError(
+                        f"partners.{i}.owners.{j}.channel: {owner.channel} does not prove who its senders are, so anyone "
+                        f"could claim to be this owner there; name the teacher on a channel they sign in to (telegram, matrix, console)"
+                    )
         return self
 
     @property
@@ -385,18 +414,9 @@ def load_config(path: Path, *, secrets: Secrets = Secrets.RESOLVE) -> Config:
     ``secrets``: :attr:`Secrets.DEFER` for commands that never use the secrets (see :class:`Secrets`).
     """
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path), fix="run `partners init` to write one") from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else None
-        raise ConfigError(
-            f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path), field=where,
-            fix="check indentation and quoting on that line; YAML indents with spaces, not tabs",
-        ) from None
     config = parse_config(raw, source=str(path), secrets=secrets)
     data_dir = config.data_dir if config.data_dir.is_absolute() else (path.parent / config.data_dir)
     return config.model_copy(update={"data_dir": data_dir.resolve(), "source": path})

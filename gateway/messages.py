@@ -197,6 +197,10 @@ class InboundMessage(_Frozen):
     """The channel's verdict that the bot was addressed (mention, reply to it, command)."""
     from_self: bool = False
     """The bot's own message echoed back by the platform; never answered."""
+    source: str = ""
+    """Where the sender is on the network, for a channel whose sender ids cost nothing to make (web chat:
+    a keyed hash of the client address, never the address).  Pending pairing codes are bounded per
+    source, so one visitor minting identities cannot use up every code; empty: the whole account."""
 
     @property
     def text(self) -> str:

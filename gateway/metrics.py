@@ -6,7 +6,13 @@ gateways in one process -- as the tests run them -- from colliding.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from gateway.status import HttpStatus
 
 
 class Metrics:
@@ -34,5 +40,35 @@ class Metrics:
         )
         """``kind`` is a ``brain.model.ModelErrorKind`` value: timeout, unreachable, transient, rate_limited, auth, ..."""
 
+    def watch_http(self, report: Callable[[], HttpStatus]) -> None:
+        """Serve the HTTP server's connection counts, read from its ledger at each scrape."""
+        self.registry.register(_HttpCollector(report))
+
     def render(self) -> bytes:
         return generate_latest(self.registry)
+
+
+class _HttpCollector(Collector):
+    """``partners_http_*``: read at scrape time, so the ledger stays the one place that counts."""
+
+    def __init__(self, report: Callable[[], HttpStatus]) -> None:
+        self._report = report
+
+    def collect(self) -> Iterator[Metric]:
+        now = self._report()
+        yield GaugeMetricFamily("partners_http_connections", "Open HTTP connections", value=now.connections)
+        yield GaugeMetricFamily("partners_http_streams", "Open event streams", value=now.streams)
+        limits = GaugeMetricFamily("partners_http_limit", "Configured HTTP limits, and the open files limit", labels=["limit"])
+        limits.add_metric(["max_connections"], now.max_connections)
+        limits.add_metric(["max_streams"], now.max_streams)
+        limits.add_metric(["max_streams_per_address"], now.max_streams_per_address)
+        if now.open_files_limit is not None:
+            limits.add_metric(["open_files"], now.open_files_limit)
+        yield limits
+        refused = CounterMetricFamily("partners_http_refused", "Requests refused at a limit, by what was full", labels=["limit"])
+        refused.add_metric(["max_connections"], now.refused_connections)
+        refused.add_metric(["max_streams"], now.refused_streams)
+        yield refused
+        yield CounterMetricFamily(
+            "partners_http_header_timeouts", "Connections closed for not sending their headers in time", value=now.header_timeouts,
+        )

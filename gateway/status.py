@@ -52,6 +52,25 @@ class ModelStatus(BaseModel):
     """Failed attempts since the partner's own model last answered."""
 
 
+class HttpStatus(BaseModel):
+    """What the HTTP server holds against its limits, and how often it said no (counts since start)."""
+
+    connections: int
+    max_connections: int
+    streams: int
+    max_streams: int
+    max_streams_per_address: int
+    header_timeout_s: float
+    refused_connections: int = 0
+    """Requests answered 503 because they came on a connection beyond ``max_connections``."""
+    refused_streams: int = 0
+    """Event streams answered 503 (all ``max_streams`` taken) or 429 (their address's share taken)."""
+    header_timeouts: int = 0
+    """Connections closed because their request line and headers did not arrive within ``header_timeout_s``."""
+    open_files_limit: int | None = None
+    """The process's soft RLIMIT_NOFILE after start-up raised it (None where the platform has none)."""
+
+
 class StatusReport(BaseModel):
     version: str
     started_at: datetime
@@ -60,6 +79,8 @@ class StatusReport(BaseModel):
     unavailable: list[UnavailableChannel]
     responder: str
     models: list[ModelStatus] = []
+    http: HttpStatus | None = None
+    """None when no HTTP server runs in this process."""
 
     def problems(self) -> list[str]:
         """What is in error, one line each (empty: all is well)."""

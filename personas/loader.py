@@ -11,6 +11,7 @@ Folders are looked up by name in the user's folders first (``<config dir>/person
 and then in the packaged ``personas/`` folder, so a teacher overrides a shipped
 persona by copying its folder next to the config.  Every problem becomes a
 :class:`~gateway.errors.ConfigError` naming the file, the field and the fix.
+A persona reads only its own files, each under its size cap (:mod:`personas.files`).
 Loaded personas are cached until the folder, ``persona.yaml`` or ``SOUL.md`` changes.
 """
 
@@ -24,18 +25,20 @@ from enum import Enum
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from gateway.config import ToolRule
 from brain.types import ModelSettings
 from gateway.config import Config, MidTurn, Secrets
 from gateway.errors import ConfigError
+from gateway.yamlfile import read_yaml
+from personas.files import MAX_SOUL_BYTES, confined, note_files, read_capped
 
 PACKAGED_DIR = Path(__file__).resolve().parent
 """The shipped personas; always searched last."""
 SPEC_FILE = "persona.yaml"
 SOUL_FILE = "SOUL.md"
+SOUL_FIX = "keep the voice, style and boundaries short; put reference material in notes/, which the partner searches"
 NAME_PATTERN = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
 
 
@@ -234,19 +237,10 @@ def _signature(folder: Path) -> tuple[int, ...]:
 
 def _read_spec(path: Path) -> dict[str, Any]:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = read_yaml(path)
     except FileNotFoundError:
         raise ConfigError(
             "missing", file=str(path), fix=f"write {SPEC_FILE} with at least `name:` (copy one from a shipped persona)"
-        ) from None
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        raise ConfigError(
-            f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path),
-            field=f"line {mark.line + 1}" if mark else None,
-            fix="check indentation and quoting on that line; YAML indents with spaces, not tabs",
         ) from None
     if not isinstance(raw, dict):
         raise ConfigError("must hold a mapping of settings", file=str(path), fix="start with `name: Your Persona`")
@@ -256,9 +250,10 @@ def _read_spec(path: Path) -> dict[str, Any]:
     return raw
 
 
-def _read_soul(path: Path) -> str:
+def _read_soul(folder: Path) -> str:
+    path = folder / SOUL_FILE
     try:
-        soul = path.read_text(encoding="utf-8").strip()
+        soul = read_capped(folder, path, MAX_SOUL_BYTES, SOUL_FIX).strip()
     except FileNotFoundError:
         raise ConfigError(
             "missing", file=str(path), fix="write the persona's voice, teaching style and boundaries in SOUL.md"
@@ -269,18 +264,23 @@ def _read_soul(path: Path) -> str:
 
 
 def _check_knowledge(persona: Persona, spec: Path) -> None:
+    """Every source exists, and every note under it stays inside the folder and under its cap."""
     for index, path in enumerate(persona.knowledge_paths()):
         if not path.exists():
+            confined(persona.folder, path)  # a dangling link outside is refused as a link, not as missing
             raise ConfigError(
                 f"{persona.knowledge[index]!r} does not exist", file=str(spec), field=f"knowledge.{index}",
                 fix=f"create {path} or remove it from knowledge",
             )
+    refused = note_files(persona.folder, persona.knowledge_paths()).refused
+    if refused:
+        raise refused[0]
 
 
 def _parse(folder: Path, secrets: Secrets) -> Persona:
-    spec = folder / SPEC_FILE
+    spec = confined(folder, folder / SPEC_FILE)
     raw = _read_spec(spec)
-    soul = _read_soul(folder / SOUL_FILE)
+    soul = _read_soul(folder)
     if "knowledge" not in raw:
         raw["knowledge"] = ["notes/"] if (folder / "notes").is_dir() else []
     try:

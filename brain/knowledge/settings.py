@@ -33,6 +33,7 @@ from brain.knowledge.engine import EngineError, KnowledgeEngine
 from gateway.config import FIXES, EnvSecret, ModelSettings, describe
 from gateway.errors import ConfigError
 from gateway.extras import install_command
+from gateway.yamlfile import read_yaml
 
 SETTINGS_FILE = "knowledge.yaml"
 CATALOG_FILE = "catalog.db"
@@ -114,12 +115,9 @@ def read_raw(folder: Path) -> dict[str, Any] | None:
     """The file's settings as written (``env:NAME`` unresolved), or None when there is no file."""
     path = folder / SETTINGS_FILE
     try:
-        raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+        raw = read_yaml(path, fix="correct it, or delete it to go back to the fts engine")
     except FileNotFoundError:
         return None
-    except yaml.YAMLError as error:
-        raise ConfigError(f"not valid YAML: {getattr(error, 'problem', error)}", file=str(path),
-                          fix="correct it, or delete it to go back to the fts engine") from None
     return raw if raw is not None else {}
 
 

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -31,9 +30,11 @@ from channels.telegram.decode import decode
 from channels.telegram.media import download_media
 from channels.telegram.outbound import Where, draft_id_for, edit_text, send_attachment, send_draft, send_text
 from channels.telegram.probe import check_settings, probe_bot
+from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, call, new_bot
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
+from gateway.jsonbody import decode_json
 from gateway.probes import Problem, ProbeResult
 from gateway.messages import (
     Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage,
@@ -158,6 +159,7 @@ class TelegramChannel(Channel):
             try:
                 if not isinstance(raw, dict):
                     raise InvalidEvent(f"telegram update is not an object: {str(raw)[:100]}")
+                check_shape(raw)
                 message = decode(Update.de_json(raw, bot), account=self.account, me=me)
             except InvalidEvent as error:
                 self.context.sink.invalid(str(error))
@@ -182,10 +184,7 @@ class TelegramChannel(Channel):
         given = request.headers.get(SECRET_HEADER, "").encode()
         if not hmac.compare_digest(given, secret.get_secret_value().encode()):
             raise ForgedRequest(f"telegram webhook for account {self.account}: secret token does not match")
-        try:
-            update = json.loads(await request.body())
-        except ValueError:
-            raise InvalidEvent("telegram webhook body is not JSON") from None
+        update = decode_json(await request.body(), what="telegram webhook body")
         bot, _ = await self._ready()
         await self._accept(bot, [update])
         if self._heartbeat is not None:

@@ -1,12 +1,21 @@
 """The web chat's HTTP surface, mounted by the gateway under ``/channels/webchat/{account}``.
 
 ``GET /``                the page; ``GET /static/...`` its script and styles
-``POST /api/messages``   ``{session, message_id, text}`` -> 202 ``{"accepted": true}``
-``GET /api/events``      Server-Sent Events for ``?session=...``
+``POST /api/session``    ``{}`` -> 200 ``{"learner", "new"}``; issues the session cookie when there is none
+``POST /api/messages``   ``{message_id, text}`` -> 202 ``{"accepted": true}``
+``GET /api/events``      Server-Sent Events for the session in the cookie
+
+The session is the learner's credential and travels only in the
+``partners_webchat`` cookie (``HttpOnly``, ``SameSite=Strict``; see
+``identity.py``): the page's script never sees it, no URL carries it, no log
+line names it.  Behind this module everything speaks of the *learner id*
+derived from it.  POSTs must be JSON (else 415), and the gateway refuses them
+from another site's page (``gateway.http.hosts``).
 
 The POST answers 202 only after the sink accepted the message, which is when
 it is durable.  Until the page sees a 2xx it retries with the same
-``message_id``; the pipeline deduplicates on it, so a reload or a network
+``message_id``; the pipeline deduplicates on it (per session: the inbound
+event id is ``<learner id>.<message id>``), so a reload or a network
 blip neither loses nor doubles a message.  A 4xx is final: the page shows it.
 
 The event stream (one JSON object per ``data:`` line)::
@@ -31,11 +40,10 @@ from __future__ import annotations
 
 import html
 import logging
-import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from starlette.requests import ClientDisconnect, Request
@@ -44,6 +52,15 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
 from channels.webchat.feed import FeedsFull
+from channels.webchat.identity import (
+    COOKIE,
+    COOKIE_MAX_AGE_S,
+    SESSION_RULE,
+    new_session,
+    well_formed,
+)
+from gateway.errors import InvalidEvent
+from gateway.jsonbody import decode_json
 from gateway.messages import (
     AccountId,
     Address,
@@ -69,6 +86,7 @@ RECONNECT_MS = 2000
 LEARNER_NAME = "Web learner"
 _ID_CHARS = r"[A-Za-z0-9_-]{1,100}"
 _ID_RULE = "must be 1-100 characters of letters, digits, '_' or '-'"
+Posted = TypeVar("Posted", bound=BaseModel)
 _PAGE_HEADERS = {
     # Defence in depth for the innerHTML in app.js: no inline script, nothing from elsewhere.
     "Content-Security-Policy": (
@@ -85,9 +103,15 @@ class PostedMessage(BaseModel):
     """What the page POSTs: one learner message, identified by an id the page chose."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    session: str = Field(pattern=f"^{_ID_CHARS}$")
     message_id: str = Field(pattern=f"^{_ID_CHARS}$")
     text: str
+
+
+class SessionAnswer(BaseModel):
+    """What ``POST /api/session`` tells the page: who it is (not a secret) and whether it just began."""
+
+    learner: str
+    new: bool
 
 
 def webchat_routes(channel: WebchatChannel) -> list[BaseRoute]:
@@ -95,6 +119,7 @@ def webchat_routes(channel: WebchatChannel) -> list[BaseRoute]:
     return [
         Route("/", api.page),
         Mount("/static", app=StaticFiles(directory=STATIC_DIR)),
+        Route("/api/session", api.session, methods=["POST"]),
         Route("/api/messages", api.post_message, methods=["POST"]),
         Route("/api/events", api.events),
     ]
@@ -102,6 +127,33 @@ def webchat_routes(channel: WebchatChannel) -> list[BaseRoute]:
 
 def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status, headers=headers)
+
+
+def parse_json(model: type[Posted], body: bytes) -> Posted | Response:
+    """The one place a web chat request body is parsed: JSON into ``model``, or a 400 that says why."""
+    try:
+        return model.model_validate(decode_json(body))
+    except InvalidEvent:  # not JSON, not UTF-8 or nested too deeply: the page never sends such a body
+        return _error(400, _NOT_AN_OBJECT)
+    except ValidationError as error:
+        return _error(400, _describe(error))
+
+
+def _not_json(request: Request) -> Response | None:
+    """A 415 unless the body is declared JSON: a form or ``text/plain`` POST is what another site's page can send."""
+    media_type = request.headers.get("content-type", "").split(";", 1)[0].strip().lower()
+    if media_type == "application/json":
+        return None
+    return _error(415, "send the body as JSON, with Content-Type: application/json")
+
+
+def _session_of(request: Request) -> str | None:
+    session = request.cookies.get(COOKIE)
+    return session if well_formed(session) else None
+
+
+def _no_session() -> Response:
+    return _error(401, f"no web chat session: open the chat page (its cookie {COOKIE} {SESSION_RULE})")
 
 
 class WebchatApi:
@@ -121,27 +173,57 @@ class WebchatApi:
     async def page(self, request: Request) -> Response:
         return HTMLResponse(self._page, headers=_PAGE_HEADERS)
 
+    async def session(self, request: Request) -> Response:
+        """The page's first call: keeps the session the cookie names, or starts one and sets the cookie.
+
+        The page, not the page's GET, asks for it: a learner who follows a link from another site
+        arrives without the ``SameSite=Strict`` cookie on that navigation, but the page's own
+        same-origin request carries it, so the session is kept instead of being replaced.
+        """
+        refused = _not_json(request)
+        if refused is not None:
+            return refused
+        session = _session_of(request)
+        new = session is None
+        if session is None:
+            session = new_session()
+        learner = self.channel.learners.learner(session)
+        response = JSONResponse(SessionAnswer(learner=learner, new=new).model_dump(), headers={"Cache-Control": "no-store"})
+        if new:
+            response.set_cookie(
+                COOKIE, session, max_age=COOKIE_MAX_AGE_S, path=_cookie_path(request),
+                secure=request.url.scheme == "https", httponly=True, samesite="strict",
+            )
+            log.info("webchat session started account=%s learner=%s", self.channel.account, learner)
+        return response
+
     async def post_message(self, request: Request) -> Response:
+        refused = _not_json(request)
+        if refused is not None:
+            return refused
+        session = _session_of(request)
+        if session is None:
+            return _no_session()
         body = await self._read_body(request)
         if isinstance(body, Response):
             return body
-        try:
-            posted = PostedMessage.model_validate_json(body)
-        except ValidationError as error:
-            return _error(400, _describe(error))
+        posted = parse_json(PostedMessage, body)
+        if isinstance(posted, Response):
+            return posted
         if not posted.text.strip():
             return _error(400, "text: the message is empty")
         limit = self.settings.max_text_chars
         if len(posted.text) > limit:
             return _error(413, f"text: the message has {len(posted.text)} characters; the limit is {limit}")
-        message = self._inbound(posted)
+        learner = self.channel.learners.learner(session)
+        message = self._inbound(learner, posted, request)
         try:
             await self.channel.context.sink.accept([message])
         except Exception:
-            log.exception("webchat accept failed account=%s session=%s message=%s",
-                          self.channel.account, posted.session, posted.message_id)
+            log.exception("webchat accept failed account=%s learner=%s message=%s",
+                          self.channel.account, learner, posted.message_id)
             return _error(503, "the message could not be stored; the page will try again", {"Retry-After": "1"})
-        log.info("webchat message in account=%s session=%s message=%s", self.channel.account, posted.session, posted.message_id)
+        log.info("webchat message in account=%s learner=%s message=%s", self.channel.account, learner, posted.message_id)
         log.debug("webchat message text account=%s message=%s text=%r", self.channel.account, posted.message_id, posted.text)
         return JSONResponse({"accepted": True}, status_code=202)
 
@@ -161,29 +243,32 @@ class WebchatApi:
             return _error(400, "the request body was cut off")
         return b"".join(chunks)
 
-    def _inbound(self, posted: PostedMessage) -> InboundMessage:
-        session = posted.session
+    def _inbound(self, learner: str, posted: PostedMessage, request: Request) -> InboundMessage:
         return InboundMessage(
-            event_id=EventId(posted.message_id),
+            # The page picks message ids, so they are unique only within its session: scoped here,
+            # a second session reusing an id is a new message, not a duplicate of the first's.
+            event_id=EventId(f"{learner}.{posted.message_id}"),
             address=Address(
                 channel=ChannelName(self.channel.name),
                 account=AccountId(self.channel.account),
-                conversation=Conversation(chat=ChatId(session), kind=ConversationKind.DIRECT),
+                conversation=Conversation(chat=ChatId(learner), kind=ConversationKind.DIRECT),
             ),
-            sender=Sender(user=UserId(session), display_name=LEARNER_NAME),
+            sender=Sender(user=UserId(learner), display_name=LEARNER_NAME),
             elements=(Text(text=posted.text),),
             addressed=True,
             received_at=datetime.now(UTC),
+            source=self.channel.learners.source(request.client.host if request.client else None),
         )
 
     async def events(self, request: Request) -> Response:
-        session = request.query_params.get("session", "")
-        if not re.fullmatch(_ID_CHARS, session):
-            return _error(400, f"session: {_ID_RULE}")
+        session = _session_of(request)
+        if session is None:
+            return _no_session()
+        learner = self.channel.learners.learner(session)
         feeds = self.channel.feeds
         after = feeds.resume_point(request.headers.get("last-event-id") or request.query_params.get("last_event_id"))
         try:
-            feed = feeds.feed(session)
+            feed = feeds.feed(learner)
         except FeedsFull:
             log.warning("webchat stream refused account=%s reason=full", self.channel.account)
             return _error(503, "too many open chats; try again shortly", {"Retry-After": "30"})
@@ -193,7 +278,7 @@ class WebchatApi:
             async for event in feed.follow(after, KEEPALIVE_S):
                 yield b": keep-alive\n\n" if event is None else event.encode()
 
-        log.debug("webchat stream opened account=%s session=%s after=%d", self.channel.account, session, after)
+        log.debug("webchat stream opened account=%s learner=%s after=%d", self.channel.account, learner, after)
         return StreamingResponse(
             stream(),
             media_type="text/event-stream",
@@ -201,7 +286,8 @@ class WebchatApi:
         )
 
 
-_FIELD_RULES = {"session": _ID_RULE, "message_id": _ID_RULE}
+_FIELD_RULES = {"message_id": _ID_RULE}
+_NOT_AN_OBJECT = "the body must be a JSON object {message_id, text}"
 
 
 def _describe(error: ValidationError) -> str:
@@ -210,11 +296,17 @@ def _describe(error: ValidationError) -> str:
     field = ".".join(str(part) for part in first["loc"]) or "body"
     kind = first["type"]
     if kind in ("json_invalid", "model_type"):
-        return "the body must be a JSON object {session, message_id, text}"
+        return _NOT_AN_OBJECT
     if kind == "missing":
         return f"{field}: this field is required"
     if kind == "extra_forbidden":
-        return f"{field}: unknown field (send only session, message_id and text)"
+        return f"{field}: unknown field (send only message_id and text)"
     if kind == "string_pattern_mismatch" and field in _FIELD_RULES:
         return f"{field}: {_FIELD_RULES[field]}"
     return f"{field}: {first['msg']}"
+
+
+def _cookie_path(request: Request) -> str:
+    """The account's own prefix (``/channels/webchat/<account>/``), so two accounts keep two sessions."""
+    path = request.url.path
+    return path[: path.rindex("/api/") + 1]

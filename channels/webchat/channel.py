@@ -5,8 +5,10 @@ page POSTs what the learner writes (``api.py`` turns it into an inbound
 message and answers only once the sink made it durable) and follows an SSE
 stream of what the gateway sends to its session (``feed.py``).
 
-A session is one browser (its id lives in the page's localStorage); it is
-both the chat and the sender.  Sent message ids are the idempotency keys the
+A session is one browser: a secret the gateway gives it in an HttpOnly cookie
+(``identity.py``).  The learner id derived from it is both the chat and the
+sender, and the key of the session's feed; the secret itself stays at the HTTP
+edge.  Sent message ids are the idempotency keys the
 outbound path hands us, so a retried send replaces its own bubble on the page
 instead of adding a second one.
 """
@@ -22,6 +24,7 @@ from pydantic import Field
 
 from channels.base import Channel, ChannelContext, Heartbeat
 from channels.webchat.feed import FeedsFull, SessionFeeds
+from channels.webchat.identity import LearnerIds
 from gateway.config import AccountConfig
 from gateway.errors import PeerUnavailable
 from gateway.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
@@ -44,6 +47,10 @@ class WebchatConfig(AccountConfig):
     """Longest message a learner may send, in characters (code points)."""
     backlog_events: int = Field(default=200, ge=10, le=10_000)
     """Events kept per session for a page that reconnects."""
+    backlog_bytes: int = Field(default=256 * 1024, ge=4096, le=64 * 1024 * 1024)
+    """Bytes of events kept per session (the newest event always stays, whatever its size)."""
+    max_sessions: int = Field(default=1000, ge=1, le=1_000_000)
+    """Sessions held in memory; a new one evicts the longest-unfollowed, and with all followed it is refused."""
     idle_session_s: float = Field(default=1800.0, gt=0)
     """A session nobody follows is forgotten after this long."""
 
@@ -58,7 +65,12 @@ class WebchatChannel(Channel):
         self.settings = config if isinstance(config, WebchatConfig) else WebchatConfig.model_validate(config.model_dump())
         self.title = self.settings.title or context.partner_name or DEFAULT_TITLE
         """What the page calls the partner (escaped when the page is rendered)."""
-        self.feeds = SessionFeeds(backlog=self.settings.backlog_events, idle_ttl_s=self.settings.idle_session_s)
+        self.feeds = SessionFeeds(
+            backlog=self.settings.backlog_events, backlog_bytes=self.settings.backlog_bytes,
+            idle_ttl_s=self.settings.idle_session_s, max_sessions=self.settings.max_sessions,
+        )
+        """Keyed by learner id."""
+        self.learners = LearnerIds(context.data_dir)
 
     async def run(self, heartbeat: Heartbeat) -> None:
         heartbeat.set_state(ChannelState.RUNNING)
@@ -70,12 +82,12 @@ class WebchatChannel(Channel):
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         message = MessageId(idempotency_key)
         self._publish_message(target, message, part, final=part.final)
-        log.info("webchat message out account=%s session=%s message=%s", self.account, target.conversation.chat, message)
+        log.info("webchat message out account=%s learner=%s message=%s", self.account, target.conversation.chat, message)
         return SentMessage(message=message)
 
     async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
         self._publish_message(target, message, part, final=final)
-        log.debug("webchat message edited account=%s session=%s message=%s final=%s",
+        log.debug("webchat message edited account=%s learner=%s message=%s final=%s",
                   self.account, target.conversation.chat, message, final)
 
     async def typing(self, target: Address) -> None:
@@ -97,11 +109,11 @@ class WebchatChannel(Channel):
             data["attachments"] = links
         if len(links) < len(part.attachments):
             log.info("webchat attachment dropped account=%s message=%s reason=no http url", self.account, message)
-        self._publish(target, "message", data)
+        self._publish(target, "message", data, replaces=message)  # an edit carries the whole text: the old copy goes
 
-    def _publish(self, target: Address, name: str, data: dict[str, Any]) -> None:
+    def _publish(self, target: Address, name: str, data: dict[str, Any], *, replaces: str | None = None) -> None:
         try:
-            self.feeds.publish(target.conversation.chat, name, data)
+            self.feeds.publish(target.conversation.chat, name, data, replaces=replaces)
         except FeedsFull as error:
             raise PeerUnavailable(self.name, str(error)) from error
 

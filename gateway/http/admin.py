@@ -15,12 +15,14 @@ compared in constant time.  A learner is named by one of their identities,
 from __future__ import annotations
 
 import hmac
-import json
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+
+from gateway.errors import InvalidEvent
+from gateway.jsonbody import decode_json
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -81,11 +83,13 @@ async def _operate(config: "Config", partner: Any, request: Request) -> Response
             keep = request.query_params.get("keep_history", "").lower() in ("1", "true", "yes")
             return JSONResponse({"deleted": await controls.delete(scope, history=not keep)})
         try:
-            body = json.loads(await request.body())
+            body = decode_json(await request.body())
             markdown = body["markdown"]
             if not isinstance(markdown, str):
                 raise TypeError
-        except (ValueError, KeyError, TypeError):
+        except InvalidEvent as error:
+            return _error(400, f'{error}; send JSON {{"markdown": "..."}}')
+        except (KeyError, TypeError):
             return _error(400, 'send JSON {"markdown": "..."}')
         document = await controls.edit(scope, markdown)
         return JSONResponse({"footnotes_kept": len(document.footnotes)})

@@ -13,6 +13,9 @@ Channel routes are looked up per request, not mounted once: accounts start
 after the app is built and a supervisor may replace a crashed channel with a
 new instance, whose routes must take over.
 
+Requests for a host name the gateway does not know, and writes from another
+site's page, are refused before any route runs (:mod:`gateway.http.hosts`).
+
 Errors are translated here, once, into short JSON bodies: a forged webhook is
 401, an undecodable event 400, something a channel does not do 404.  Anything
 else is logged with its traceback and answered with a generic 500 -- internal
@@ -38,6 +41,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import datadir
 from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from gateway.http.hosts import AllowedHosts, HostGuard
 from gateway.status import StatusReport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -117,13 +121,21 @@ def build_app(gateway: ServedGateway) -> Starlette:
         Route("/webhooks/{channel}/{account}", webhook, methods=["POST"]),
         Mount("/channels/{channel}/{account}", app=ChannelRoutes(gateway)),
     ]
+    guards = [Middleware(InternalErrorGuard)]
     if config is not None:
         from gateway.http.admin import admin_routes
 
         routes += admin_routes(config)
+        http = config.http
+        guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
+    # imported here: it answers with error_response, defined in this module
+    from gateway.http.streams import StreamGuard
+
+    load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)
+    stream_shares = [Middleware(StreamGuard, load=load)] if load is not None else []
     return Starlette(
         routes=routes,
-        middleware=[Middleware(InternalErrorGuard), Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
+        middleware=[*guards, *stream_shares, Middleware(BodyLimit, max_bytes=MAX_BODY_BYTES)],
         exception_handlers={
             HTTPException: _http_error,
             ForgedRequest: _forged,

@@ -7,6 +7,10 @@ access log -- and stops when the task running :func:`serve_http` is cancelled.
 We bind the listening socket ourselves: a port already in use then raises a
 plain ``OSError`` here (uvicorn alone would call ``sys.exit``), and with port 0
 the real port is known before anyone is told the URL.
+
+Every connection goes through ``gateway.http.protocol``: uvicorn's h11
+protocol plus a deadline for the request line and headers and the
+``http.max_connections`` cap, counted in an :class:`HttpLoad`.
 """
 
 from __future__ import annotations
@@ -18,7 +22,13 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from gateway.config import HttpConfig
+from gateway.http.limits import HttpLoad
+
 log = logging.getLogger(__name__)
+
+MAX_HEADER_BYTES = 16 * 1024
+"""A request line and headers larger than this are answered 400 (h11's own default, stated here)."""
 
 _WILDCARDS = {"0.0.0.0": "127.0.0.1", "::": "::1", "": "127.0.0.1"}
 
@@ -30,6 +40,7 @@ async def serve_http(
     *,
     on_ready: Callable[[str], None] | None = None,
     shutdown_timeout: float = 5.0,
+    load: HttpLoad | None = None,
 ) -> None:
     """Serve ``app`` on ``host:port`` until cancelled, then shut down gracefully.
 
@@ -37,8 +48,13 @@ async def serve_http(
     ``port`` is 0 (a wildcard host is reported as loopback, the address a browser
     on this machine can open).  Open connections get ``shutdown_timeout`` seconds
     to finish -- long-lived streams end sooner when their channel closes.
+    ``load`` carries the limits and counts what is held (default limits when none is given).
     """
     import uvicorn  # deferred: importing uvicorn costs start-up time every CLI command would pay
+
+    from gateway.http.protocol import guarded_protocol  # imports uvicorn too
+
+    load = load if load is not None else HttpLoad(HttpConfig())
 
     sock = _bind(host, port)
     url = _url_of(sock)
@@ -62,6 +78,9 @@ async def serve_http(
         access_log=False,
         # uvicorn annotates an int, but only hands the value to asyncio.wait_for, which takes seconds as a float
         timeout_graceful_shutdown=shutdown_timeout,  # type: ignore[arg-type]
+        http=guarded_protocol(load),
+        ws="none",  # no route speaks WebSocket; an upgraded connection would leave the count
+        h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
     server = EmbeddedServer(config)
     task = asyncio.ensure_future(server.serve(sockets=[sock]))

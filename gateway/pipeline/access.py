@@ -31,15 +31,22 @@ class Decision:
     """Send the refusal notice (subject to its rate limit)."""
 
 
-def role_of(message: InboundMessage, partner: PartnerConfig) -> Role:
+def role_of(message: InboundMessage, partner: PartnerConfig, *, authenticated: bool) -> Role:
+    """``authenticated``: the message's channel proves who sent it.  Where it does not (web chat),
+    a sender id is only a claim, so nobody there is the owner, whatever the config lists --
+    the config check refuses such owners too; this is the second lock."""
+    if not authenticated:
+        return Role.LEARNER
     for owner in partner.owners:
         if owner.channel == message.address.channel and owner.user == message.sender.user:
             return Role.OWNER
     return Role.LEARNER
 
 
-def decide(message: InboundMessage, policy: AccessPolicy, partner: PartnerConfig, *, approved: bool) -> Decision:
-    role = role_of(message, partner)
+def decide(
+    message: InboundMessage, policy: AccessPolicy, partner: PartnerConfig, *, approved: bool, authenticated: bool
+) -> Decision:
+    role = role_of(message, partner, authenticated=authenticated)
     if message.address.conversation.kind is ConversationKind.DIRECT:
         return _direct(message, policy, role, approved)
     return _group(message, policy, role)

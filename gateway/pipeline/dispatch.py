@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
+from gateway.capabilities import authenticates_senders
 from gateway.config import AccessPolicy, PartnerConfig, ToolRule
 from gateway.messages import ConversationKind, InboundMessage, OutboundReply, reply_key
 from gateway.metrics import Metrics
@@ -30,6 +31,8 @@ from gateway.turns import Role
 
 log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0
+PAIRING_SOURCES = 100
+"""With per-source bounds, an account holds at most this many sources' worth of pending codes."""
 
 PAIRING_NOTICE = (
     "Hi! Before {partner} can answer you here, its teacher needs to approve you. "
@@ -62,8 +65,11 @@ class Dispatcher:
         lanes: Lanes,
         policy_for: Callable[[str, str], AccessPolicy],
         teacher: TeacherHook | None = None,
+        authenticates: Callable[[str], bool] = authenticates_senders,
     ) -> None:
         self.teacher = teacher
+        self.authenticates = authenticates
+        """Whether a channel proves who its senders are (its declared capability); only then can one be an owner."""
         self.store = store
         self.metrics = metrics
         self.router = router
@@ -104,7 +110,7 @@ class Dispatcher:
         policy = self.policy_for(address.channel, address.account)
         direct = address.conversation.kind is ConversationKind.DIRECT
         approved = direct and await self._is_approved(message)
-        decision = decide(message, policy, partner, approved=approved)
+        decision = decide(message, policy, partner, approved=approved, authenticated=self.authenticates(address.channel))
         match decision.verdict:
             case Verdict.ADMIT:
                 if opens_chat(message):
@@ -148,9 +154,12 @@ class Dispatcher:
     async def _hold(self, message: InboundMessage, partner: PartnerConfig, policy: AccessPolicy) -> None:
         address = message.address
         await self.store.mark_inbound([message.dedup_key], InboundState.HELD, "waiting for pairing approval")
+        # A channel that knows where senders are (web chat: identities are free to make) bounds codes per
+        # source, so a few made-up sessions cannot lock every new learner out; the account keeps a wide cap.
         request = await self.store.pairing_request(
             address.channel, address.account, message.sender.user, message.sender.display_name,
-            policy.pairing_ttl_s, policy.pairing_max_pending,
+            policy.pairing_ttl_s, policy.pairing_max_pending, source=message.source,
+            max_account=policy.pairing_max_pending * PAIRING_SOURCES if message.source else None,
         )
         log.info("message held for pairing platform=%s account=%s sender=%s code_issued=%s",
                  address.channel, address.account, message.sender.user, request is not None)

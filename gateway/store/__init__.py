@@ -137,8 +137,14 @@ class Store(Protocol):
 
     # access
     async def is_approved(self, channel: str, account: str, user: str) -> bool: ...
-    async def pairing_request(self, channel: str, account: str, user: str, display_name: str, ttl_s: float, max_pending: int) -> PairingRequest | None:
-        """The sender's live code (existing or new), or None when too many are pending."""
+    async def pairing_request(
+        self, channel: str, account: str, user: str, display_name: str, ttl_s: float, max_pending: int,
+        *, source: str = "", max_account: int | None = None,
+    ) -> PairingRequest | None:
+        """The sender's live code (existing or new), or None when too many are pending.
+
+        ``max_pending`` bounds the live codes of the sender's ``source`` (empty: of the whole account);
+        ``max_account``, when given, bounds the account's codes over all sources."""
         ...
 
     async def release_approved(self) -> list[InboxItem]:

@@ -84,6 +84,11 @@ MIGRATIONS: list[list[str]] = [
             started_at REAL NOT NULL
         )""",
     ],
+    [
+        # Pending pairing codes are bounded per source (InboundMessage.source), not only per account.
+        "ALTER TABLE pairing ADD COLUMN source TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX pairing_source ON pairing (channel, account, source)",
+    ],
 ]
 
 

@@ -389,7 +389,8 @@ class SqliteStore:
         return await self._run(op)
 
     async def pairing_request(
-        self, channel: str, account: str, user: str, display_name: str, ttl_s: float, max_pending: int
+        self, channel: str, account: str, user: str, display_name: str, ttl_s: float, max_pending: int,
+        *, source: str = "", max_account: int | None = None,
     ) -> PairingRequest | None:
         now = time.time()
 
@@ -402,14 +403,21 @@ class SqliteStore:
             if row:
                 return PairingRequest(channel, account, row[0], user, display_name, row[1], row[2])
             (pending,) = conn.execute(
-                "SELECT COUNT(*) FROM pairing WHERE channel = ? AND account = ?", (channel, account)
+                "SELECT COUNT(*) FROM pairing WHERE channel = ? AND account = ? AND source = ?", (channel, account, source)
             ).fetchone()
             if pending >= max_pending:
                 return None
+            if max_account is not None:
+                (total,) = conn.execute(
+                    "SELECT COUNT(*) FROM pairing WHERE channel = ? AND account = ?", (channel, account)
+                ).fetchone()
+                if total >= max_account:
+                    return None
             code = _pairing_code()
             conn.execute(
-                "INSERT INTO pairing (code, channel, account, sender, display_name, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                (code, channel, account, user, display_name, now, now + ttl_s),
+                "INSERT INTO pairing (code, channel, account, sender, display_name, source, created_at, expires_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (code, channel, account, user, display_name, source, now, now + ttl_s),
             )
             return PairingRequest(channel, account, code, user, display_name, now, now + ttl_s)
 

@@ -17,6 +17,7 @@ from starlette.routing import Mount
 import channels.webchat.api as webchat_api
 from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
+from channels.webchat.identity import COOKIE
 from gateway.http.server import serve_http
 from gateway.messages import (
     AccountId,
@@ -34,7 +35,8 @@ from tests.fakes import MemoryCursors, RecordingSink
 from tests.waits import HANG_S, HTTP_S, tries
 
 PREFIX = "/channels/webchat/default"
-SESSION = "session-1"
+SESSION = "session-one-of-the-test-learner-0001"
+"""The credential the page's cookie carries (22-100 characters; the gateway's own are random)."""
 
 
 
@@ -45,6 +47,8 @@ class Served:
     channel: WebchatChannel
     sink: RecordingSink
     http: httpx.AsyncClient
+    learner: str
+    """The learner id the gateway derives from SESSION: the chat and sender it sees."""
 
 
 @asynccontextmanager
@@ -57,8 +61,9 @@ async def serve_webchat(tmp_path: Path, **settings: object) -> AsyncIterator[Ser
     server = asyncio.create_task(serve_http(app, "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1.0))
     url = await asyncio.wait_for(ready, HANG_S)
     try:
-        async with httpx.AsyncClient(base_url=url + PREFIX, trust_env=False, timeout=HTTP_S) as http:
-            yield Served(url, channel, sink, http)
+        async with httpx.AsyncClient(base_url=url + PREFIX, trust_env=False, timeout=HTTP_S,
+                                     cookies={COOKIE: SESSION}) as http:
+            yield Served(url, channel, sink, http, channel.learners.learner(SESSION))
     finally:
         await channel.close()
         server.cancel()
@@ -72,11 +77,11 @@ async def served(tmp_path: Path) -> AsyncIterator[Served]:
         yield value
 
 
-def target(session: str = SESSION) -> Address:
+def target(served: Served, chat: str | None = None) -> Address:
     return Address(
         channel=ChannelName("webchat"),
         account=AccountId("default"),
-        conversation=Conversation(chat=ChatId(session), kind=ConversationKind.DIRECT),
+        conversation=Conversation(chat=ChatId(chat or served.learner), kind=ConversationKind.DIRECT),
     )
 
 
@@ -84,8 +89,8 @@ def part(text: str) -> RenderedPart:
     return RenderedPart(index=0, text=text)
 
 
-def post_body(message_id: str = "m1", text: str = "What is 7 x 8?", session: str = SESSION) -> dict[str, str]:
-    return {"session": session, "message_id": message_id, "text": text}
+def post_body(message_id: str = "m1", text: str = "What is 7 x 8?") -> dict[str, str]:
+    return {"message_id": message_id, "text": text}
 
 
 async def read_events(response: httpx.Response, count: int, *, timeout: float = HANG_S) -> list[dict[str, str]]:
@@ -135,15 +140,14 @@ async def test_a_missing_static_file_is_404(served: Served) -> None:
 @pytest.mark.parametrize(
     ("body", "status", "error"),
     [
-        (b"not json", 400, "the body must be a JSON object {session, message_id, text}"),
-        (b"[1, 2]", 400, "the body must be a JSON object {session, message_id, text}"),
-        (json.dumps({"session": SESSION, "message_id": "m1"}).encode(), 400, "text: this field is required"),
-        (json.dumps(post_body(session="has space")).encode(), 400, "session: must be 1-100 characters of letters, digits, '_' or '-'"),
-        (json.dumps(post_body(session="")).encode(), 400, "session: must be 1-100 characters of letters, digits, '_' or '-'"),
+        (b"not json", 400, "the body must be a JSON object {message_id, text}"),
+        (b"[1, 2]", 400, "the body must be a JSON object {message_id, text}"),
+        (json.dumps({"message_id": "m1"}).encode(), 400, "text: this field is required"),
+        (json.dumps({**post_body(), "session": SESSION}).encode(), 400, "session: unknown field (send only message_id and text)"),
         (json.dumps(post_body(message_id="m" * 101)).encode(), 400, "message_id: must be 1-100 characters of letters, digits, '_' or '-'"),
         (json.dumps(post_body(message_id="é")).encode(), 400, "message_id: must be 1-100 characters of letters, digits, '_' or '-'"),
         (json.dumps(post_body(text=" \n\t ")).encode(), 400, "text: the message is empty"),
-        (json.dumps({**post_body(), "html": "<b>"}).encode(), 400, "html: unknown field (send only session, message_id and text)"),
+        (json.dumps({**post_body(), "html": "<b>"}).encode(), 400, "html: unknown field (send only message_id and text)"),
         (json.dumps(post_body(text=7)).encode(), 400, "text: Input should be a valid string"),  # type: ignore[arg-type]
         (json.dumps(post_body(text="x" * 51)).encode(), 413, "text: the message has 51 characters; the limit is 50"),
         (b"x" * (50 * 12 + 1025), 413, "the request body is larger than 1624 bytes"),
@@ -177,9 +181,10 @@ async def test_202_comes_only_after_the_sink_accepted(served: Served) -> None:
     assert response.json() == {"accepted": True}
 
     [message] = served.sink.accepted
-    assert message.event_id == "m1"
-    assert message.address == target()
-    assert message.sender.user == SESSION
+    assert message.event_id == f"{served.learner}.m1"
+    assert message.address == target(served)
+    assert message.sender.user == served.learner
+    assert SESSION not in message.model_dump_json()  # the credential stays at the HTTP edge
     assert message.sender.display_name == "Web learner"
     assert message.text == "What is 7 x 8?"
     assert message.addressed is True
@@ -191,7 +196,7 @@ async def test_a_retried_post_is_accepted_again_but_stored_once(served: Served) 
     again = await served.http.post("/api/messages", json=post_body(message_id="m-7"))
     other = await served.http.post("/api/messages", json=post_body(message_id="m-8", text="and 6 x 7?"))
     assert [first.status_code, again.status_code, other.status_code] == [202, 202, 202]
-    assert [m.event_id for m in served.sink.accepted] == ["m-7", "m-8"]
+    assert [m.event_id for m in served.sink.accepted] == [f"{served.learner}.m-7", f"{served.learner}.m-8"]
 
 
 async def test_a_failing_store_is_503_without_internals_and_the_retry_lands(served: Served) -> None:
@@ -210,14 +215,14 @@ async def test_a_failing_store_is_503_without_internals_and_the_retry_lands(serv
 
 async def test_stream_carries_typing_send_and_edits_in_order(served: Served) -> None:
     channel = served.channel
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
+    async with served.http.stream("GET", "/api/events") as response:
         assert response.status_code == 200
         assert response.headers["content-type"].startswith("text/event-stream")
-        await channel.typing(target())
-        sent = await channel.send(target(), part("<p>Let me th</p>"), referrer=Referrer(), idempotency_key="r1:p")
-        await channel.edit(target(), sent.message, part("<p>Let me think</p>"), final=False)
-        await channel.edit(target(), sent.message, part("<p><strong>56</strong></p>"), final=True)
-        await channel.send(target("someone-else"), part("<p>not for you</p>"), referrer=Referrer(), idempotency_key="x")
+        await channel.typing(target(served))
+        sent = await channel.send(target(served), part("<p>Let me th</p>"), referrer=Referrer(), idempotency_key="r1:p")
+        await channel.edit(target(served), sent.message, part("<p>Let me think</p>"), final=False)
+        await channel.edit(target(served), sent.message, part("<p><strong>56</strong></p>"), final=True)
+        await channel.send(target(served, "someone-else"), part("<p>not for you</p>"), referrer=Referrer(), idempotency_key="x")
         events = await read_events(response, 4)
 
     assert sent.message == "r1:p"
@@ -235,26 +240,26 @@ async def test_stream_carries_typing_send_and_edits_in_order(served: Served) -> 
 async def test_a_reconnecting_page_gets_only_what_it_missed(served: Served) -> None:
     channel = served.channel
     for n in range(3):
-        await channel.send(target(), part(f"<p>{n}</p>"), referrer=Referrer(), idempotency_key=f"k{n}")
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
+        await channel.send(target(served), part(f"<p>{n}</p>"), referrer=Referrer(), idempotency_key=f"k{n}")
+    async with served.http.stream("GET", "/api/events") as response:
         everything = await read_events(response, 3)
     first_id = everything[0]["id"]
 
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION}, headers={"Last-Event-ID": first_id}) as response:
-        await channel.send(target(), part("<p>3</p>"), referrer=Referrer(), idempotency_key="k3")
+    async with served.http.stream("GET", "/api/events", headers={"Last-Event-ID": first_id}) as response:
+        await channel.send(target(served), part("<p>3</p>"), referrer=Referrer(), idempotency_key="k3")
         resumed = await read_events(response, 3)
     assert [json.loads(e["data"])["html"] for e in resumed] == ["<p>1</p>", "<p>2</p>", "<p>3</p>"]
 
     # After a reload the page passes its saved id in the query (EventSource cannot set the header).
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION, "last_event_id": resumed[1]["id"]}) as response:
+    async with served.http.stream("GET", "/api/events", params={"last_event_id": resumed[1]["id"]}) as response:
         reloaded = await read_events(response, 1)
     assert json.loads(reloaded[0]["data"])["html"] == "<p>3</p>"
 
 
 async def test_an_unknown_or_garbled_last_event_id_replays_the_backlog(served: Served) -> None:
-    await served.channel.send(target(), part("<p>hello</p>"), referrer=Referrer(), idempotency_key="k")
+    await served.channel.send(target(served), part("<p>hello</p>"), referrer=Referrer(), idempotency_key="k")
     for last_seen in ("banana", str(served.channel.feeds.last_id + 10**9)):  # garbled; from a clock that ran ahead
-        async with served.http.stream("GET", "/api/events", params={"session": SESSION}, headers={"Last-Event-ID": last_seen}) as response:
+        async with served.http.stream("GET", "/api/events", headers={"Last-Event-ID": last_seen}) as response:
             [event] = await read_events(response, 1)
         assert json.loads(event["data"])["html"] == "<p>hello</p>"
 
@@ -262,27 +267,30 @@ async def test_an_unknown_or_garbled_last_event_id_replays_the_backlog(served: S
 async def test_the_backlog_is_bounded(tmp_path: Path) -> None:
     async with serve_webchat(tmp_path, backlog_events=10) as served:
         for n in range(15):
-            await served.channel.send(target(), part(f"<p>{n}</p>"), referrer=Referrer(), idempotency_key=f"k{n}")
-        async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
+            await served.channel.send(target(served), part(f"<p>{n}</p>"), referrer=Referrer(), idempotency_key=f"k{n}")
+        async with served.http.stream("GET", "/api/events") as response:
             events = await read_events(response, 10)
     assert [json.loads(e["data"])["html"] for e in events] == [f"<p>{n}</p>" for n in range(5, 15)]
 
 
 async def test_stream_sends_keep_alive_comments(served: Served, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(webchat_api, "KEEPALIVE_S", 0.05)
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
+    async with served.http.stream("GET", "/api/events") as response:
         [first, second] = await read_events(response, 2)
     assert first == {"comment": "keep-alive"} and second == {"comment": "keep-alive"}
 
 
-async def test_stream_for_a_bad_session_is_400(served: Served) -> None:
-    response = await served.http.get("/api/events", params={"session": "../etc"})
-    assert response.status_code == 400
-    assert response.json() == {"error": "session: must be 1-100 characters of letters, digits, '_' or '-'"}
+async def test_a_stream_without_a_well_formed_session_cookie_is_401(served: Served) -> None:
+    for cookie in ({}, {COOKIE: "../etc"}, {COOKIE: "short"}):
+        served.http.cookies.clear()
+        served.http.cookies.update(cookie)
+        response = await served.http.get("/api/events")
+        assert response.status_code == 401
+        assert response.json()["error"].startswith("no web chat session: open the chat page")
 
 
 async def test_closing_the_channel_ends_open_streams(served: Served) -> None:
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
+    async with served.http.stream("GET", "/api/events") as response:
         await asyncio.sleep(0.05)
         await served.channel.close()
         async with asyncio.timeout(HANG_S):
@@ -291,17 +299,17 @@ async def test_closing_the_channel_ends_open_streams(served: Served) -> None:
 
 
 async def test_a_disconnected_page_stops_following(served: Served) -> None:
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
+    async with served.http.stream("GET", "/api/events") as response:
         for _ in tries(0.01):
-            if served.channel.feeds.feed(SESSION).followers == 1:
+            if served.channel.feeds.feed(served.learner).followers == 1:
                 break
             await asyncio.sleep(0.01)
-        assert served.channel.feeds.feed(SESSION).followers == 1
+        assert served.channel.feeds.feed(served.learner).followers == 1
     for _ in tries(0.01):
-        if served.channel.feeds.feed(SESSION).followers == 0:
+        if served.channel.feeds.feed(served.learner).followers == 0:
             break
         await asyncio.sleep(0.01)
-    assert served.channel.feeds.feed(SESSION).followers == 0
+    assert served.channel.feeds.feed(served.learner).followers == 0
 
 
 async def test_attachments_with_web_urls_ride_along(served: Served) -> None:
@@ -315,8 +323,8 @@ async def test_attachments_with_web_urls_ride_along(served: Served) -> None:
             Attachment(kind="file", path="/srv/secret.pdf", name="secret.pdf"),
         ),
     )
-    async with served.http.stream("GET", "/api/events", params={"session": SESSION}) as response:
-        await served.channel.send(target(), with_media, referrer=Referrer(), idempotency_key="a")
+    async with served.http.stream("GET", "/api/events") as response:
+        await served.channel.send(target(served), with_media, referrer=Referrer(), idempotency_key="a")
         [event] = await read_events(response, 1)
     assert json.loads(event["data"])["attachments"] == [{"kind": "image", "url": "https://example.org/graph.png", "name": "graph.png"}]
 
@@ -360,7 +368,9 @@ def test_sent_ids_are_the_idempotency_keys(tmp_path: Path) -> None:
     channel = WebchatChannel(ChannelContext(AccountId("default"), WebchatConfig(), RecordingSink(), MemoryCursors(), tmp_path))
 
     async def twice() -> list[MessageId]:
-        sent = [await channel.send(target(), part("<p>hi</p>"), referrer=Referrer(), idempotency_key="r9:0") for _ in range(2)]
+        to = Address(channel=ChannelName("webchat"), account=AccountId("default"),
+                     conversation=Conversation(chat=ChatId("w0"), kind=ConversationKind.DIRECT))
+        sent = [await channel.send(to, part("<p>hi</p>"), referrer=Referrer(), idempotency_key="r9:0") for _ in range(2)]
         return [s.message for s in sent]
 
     assert asyncio.run(twice()) == ["r9:0", "r9:0"]

@@ -186,3 +186,21 @@ async def test_a_post_whose_answer_is_lost_is_retried_with_the_same_id_and_answe
     await asyncio.sleep(0.3)
     assert len(running.responder.turns) == 1
     assert await page.locator(ANSWER).count() == 1
+
+
+async def test_the_session_lives_in_an_httponly_cookie_no_url_or_script_sees(running: Running, page) -> None:
+    running.responder.release.set()
+    requested: list[str] = []
+    page.on("request", lambda request: requested.append(request.url))
+    await page.goto(running.url + "/channels/webchat/default/")
+    await greeted(page)
+
+    [cookie] = await page.context.cookies()
+    assert cookie["name"] == "partners_webchat"
+    assert cookie["httpOnly"] and cookie["sameSite"] == "Strict"
+    assert cookie["path"] == "/channels/webchat/default/"
+    assert await page.evaluate("document.cookie") == ""  # the page's script cannot read it
+    assert not any(cookie["value"] in url for url in requested)  # nor does any URL carry it
+    assert any(url.endswith("/api/events") for url in requested)
+    stored = await page.evaluate("JSON.stringify(Object.assign({}, localStorage))")
+    assert cookie["value"] not in stored

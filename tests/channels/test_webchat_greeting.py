@@ -3,7 +3,7 @@
 The gateway is the real one (real brain, no model: the partner answers
 offline from its notes) on a durable data dir; the learner is
 :class:`~tests.e2e.rig.WebLearner`, posting as the page does.  A new page
-session posts ``/start`` first with the id ``start-<session>`` (see
+session posts ``/start`` first with the id ``start`` (see
 ``static/app.js``), hidden from the learner's own bubbles.
 """
 
@@ -40,9 +40,8 @@ def config_for(data_dir: Path, **partner: Any):
 
 
 async def open_chat(learner: WebLearner) -> None:
-    """What the page does for a session it has just made up."""
-    response = await learner.http.post("/api/messages", json={
-        "session": learner.session, "message_id": f"start-{learner.session}", "text": "/start"})
+    """What the page does for a session the gateway has just started."""
+    response = await learner.http.post("/api/messages", json={"message_id": "start", "text": "/start"})
     assert response.status_code == 202, response.text
 
 
@@ -88,8 +87,8 @@ async def test_a_new_session_gets_the_greeting_once_even_across_a_restart(tmp_pa
     assert greeting == "Welcome to algebra! Send me an equation you're stuck on."
     assert "<strong>algebra</strong>" in learner.finished()[0].html
     address = Address(channel="webchat", account="default",
-                      conversation=Conversation(chat=learner.session, kind=ConversationKind.DIRECT))
-    assert learner.finished()[0].id == reply_key(address, f"start-{learner.session}", "greeting") + ":0"
+                      conversation=Conversation(chat=learner.learner, kind=ConversationKind.DIRECT))
+    assert learner.finished()[0].id == reply_key(address, f"{learner.learner}.start", "greeting") + ":0"
     assert "Photosynthesis is how plants" in answer  # the turn after the greeting is answered as usual
     assert "For my teacher" not in answer and "persona.yaml" not in answer
 

@@ -3,7 +3,9 @@
 The web chat's platform is the gateway's own HTTP app, so the peer is a plain
 HTTP client playing the page: it POSTs ``/channels/webchat/default/api/messages``
 and follows ``/api/events`` (Server-Sent Events) per session, keeping the
-latest version of every message id as the page would show it.
+latest version of every message id as the page would show it.  Each session is
+its own HTTP client (its own cookie jar), and is named by the learner id the
+gateway derived from it -- the chat id the gateway and the suite see.
 """
 
 from __future__ import annotations
@@ -37,6 +39,8 @@ class WebchatHarness:
         self.url = ""
         self.http: httpx.AsyncClient | None = None
         self._server: asyncio.Task | None = None
+        self._sessions: dict[str, httpx.AsyncClient] = {}
+        """learner id -> the client holding that session's cookie."""
         self._streams: dict[str, asyncio.Task] = {}
         self._shown: dict[str, dict[str, dict]] = {}
         """session -> message id -> latest event data (insertion order = order first shown)."""
@@ -63,12 +67,22 @@ class WebchatHarness:
             serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=lambda url: ready.set_result(url), shutdown_timeout=1)
         )
         self.url = await asyncio.wait_for(ready, HANG_S)
-        self.http = httpx.AsyncClient(base_url=f"{self.url}/channels/{self.channel}/{self.account}", timeout=HTTP_S, trust_env=False)
+        self.http = self._client()
+
+    def _client(self) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=f"{self.url}/channels/{self.channel}/{self.account}", timeout=HTTP_S, trust_env=False)
+
+    async def _new_session(self) -> str:
+        client = self._client()
+        answer = await client.post("/api/session", json={})
+        assert answer.status_code == 200 and answer.json()["new"], answer.text
+        learner = answer.json()["learner"]
+        self._sessions[learner] = client
+        return learner
 
     async def _follow(self, session: str, opened: asyncio.Future[None]) -> None:
-        assert self.http is not None
         shown = self._shown.setdefault(session, {})
-        async with self.http.stream("GET", "/api/events", params={"session": session}, timeout=None) as response:
+        async with self._sessions[session].stream("GET", "/api/events", timeout=None) as response:
             response.raise_for_status()
             event, data = "", ""
             async for line in response.aiter_lines():
@@ -92,13 +106,12 @@ class WebchatHarness:
         await asyncio.wait_for(opened, HANG_S)
 
     async def _post(self, session: str, message_id: str, text: str) -> None:
-        assert self.http is not None
-        response = await self.http.post("/api/messages", json={"session": session, "message_id": message_id, "text": text})
+        response = await self._sessions[session].post("/api/messages", json={"message_id": message_id, "text": text})
         assert response.status_code == 202, response.text
 
     async def say(self, text: str, *, chat: str | None = None, group: bool = False, mention: bool = False) -> Said:
         assert not group, "web chat has no groups"
-        session = chat or f"s{next(_ids)}"
+        session = chat or await self._new_session()
         await self._open(session)
         message_id = f"m{next(_ids)}"
         await self._post(session, message_id, text)
@@ -134,5 +147,6 @@ class WebchatHarness:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        if self.http is not None:
-            await self.http.aclose()
+        for client in [*self._sessions.values(), self.http]:
+            if client is not None:
+                await client.aclose()

@@ -21,6 +21,7 @@ import html
 import itertools
 import json
 import re
+import secrets
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -29,6 +30,7 @@ from typing import Any
 
 import httpx
 
+from channels.webchat.identity import COOKIE
 from gateway.app import Gateway
 from tests.waits import HANG_S, HTTP_S
 
@@ -114,9 +116,16 @@ class Shown:
 class WebLearner:
     """One browser session on the web chat: says things, and sees every version of every bubble."""
 
-    def __init__(self, base_url: str, *, account: str = "default", session: str | None = None) -> None:
-        self.session = session or f"learner{next(_ids)}"
-        self.http = httpx.AsyncClient(base_url=f"{base_url}/channels/webchat/{account}", timeout=HTTP_S, trust_env=False)
+    def __init__(self, base_url: str, *, account: str = "default", session: str | None = None,
+                 local_address: str | None = None) -> None:
+        """``local_address``: the loopback address to connect from (127.0.0.2 is another client to the gateway)."""
+        self.session = session or secrets.token_urlsafe(32)
+        """The credential in the page's cookie (the gateway never sees it past its HTTP edge)."""
+        self.learner = ""
+        """The learner id the gateway derives from the session: the chat and sender it sees (set by ``open``)."""
+        self.http = httpx.AsyncClient(base_url=f"{base_url}/channels/webchat/{account}", timeout=HTTP_S, trust_env=False,
+                                      cookies={COOKIE: self.session},
+                                      transport=httpx.AsyncHTTPTransport(local_address=local_address) if local_address else None)
         self.shown: list[Shown] = []
         self.said: list[str] = []
         """The message ids this learner posted (the gateway's event ids), in order."""
@@ -126,13 +135,16 @@ class WebLearner:
         self._follower: asyncio.Task[None] | None = None
 
     async def open(self) -> "WebLearner":
+        answer = await self.http.post("/api/session", json={})
+        assert answer.status_code == 200, answer.text
+        self.learner = answer.json()["learner"]
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._follower = asyncio.create_task(self._follow(opened))
         await asyncio.wait_for(opened, HANG_S)
         return self
 
     async def _follow(self, opened: asyncio.Future[None]) -> None:
-        async with self.http.stream("GET", "/api/events", params={"session": self.session}, timeout=None) as response:
+        async with self.http.stream("GET", "/api/events", timeout=None) as response:
             response.raise_for_status()
             event, data = "", ""
             async for line in response.aiter_lines():
@@ -152,12 +164,14 @@ class WebLearner:
                     event, data = "", ""
 
     async def say(self, text: str) -> str:
-        """Post one message as the page does; returns its id once the gateway has it durably (202)."""
+        """Post one message as the page does; once the gateway has it durably (202), returns the gateway's
+        event id for it (``<learner id>.<message id>``: the page's id, scoped to its session)."""
         message_id = f"m{next(_ids)}"
-        response = await self.http.post("/api/messages", json={"session": self.session, "message_id": message_id, "text": text})
+        response = await self.http.post("/api/messages", json={"message_id": message_id, "text": text})
         assert response.status_code == 202, response.text
-        self.said.append(message_id)
-        return message_id
+        event_id = f"{self.learner}.{message_id}"
+        self.said.append(event_id)
+        return event_id
 
     def bubbles(self) -> dict[str, list[Shown]]:
         """Message id -> every version shown, oldest first (insertion order = order of first appearance)."""

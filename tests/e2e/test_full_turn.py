@@ -86,7 +86,7 @@ def only_bubble(learner: WebLearner) -> list[Shown]:
 
 def web_address(learner: WebLearner) -> Address:
     return Address(channel=ChannelName("webchat"), account=AccountId("default"),
-                   conversation=Conversation(chat=ChatId(learner.session), kind=ConversationKind.DIRECT))
+                   conversation=Conversation(chat=ChatId(learner.learner), kind=ConversationKind.DIRECT))
 
 
 def sent_wire(message: ChatMessage) -> dict:

@@ -47,13 +47,13 @@ async def client(tmp_path, monkeypatch):
     cfg = config(tmp_path, token=True)
     await remember_ann(cfg)
     app = build_app(Gateway(cfg))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as http:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         yield http
 
 
 async def test_the_api_is_off_without_a_token(tmp_path):
     app = build_app(Gateway(config(tmp_path, token=False)))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://gateway") as http:
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         response = await http.get(URL)
     assert response.status_code == 404 and "admin_token" in response.json()["error"]
 

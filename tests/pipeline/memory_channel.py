@@ -21,7 +21,7 @@ from gateway.messages import (
 from tests.waits import HANG_S
 
 DEFAULT_CAPS = ChannelCapabilities(
-    platform="memory", text_limit=200, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN,
+    platform="memory", text_limit=200, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN, authenticates_senders=True,
     elements=frozenset({"text", "link"}), edit_mode=EditMode.EDIT, min_edit_interval=0.05,
     send_rate_chat=SendRate(rate=1000, per=1, burst=1000),
 )

@@ -64,7 +64,7 @@ CASES = [
 
 @pytest.mark.parametrize("policy,message,approved,verdict,role", CASES)
 def test_access_table(policy, message, approved, verdict, role):
-    decision = decide(message, policy, PARTNER, approved=approved)
+    decision = decide(message, policy, PARTNER, approved=approved, authenticated=True)
     assert decision.verdict is verdict
     if verdict is Verdict.ADMIT:
         assert decision.role is role
@@ -73,5 +73,5 @@ def test_access_table(policy, message, approved, verdict, role):
 
 
 def test_refusals_in_groups_are_silent_and_in_dms_notify():
-    assert not decide(msg(kind=G), AccessPolicy(), PARTNER, approved=False).notify
-    assert decide(msg(), AccessPolicy(dm=DmPolicy.ALLOWLIST), PARTNER, approved=False).notify
+    assert not decide(msg(kind=G), AccessPolicy(), PARTNER, approved=False, authenticated=True).notify
+    assert decide(msg(), AccessPolicy(dm=DmPolicy.ALLOWLIST), PARTNER, approved=False, authenticated=True).notify

@@ -6,8 +6,11 @@
  * durable. Until then it is retried with the same id (the gateway drops
  * duplicates), so a reload or a network blip neither loses nor doubles it.
  *
- * A new session (none saved yet) first sends "/start", hidden: the gateway
- * answers it with the partner's greeting, as Telegram's Start button does.
+ * The session is a secret the gateway keeps in an HttpOnly cookie: this script
+ * never sees it. It asks "api/session" first, which keeps the cookie's session
+ * or starts one, and answers with the learner id (not a secret) that names
+ * this page's saved state. A new session first sends "/start", hidden: the
+ * gateway answers it with the partner's greeting, as Telegram's Start button does.
  *
  * Receiving: a Server-Sent Events stream of this session's events. A
  * "message" event with an id already on screen replaces that bubble's
@@ -18,10 +21,12 @@
   "use strict";
 
   var MAX_CHARS = Number(document.body.dataset.maxChars) || 8000;
-  var STORAGE = "partners-webchat:" + location.pathname + ":";
+  var PAGE_STORAGE = "partners-webchat:" + location.pathname + ":";
+  var STORAGE = PAGE_STORAGE;                  // + learner id + ":" once the session is known
   var KEEP_ENTRIES = 200;
   var TYPING_TIMEOUT_MS = 8000;
-  var PERMANENT = { 400: true, 413: true, 422: true };
+  var PERMANENT = { 400: true, 403: true, 413: true, 415: true, 422: true };
+  var JSON_HEADERS = { "Content-Type": "application/json" };
 
   var els = {
     list: document.getElementById("messages"),
@@ -58,17 +63,11 @@
     return Array.prototype.map.call(bytes, function (b) { return (b + 0x100).toString(16).slice(1); }).join("");
   }
 
-  var known = load("session", null);
-  var session = known || newId();
-  save("session", session);
-  var outbox = load("outbox", []);            // [{message_id, text, hidden}] not yet accepted, oldest first
-  if (!known) {
-    // A new session opens the chat: the gateway answers "/start" with the partner's greeting.
-    // It goes through the outbox like any message (so exactly once), but is never shown as sent.
-    outbox.unshift({ message_id: "start-" + session, text: "/start", hidden: true });
-    save("outbox", outbox);
-  }
-  var lastEventId = load("lastEventId", "");
+  // Pages before the session cookie kept the session itself here; a secret has no business in storage.
+  try { localStorage.removeItem(PAGE_STORAGE + "session"); } catch (err) { /* storage disabled */ }
+
+  var outbox = [];                             // [{message_id, text, hidden}] not yet accepted, oldest first
+  var lastEventId = "";
   var entries = new Map();                     // id -> {id, role, text | html, state, final, attachments}
   var bubbles = new Map();                     // id -> <li>
 
@@ -180,10 +179,15 @@
       try {
         var response = await fetch("api/messages", {
           method: "POST",
-          headers: { "Content-Type": "application/json" },
-          body: JSON.stringify({ session: session, message_id: item.message_id, text: item.text }),
+          headers: JSON_HEADERS,
+          body: JSON.stringify({ message_id: item.message_id, text: item.text }),
         });
         if (response.ok) return { ok: true };
+        if (response.status === 401) {
+          // The cookie is gone (cleared, expired): carry on in a fresh session.
+          await openSession();
+          continue;
+        }
         if (PERMANENT[response.status]) {
           var body = await response.json().catch(function () { return {}; });
           return { ok: false, error: body.error || "refused (" + response.status + ")" };
@@ -197,8 +201,9 @@
   }
 
   var pumping = false;
+  var ready = false;                           // the session is known (see start)
   async function pump() {
-    if (pumping) return;
+    if (pumping || !ready) return;
     pumping = true;
     try {
       // One at a time, oldest first, so the partner reads the messages in the order written.
@@ -282,8 +287,8 @@
 
   var reconnectDelay = 1000;
   function connect() {
-    var url = "api/events?session=" + encodeURIComponent(session);
-    if (lastEventId) url += "&last_event_id=" + encodeURIComponent(lastEventId);
+    var url = "api/events";                    // the session goes in its cookie, never in a URL
+    if (lastEventId) url += "?last_event_id=" + encodeURIComponent(lastEventId);
     var source = new EventSource(url);
     source.addEventListener("open", function () {
       reconnectDelay = 1000;
@@ -310,13 +315,47 @@
 
   // ------------------------------------------------------------------ start
 
-  load("transcript", []).forEach(function (entry) {
-    entries.set(entry.id, entry);
-    render(entry);
-  });
-  els.scroller.scrollTop = els.scroller.scrollHeight;
-  setConnection("Connecting…");
-  connect();
-  pump();
+  // Asks the gateway which session this browser has (it sets the cookie for a new one).
+  async function openSession() {
+    var delay = 500;
+    for (;;) {
+      try {
+        var response = await fetch("api/session", { method: "POST", headers: JSON_HEADERS, body: "{}" });
+        if (response.ok) {
+          var answer = await response.json();
+          STORAGE = PAGE_STORAGE + answer.learner + ":";
+          return answer;
+        }
+      } catch (err) {
+        // Offline for now: try again.
+      }
+      setConnection("Connecting…");
+      await sleep(delay + Math.random() * delay * 0.5);
+      delay = Math.min(delay * 2, 15000);
+    }
+  }
+
+  async function start() {
+    setConnection("Connecting…");
+    var answer = await openSession();
+    outbox = load("outbox", []).concat(outbox); // anything written while the session was asked for
+    if (answer.new) {
+      // A new session opens the chat: the gateway answers "/start" with the partner's greeting.
+      // It goes through the outbox like any message (so exactly once), but is never shown as sent.
+      outbox.unshift({ message_id: "start", text: "/start", hidden: true });
+      save("outbox", outbox);
+    }
+    lastEventId = load("lastEventId", "");
+    load("transcript", []).forEach(function (entry) {
+      entries.set(entry.id, entry);
+      render(entry);
+    });
+    els.scroller.scrollTop = els.scroller.scrollHeight;
+    connect();
+    ready = true;
+    pump();
+  }
+
   els.text.focus();
+  start();
 })();
