@@ -287,7 +287,7 @@ class _TurnRun:
             memory = self.brain.memory
             self.context = await memory.context_blocks(self.turn, self.session) if memory and self.session else []
         system = compose_system(self.persona_block(), self.context, protocol)
-        events = [
+        events: list[TurnStarted | UserSaid] = [
             TurnStarted(
                 turn=self.id, partner=self.turn.partner.id, learner=self.turn.sender.user, model=self.settings.model,
                 system=system, tools=specs, text_tool_protocol=text_protocol, removed_tools=surface.removed,

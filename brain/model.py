@@ -148,10 +148,11 @@ class ToolsUnsupported(ModelError):
         super().__init__(ModelErrorKind.UNSUPPORTED_TOOLS, message, model=model, status=status, param=param)
 
 
-def model_error(kind: ModelErrorKind, message: str, retry_after: float | None = None, **where: Any) -> ModelError:
+def model_error(kind: ModelErrorKind, message: str, retry_after: float | None = None, *,
+                model: str = "", status: int | None = None, param: str | None = None) -> ModelError:
     if kind is ModelErrorKind.UNSUPPORTED_TOOLS:
-        return ToolsUnsupported(message, **where)
-    return ModelError(kind, message, retry_after, **where)
+        return ToolsUnsupported(message, model=model, status=status, param=param)
+    return ModelError(kind, message, retry_after, model=model, status=status, param=param)
 
 
 _TOOL_PARAMS = {"tools", "tool_choice", "functions", "function_call", "parallel_tool_calls"}
@@ -250,12 +251,11 @@ def classify(error: BaseException, model: str, *, api_base: str | None = None) -
     body = getattr(error, "body", None)
     param = getattr(error, "param", None) or (body.get("param") if isinstance(body, dict) else None)
     detail = _detail(error, body)
-    where = {"model": model, "status": status, "param": param}
     kind: ModelErrorKind | None
     if isinstance(error, litellm.ContextWindowExceededError):
         kind = ModelErrorKind.CONTEXT_TOO_LONG
     elif isinstance(error, litellm.RateLimitError) or status == 429:
-        return model_error(ModelErrorKind.RATE_LIMITED, detail, _retry_after(error), **where)
+        return model_error(ModelErrorKind.RATE_LIMITED, detail, _retry_after(error), model=model, status=status, param=param)
     elif (isinstance(error, (litellm.AuthenticationError, litellm.PermissionDeniedError)) or status in (401, 403)
           or _MISSING_KEY.search(detail)):  # litellm reports a missing key as a 500
         kind = ModelErrorKind.AUTH
@@ -273,7 +273,7 @@ def classify(error: BaseException, model: str, *, api_base: str | None = None) -
         kind = ModelErrorKind.TRANSIENT
     else:
         return None
-    return model_error(kind, detail, **where)
+    return model_error(kind, detail, model=model, status=status, param=param)
 
 
 # --------------------------------------------------------------------------- quirks
@@ -512,7 +512,7 @@ class LitellmClient:
         return self.quirks.native_tools(model)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[TextDelta | ModelResult]:
-        litellm = _litellm or await asyncio.to_thread(load_litellm)
+        litellm = _litellm if _litellm is not None else await asyncio.to_thread(load_litellm)
         chain = list(_chain(request.settings))
         for number, settings in enumerate(chain):
             started = False

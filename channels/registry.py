@@ -41,6 +41,13 @@ def _missing_requirement(entry: PlatformEntry) -> str | None:
     return None
 
 
+def _install_hint(entry: PlatformEntry) -> str:
+    """How to install what ``entry`` requires: its extra's command, or, for a catalog row that names no extra, its packages."""
+    if entry.extra is None:
+        return f"install the Python package(s) providing {', '.join(entry.requires)}"
+    return install_command(entry.extra)
+
+
 @cache
 def _plugin_points() -> dict[str, object]:
     """Installed plugin channels; scanned once per process (a scan costs milliseconds)."""
@@ -55,7 +62,7 @@ def list_channels() -> list[ChannelListing]:
             continue
         missing = _missing_requirement(entry)
         if missing:
-            reason = f"needs the `{entry.extra}` extra: {install_command(entry.extra)}"
+            reason = f"needs the `{entry.extra}` extra: {_install_hint(entry)}" if entry.extra else _install_hint(entry)
             listings.append(ChannelListing(entry.name, entry.title, False, reason))
         else:
             listings.append(ChannelListing(entry.name, entry.title, True))
@@ -77,7 +84,7 @@ def load_channel(name: str) -> type[Channel]:
         if missing:
             raise ChannelUnavailable(
                 f"channel {name!r} needs the Python package providing `{missing}`: "
-                f"{install_command(entry.extra)}"
+                f"{_install_hint(entry)}"
             )
         module_name, _, attr = entry.module.partition(":")
         try:

@@ -20,6 +20,7 @@ from contextlib import suppress
 from datetime import datetime, timezone
 
 from brain.health import ModelHealth
+from brain.tools.builtin.reminder import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
@@ -36,7 +37,7 @@ from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
-from gateway.reminders import ReminderDesk, ReminderOutcome
+from gateway.reminders import ReminderDesk
 from gateway.takeover import TeacherDesk
 from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
 from gateway.store import QueueDepths, Store
@@ -94,11 +95,11 @@ class _ReportedReminders:
     def __init__(self, gateway: "Gateway") -> None:
         self.gateway = gateway
 
-    async def schedule(self, address: Address, at: datetime, text: str) -> ReminderOutcome:
+    async def schedule(self, address: Address, at: datetime, text: str) -> ScheduleResult:
         outcome = await self.gateway.reminders.schedule(address, at, text)
         if not outcome.accepted:
             await self.gateway.teacher.report(address, f"A reminder could not be scheduled ({outcome.reason}): {text}")
-        return outcome
+        return ScheduleResult(accepted=outcome.accepted, reason=outcome.reason)
 
 
 class Gateway:

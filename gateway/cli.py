@@ -10,6 +10,7 @@ fix -- never a traceback, never a secret.
 from __future__ import annotations
 
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -93,7 +94,7 @@ def _embedded_note(config: Config) -> str:
     )
 
 
-def _table(headers: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
     lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (headers, *rows)]
     return "\n".join(lines)
@@ -190,7 +191,8 @@ class PreflightError(click.ClickException):
 
     def __init__(self, message: str, exit_code: int = 1) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        # click annotates exit_code a ClassVar, yet reads it from the exception it caught: per instance works
+        self.exit_code = exit_code  # type: ignore[misc]
 
     def show(self, file: Any = None) -> None:
         click.echo(f"error: {self.format_message()}", err=True)

@@ -122,8 +122,11 @@ def kb_add(ctx: click.Context, partner: str, files: tuple[Path, ...], engine: st
             await service.configure(partner, change)
         base = await service.base(partner)
         click.echo(f"Adding {len(files)} file(s) to {partner} ({base.settings.engine} engine).")
+        def shown(outcome: Outcome | None) -> str | None:
+            return outcome.path.name if outcome is not None else None
+
         with click.progressbar(length=len(files), label="Indexing", show_pos=True, file=sys.stderr,
-                               item_show_func=lambda o: o.path.name if o is not None else None) as bar:
+                               item_show_func=shown) as bar:
             return await service.add(partner, list(files), progress=lambda outcome: bar.update(1, outcome))
 
     outcomes = _run(ctx, service, add())

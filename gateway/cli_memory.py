@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -53,7 +53,7 @@ def _identity(text: str, hint: str) -> Identity:
         raise click.BadParameter(str(error), param_hint=hint) from None
 
 
-def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryControls, PartnerConfig], Awaitable[T]],
+def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryControls, PartnerConfig], Coroutine[Any, Any, T]],
                 *, rewrites: bool = False) -> T:
     """Run ``work`` against the config's memory and session log, closing both afterwards.
 

@@ -112,10 +112,14 @@ class Link(_Frozen):
     text: str = ""
 
 
+MediaKind = Literal["image", "audio", "video", "file"]
+"""What a file is, for the channels that send each kind differently (a photo, a voice note, a document)."""
+
+
 class Media(_Frozen):
     """An image, audio clip, video or file, by URL or by platform file reference."""
 
-    kind: Literal["image", "audio", "video", "file"]
+    kind: MediaKind
     url: str | None = None
     platform_ref: str | None = None
     name: str = ""
@@ -262,7 +266,7 @@ class InboundMessage(_Frozen):
 
 
 class Attachment(_Frozen):
-    kind: Literal["image", "audio", "video", "file"]
+    kind: MediaKind
     url: str | None = None
     path: str | None = None
     name: str = ""

@@ -149,15 +149,13 @@ def list_personas(search: Sequence[Path] = ()) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def _is_path(name_or_path: str | Path) -> bool:
-    if isinstance(name_or_path, Path):
-        return True
+def _is_path(name_or_path: str) -> bool:
     return "/" in name_or_path or "\\" in name_or_path or name_or_path.startswith((".", "~"))
 
 
 def find_persona(name_or_path: str | Path, search: Sequence[Path] = ()) -> Path:
     """The folder for a persona name (searched) or path (taken as given)."""
-    if _is_path(name_or_path):
+    if isinstance(name_or_path, Path) or _is_path(name_or_path):
         folder = Path(name_or_path).expanduser().resolve()
         if not folder.is_dir():
             raise ConfigError(
@@ -206,7 +204,8 @@ def _fix_for(loc: tuple[Any, ...], kind: str) -> str:
             return "write `api_key: env:NAME` (never the key itself) and export NAME in the gateway's environment"
         return _MODEL_FIX
     if kind == "extra_forbidden":
-        nested = {"policies": Policies, "tool_rules": ToolRule}.get(top) if len(loc) > 1 else None
+        sections: dict[str, type[BaseModel]] = {"policies": Policies, "tool_rules": ToolRule}
+        nested = sections.get(top) if len(loc) > 1 else None
         known = set(nested.model_fields) if nested else set(Persona.model_fields) - set(_RESERVED)
         return f"remove it or check its spelling; known fields here: {', '.join(sorted(known))}"
     if kind == "missing":

@@ -105,7 +105,7 @@ def _text(path: Path) -> tuple[str, list[Block]]:
 
 
 def _pdf(path: Path) -> tuple[str, list[Block]]:
-    from pypdf import PdfReader
+    from pypdf import PasswordType, PdfReader
     from pypdf.errors import DependencyError, PdfReadError, PyPdfError
 
     try:
@@ -114,7 +114,7 @@ def _pdf(path: Path) -> tuple[str, list[Block]]:
             try:
                 opened = reader.decrypt("")  # many "protected" PDFs only restrict printing or copying
             except (DependencyError, NotImplementedError, PyPdfError):
-                opened = 0
+                opened = PasswordType.NOT_DECRYPTED
             if not opened:
                 raise IngestError(f"{path.name} is password-protected",
                                   fix="save a copy without a password (print to PDF) and add that")

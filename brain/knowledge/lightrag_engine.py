@@ -198,7 +198,7 @@ class LightRagEngine:
 
     async def _rag(self, partner: str) -> Any:
         async with self._opening:
-            if self._rags and await asyncio.to_thread(self.catalog.changed_elsewhere):
+            if bool(self._rags) and await asyncio.to_thread(self.catalog.changed_elsewhere):
                 log.info("knowledge changed elsewhere, reloading lightrag folder=%s", self.folder)
                 await self._finalize()
             if partner not in self._rags:

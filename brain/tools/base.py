@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
@@ -38,6 +38,10 @@ class ToolArguments(BaseModel):
     """Base of every tool's ``Arguments``: unknown fields are an error, strings are stripped."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, str_strip_whitespace=True)
+
+
+ArgumentsT = TypeVar("ArgumentsT", bound=ToolArguments)
+"""The argument model one tool's ``run`` receives (its nested ``Arguments`` class)."""
 
 
 @dataclass(frozen=True)
@@ -84,8 +88,12 @@ class ToolContext:
     services: ToolServices = ToolServices()
 
 
-class Tool(ABC):
+class Tool(ABC, Generic[ArgumentsT]):
     """One tool.  Subclasses set the class attributes and implement :meth:`run`.
+
+    A tool is generic over its argument model, so ``run`` can name the fields
+    it reads: ``class EchoTool(Tool["EchoTool.Arguments"])``.  The registry
+    holds tools of any argument model (a bare ``Tool``).
 
     ``run`` receives arguments already validated against ``Arguments``.  It may
     return an error result for anything the model can fix or should know
@@ -95,12 +103,13 @@ class Tool(ABC):
 
     name: ClassVar[str]
     description: ClassVar[str]
-    Arguments: ClassVar[type[ToolArguments]]
+    Arguments: type[ArgumentsT]
+    """Set as a nested class; not a ``ClassVar`` only because a ``ClassVar`` cannot name a type variable."""
     timeout_s: ClassVar[float | None] = None
     """Longest a call may run; ``None`` takes the registry's default."""
     default_enabled: ClassVar[bool] = True
     """False for tools a partner must switch on explicitly (``fetch_page``)."""
 
     @abstractmethod
-    async def run(self, args: ToolArguments, context: ToolContext) -> ToolResult:
+    async def run(self, args: ArgumentsT, context: ToolContext) -> ToolResult:
         """Do the work for one validated call."""

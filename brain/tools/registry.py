@@ -68,11 +68,12 @@ class ToolRegistry:
         missing = self.unknown(wanted)
         if missing:
             raise KeyError(f"no tool named {', '.join(missing)} (registered: {', '.join(self._tools)})")
-        return [
-            ToolSpec(name=name, description=tool.description, parameters=parameters_schema(tool.Arguments))
-            for name, tool in self._tools.items()
-            if name in wanted
-        ]
+        specs: list[ToolSpec] = []
+        for name, tool in self._tools.items():
+            if name in wanted:
+                arguments: type[ToolArguments] = tool.Arguments  # any tool's model, as ``register`` checked
+                specs.append(ToolSpec(name=name, description=tool.description, parameters=parameters_schema(arguments)))
+        return specs
 
     async def call(self, tool_call: ToolCall, context: ToolContext) -> ToolResult:
         name = tool_call.name

@@ -166,16 +166,19 @@ class EmailChannel(Channel):
         """Fetch, decode and screen one mail; None (with the reason recorded) when it is not to be answered."""
         limit = self.settings.max_message_bytes
         if size is not None and size > limit:
-            return self._refuse(uid, "too large", f"mail of {size} bytes is over max_message_bytes ({limit})")
+            self._refuse(uid, "too large", f"mail of {size} bytes is over max_message_bytes ({limit})")
+            return None
         attempts = await self._attempt(uidvalidity, uid)
         if attempts > self.settings.max_fetch_attempts:
             log.error("email passed over a mail the server cannot serve account=%s mailbox=%s uid=%d runs=%d",
                       self.account, self.settings.mailbox, uid, attempts - 1)
-            return self._invalid(uid, f"the server broke off {attempts - 1} times while sending this mail; passed "
-                                      "over so later mail is answered (it is still in the mailbox)")
+            self._invalid(uid, f"the server broke off {attempts - 1} times while sending this mail; passed "
+                               "over so later mail is answered (it is still in the mailbox)")
+            return None
         raw = await imap.fetch(uid)
         if raw is None:
-            return self._invalid(uid, "mail could not be fetched (expunged meanwhile, or empty)")
+            self._invalid(uid, "mail could not be fetched (expunged meanwhile, or empty)")
+            return None
         try:
             # Parsing and saving a mail of up to max_message_bytes takes about a second: off the event loop
             mail = await asyncio.to_thread(email.message_from_bytes, raw, policy=email.policy.default)
@@ -187,23 +190,24 @@ class EmailChannel(Channel):
                 mail_id = event_id_of(mail, raw)
                 refusal = Refusal(AUTOMATIC, automatic) if automatic else self.screen.refusal(sender, mail_id)
                 if refusal:
-                    return self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {mail_id}")
+                    self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {mail_id}")
+                    return None
             received = await asyncio.to_thread(decode, mail, raw, account=self.account, me=self.me,
                                                media_dir=self.context.data_dir / "attachments",
                                                media_max_bytes=self.capabilities().media_max_bytes)
         except InvalidEvent as error:
-            return self._invalid(uid, str(error))
+            self._invalid(uid, str(error))
+            return None
         except Exception as error:  # the stdlib parser is lenient; anything it still chokes on is the mail's fault
-            return self._invalid(uid, f"unreadable mail ({type(error).__name__}: {error})")
+            self._invalid(uid, f"unreadable mail ({type(error).__name__}: {error})")
+            return None
         return received.message
 
     def _invalid(self, uid: int, reason: str) -> None:
         self.context.sink.invalid(f"email uid {uid}: {reason}")
-        return None
 
     def _refuse(self, uid: int, rule: str, detail: str) -> None:
         self.context.sink.refused(rule, f"email uid {uid}: {detail}")
-        return None
 
     # ------------------------------------------------------------------ outbound
 

@@ -27,8 +27,9 @@ import mimetypes
 import re
 from dataclasses import dataclass
 import email.policy
-from email.headerregistry import HeaderRegistry, UnstructuredHeader
-from email.message import EmailMessage, MIMEPart
+from email.policy import Policy
+from email.headerregistry import BaseHeader, HeaderRegistry, UnstructuredHeader
+from email.message import EmailMessage
 from email.utils import formataddr, formatdate
 from pathlib import Path
 
@@ -41,13 +42,16 @@ QUOTE_MARK = '<div class="partners-quote">'
 
 
 
-class MessageIdsHeader(UnstructuredHeader):
-    """A header of message ids (``In-Reply-To``, ``References``), folded between ids and never encoded."""
+class MessageIdsHeader(UnstructuredHeader, BaseHeader):
+    """A header of message ids (``In-Reply-To``, ``References``), folded between ids and never encoded.
 
-    def fold(self, *, policy) -> str:
-        lines, line = [], f"{self.name}:"
+    ``BaseHeader`` is named here too, though the registry mixes it in anyway, so that ``name`` and
+    ``fold`` are the ones this class really has (the MRO is the same either way)."""
+
+    def fold(self, *, policy: Policy) -> str:
+        lines, line, limit = [], f"{self.name}:", policy.max_line_length  # None: a policy that never folds
         for token in str(self).split():
-            if line != f"{self.name}:" and len(line) + 1 + len(token) > policy.max_line_length:
+            if limit is not None and line != f"{self.name}:" and len(line) + 1 + len(token) > limit:
                 lines.append(line)
                 line = ""
             line += f" {token}"
@@ -113,7 +117,7 @@ def _attach(mail: EmailMessage, attachment: Attachment) -> str | None:
                             filename=attachment.name or path.name)
         return None
     if attachment.url:
-        reference = MIMEPart()
+        reference = EmailMessage()  # the class of the mail it goes in (MIMEPart.attach takes its own class)
         inner = attachment.mime_type or mimetypes.guess_type(attachment.url)[0] or "application/octet-stream"
         reference["Content-Type"] = f'message/external-body; access-type=URL; URL="{attachment.url}"'
         reference["Content-Disposition"] = f'attachment; filename="{attachment.name or attachment.url.rsplit("/", 1)[-1]}"'

@@ -31,7 +31,7 @@ from channels.email.plaintext import html_to_text
 from gateway.errors import InvalidEvent
 from gateway.messages import (
     AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Element, EventId,
-    InboundMessage, Media, MessageId, Referrer, Sender, Text, UserId,
+    InboundMessage, Media, MediaKind, MessageId, Referrer, Sender, Text, UserId,
 )
 
 CHANNEL = ChannelName("email")
@@ -86,16 +86,19 @@ def body_text(mail: EmailMessage) -> str:
     try:
         content = part.get_content()
     except (LookupError, ValueError, AssertionError):  # unknown charset, broken transfer encoding
-        payload = part.get_payload(decode=True) or b""
-        content = payload.decode("utf-8", errors="replace")
+        payload = part.get_payload(decode=True)  # bytes for the text part get_body chose (never multipart)
+        content = payload.decode("utf-8", errors="replace") if isinstance(payload, bytes) else ""
     if not isinstance(content, str):
         return ""
     return html_to_text(content) if part.get_content_type() == "text/html" else content.replace("\r\n", "\n")
 
 
-def _kind(content_type: str) -> str:
-    major = content_type.split("/", 1)[0]
-    return major if major in ("image", "audio", "video") else "file"
+_KINDS: dict[str, MediaKind] = {"image": "image", "audio": "audio", "video": "video"}
+"""MIME major types that are a kind of their own; any other attachment is a file."""
+
+
+def _kind(content_type: str) -> MediaKind:
+    return _KINDS.get(content_type.split("/", 1)[0], "file")
 
 
 NAME_BYTES = 200

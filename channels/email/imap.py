@@ -104,6 +104,7 @@ class ImapSession:
         A server announces new mail once, on the answer to whatever command is running:
         aioimaplib drops the notice when that command is a SEARCH.  Counting them lets
         the reader search again instead of idling past mail it was already told about."""
+        assert self._client is not None
         protocol = self._client.protocol
         original = protocol._untagged_response
 
@@ -120,6 +121,7 @@ class ImapSession:
         s = self.settings
         await self._connect()
         await self._login()
+        assert self._client is not None
         response = await self._bounded(self._client.select(s.mailbox), "select")
         return self._select_state(response)
 
@@ -136,6 +138,7 @@ class ImapSession:
 
     async def _login(self) -> None:
         s = self.settings
+        assert self._client is not None
         response = await self._bounded(self._client.login(s.login, s.password.get_secret_value()), "login")
         if response.result != "OK":
             detail = b" ".join(bytes(line) for line in response.lines).decode(errors="replace")
@@ -156,6 +159,7 @@ class ImapSession:
         s = self.settings
         await self._connect()
         await self._login()
+        assert self._client is not None
         response = await self._bounded(self._client.examine(s.mailbox), "examine")
         if response.result != "OK":
             raise NotFound(PLATFORM, f"IMAP mailbox {s.mailbox!r} cannot be opened", code=response.result)

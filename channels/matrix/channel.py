@@ -32,7 +32,7 @@ from nio import AsyncClient, MessageDirection
 
 from channels.base import Channel, ChannelContext, Heartbeat
 from channels.matrix.config import MatrixConfig
-from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, media_ref, reply_target
+from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, media_ref, object_at, reply_target
 from channels.matrix.encode import edit_content, media_content, text_content
 from channels.matrix.media import download, media_dir, upload
 from channels.matrix.probe import check_settings, probe_homeserver
@@ -52,7 +52,7 @@ GAP_LIMIT = 5000
 
 class MatrixChannel(Channel):
     name: ClassVar[str] = "matrix"
-    config_model: ClassVar[type[MatrixConfig]] = MatrixConfig  # type: ignore[assignment]
+    config_model: ClassVar[type[MatrixConfig]] = MatrixConfig
 
     def __init__(self, context: ChannelContext) -> None:
         super().__init__(context)
@@ -209,7 +209,7 @@ class MatrixChannel(Channel):
         """Drop what was said in a room before the bot was invited to it: not said to the bot."""
         cut = None
         for index, event in enumerate(events):
-            content = event.get("content") if isinstance(event.get("content"), dict) else {}
+            content = object_at(event, "content")
             if (event.get("type") == "m.room.member" and event.get("state_key") == self.me
                     and content.get("membership") == "invite"):
                 cut = index
@@ -229,7 +229,7 @@ class MatrixChannel(Channel):
         return RoomView(room_id=room_id, kind=kind, me=self.me, my_names=self._names, title=title)
 
     async def _decode(self, client: AsyncClient, event: dict, view: RoomView) -> InboundMessage | None:
-        content = event.get("content") if isinstance(event.get("content"), dict) else {}
+        content = object_at(event, "content")
         quoted = None
         if event.get("type") == "m.room.message" and event.get("sender") != self.me and (target := reply_target(content)):
             try:

@@ -37,6 +37,7 @@ from gateway.messages import (
     EventId,
     InboundMessage,
     Media,
+    MediaKind,
     Mention,
     MessageId,
     Quote,
@@ -47,7 +48,7 @@ from gateway.messages import (
 )
 
 CHANNEL = ChannelName("matrix")
-MEDIA_TYPES = {"m.image": "image", "m.audio": "audio", "m.video": "video", "m.file": "file"}
+MEDIA_TYPES: dict[str, MediaKind] = {"m.image": "image", "m.audio": "audio", "m.video": "video", "m.file": "file"}
 TEXT_TYPES = {"m.text", "m.notice", "m.emote"}
 
 
@@ -92,6 +93,12 @@ def reply_target(content: dict[str, Any]) -> str | None:
     return target if isinstance(target, str) else None
 
 
+def object_at(content: dict[str, Any], key: str) -> dict[str, Any]:
+    """``content[key]`` when it is a JSON object, else an empty one: event JSON is what any client sent."""
+    value = content.get(key)
+    return value if isinstance(value, dict) else {}
+
+
 def media_ref(event: dict[str, Any]) -> tuple[str, str, int | None] | None:
     """(mxc url, msgtype, declared size) of a media message, else None."""
     content = event.get("content")
@@ -99,7 +106,7 @@ def media_ref(event: dict[str, Any]) -> tuple[str, str, int | None] | None:
         return None
     if content.get("msgtype") not in MEDIA_TYPES or not isinstance(content.get("url"), str):
         return None
-    info = content.get("info") if isinstance(content.get("info"), dict) else {}
+    info = object_at(content, "info")
     size = info.get("size") if isinstance(info.get("size"), int) else None
     return content["url"], content["msgtype"], size
 
@@ -192,11 +199,11 @@ def decode(
         ref = media_ref(event)
         if ref is None:
             raise InvalidEvent(f"matrix {msgtype} event {event_id} has no mxc url to fetch the file from")
-        info = content.get("info") if isinstance(content.get("info"), dict) else {}
-        filename = content.get("filename") if isinstance(content.get("filename"), str) else body
+        info = object_at(content, "info")
+        filename = given if isinstance(given := content.get("filename"), str) else body
         caption = body if filename != body else ""
         elements.append(Media(
-            kind=MEDIA_TYPES[msgtype],  # type: ignore[arg-type]
+            kind=MEDIA_TYPES[msgtype],
             url=media_path.as_uri() if media_path else None,
             platform_ref=ref[0] if ref else None,
             name=filename,

@@ -110,9 +110,9 @@ def text_content(markup: str, *, thread: str | None = None, reply_to: str | None
 
 def edit_content(original: str, markup: str) -> dict:
     """An ``m.replace`` of ``original`` showing ``markup`` (``m.mentions: {}``: an edit pings nobody again)."""
-    new = {"msgtype": "m.text", "body": plain_body(markup), "format": HTML_FORMAT, "formatted_body": markup,
+    fallback = plain_body(markup)
+    new = {"msgtype": "m.text", "body": fallback, "format": HTML_FORMAT, "formatted_body": markup,
            "m.mentions": {}}
-    fallback = new["body"]
     if len(fallback) > EDIT_FALLBACK_CHARS:
         fallback = fallback[:EDIT_FALLBACK_CHARS] + "…"
     content = {"msgtype": "m.text", "body": f"* {fallback}", "m.new_content": new,

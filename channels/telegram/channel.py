@@ -116,7 +116,7 @@ class TelegramChannel(Channel):
         await call("deleteWebhook", bot.delete_webhook(drop_pending_updates=False))  # polling and a webhook exclude each other
         heartbeat.set_state(ChannelState.RUNNING)
         offset = int(await self.context.cursors.get("offset") or 0)
-        log.info("telegram polling account=%s bot=%s offset=%d", self.account, self._me.username, offset)
+        log.info("telegram polling account=%s bot=%s offset=%d", self.account, bot.bot.username, offset)
         timeout = self.settings.poll_timeout
         while True:
             with warnings.catch_warnings():  # raw JSON on purpose (see the module docstring), so PTB's hint is moot
@@ -135,16 +135,16 @@ class TelegramChannel(Channel):
                 await self.context.cursors.put("offset", str(offset))
 
     async def _serve_webhook(self, bot: Bot, heartbeat: Heartbeat) -> None:
-        secret = self.settings.webhook_secret.get_secret_value()  # type: ignore[union-attr]
-        await call("setWebhook", bot.set_webhook(self.settings.webhook_url, secret_token=secret,
-                                                 allowed_updates=ALLOWED_UPDATES))
+        url, configured = self.settings.webhook_url, self.settings.webhook_secret
+        assert url is not None and configured is not None, "TelegramConfig refuses webhook mode without both"
+        secret = configured.get_secret_value()
+        await call("setWebhook", bot.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES))
         heartbeat.set_state(ChannelState.RUNNING)
-        log.info("telegram webhook set account=%s bot=%s", self.account, self._me.username)
+        log.info("telegram webhook set account=%s bot=%s", self.account, bot.bot.username)
         while True:  # Telegram pushes; we only prove the account is alive, and notice a lost webhook
             info = await call("getWebhookInfo", bot.get_webhook_info())
-            if info.url != self.settings.webhook_url:
-                await call("setWebhook", bot.set_webhook(self.settings.webhook_url, secret_token=secret,
-                                                         allowed_updates=ALLOWED_UPDATES))
+            if info.url != url:
+                await call("setWebhook", bot.set_webhook(url, secret_token=secret, allowed_updates=ALLOWED_UPDATES))
             heartbeat.beat()
             await asyncio.sleep(WEBHOOK_CHECK_S)
 
@@ -154,7 +154,7 @@ class TelegramChannel(Channel):
         Each download is a sign of life: a batch of files can take longer than the supervisor's stall
         watch, and a run cancelled as stalled fetches the same batch again -- forever."""
         batch: list[InboundMessage] = []
-        me = self._me
+        me = bot.bot  # who getMe said the bot is (``_ready`` initialized it)
         for raw in updates:
             try:
                 if not isinstance(raw, dict):

@@ -25,10 +25,12 @@ from telegram import Message, MessageEntity, Update, User
 from gateway.errors import InvalidEvent
 from gateway.messages import (
     AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Element, EventId, InboundMessage, Link,
-    Media, Mention, MessageId, Quote, Referrer, Sender, Text, UserId,
+    Media, MediaKind, Mention, MessageId, Quote, Referrer, Sender, Text, UserId,
 )
 
 CHANNEL = ChannelName("telegram")
+_FILE_KINDS: tuple[tuple[str, MediaKind], ...] = (("document", "file"), ("voice", "audio"), ("audio", "audio"), ("video", "video"))
+"""Message attributes that carry a file, and what kind of file each is."""
 
 
 def _slice(text: str, offset: int, length: int) -> str:
@@ -85,7 +87,7 @@ def _media(message: Message) -> list[Media]:
         return [Media(kind="image", platform_ref=biggest.file_id, name=f"{biggest.file_unique_id}.jpg",
                       mime_type="image/jpeg", size=biggest.file_size)]
     found: list[Media] = []
-    for attr, kind in (("document", "file"), ("voice", "audio"), ("audio", "audio"), ("video", "video")):
+    for attr, kind in _FILE_KINDS:
         item = getattr(message, attr, None)
         if item is not None:
             found.append(Media(kind=kind, platform_ref=item.file_id, name=getattr(item, "file_name", None) or "",

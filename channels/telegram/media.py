@@ -44,11 +44,11 @@ def _note(media: Media, reason: str) -> Text:
     return Text(text=f"\n[{label} not downloaded: {reason}]")
 
 
-async def _fetch(bot: Bot, media: Media, folder: Path, limit: int) -> tuple[Media, Text | None]:
+async def _fetch(bot: Bot, media: Media, ref: str, folder: Path, limit: int) -> tuple[Media, Text | None]:
     if media.size is not None and media.size > limit:
         return media, _note(media, f"{_megabytes(media.size)} is over the {_megabytes(limit)} limit")
     try:
-        file = await call("getFile", bot.get_file(media.platform_ref))
+        file = await call("getFile", bot.get_file(ref))
         if file.file_size is not None and file.file_size > limit:
             return media, _note(media, f"{_megabytes(file.file_size)} is over the {_megabytes(limit)} limit")
         if not file.file_path:  # optional in getFile's answer; PTB would raise RuntimeError
@@ -73,7 +73,7 @@ async def download_media(bot: Bot, message: InboundMessage, folder: Path, limit:
     notes: list[Text] = []
     for element in message.elements:
         if isinstance(element, Media) and element.platform_ref and not element.url:
-            element, note = await _fetch(bot, element, folder, limit)
+            element, note = await _fetch(bot, element, element.platform_ref, folder, limit)
             if note is not None:
                 log.info("telegram media left out event=%s reason=%s", message.event_id, note.text.strip())
                 notes.append(note)

@@ -25,7 +25,9 @@ import hashlib
 import html
 import logging
 import re
+from collections.abc import Awaitable
 from pathlib import Path
+from typing import TypedDict
 
 from telegram import Bot, InputFile, Message, ReplyParameters
 
@@ -92,12 +94,22 @@ async def edit_text(bot: Bot, chat: int, message: int, text: str) -> None:
             raise  # the same text again is what an edit after a lost response looks like: done
 
 
-def _draft(bot: Bot, where: Where, draft_id: int, text: str, parse_mode: str | None):
-    kwargs = {"chat_id": where.chat, "draft_id": draft_id, "text": text, "message_thread_id": where.thread,
-              "parse_mode": parse_mode}
+class _DraftFields(TypedDict):
+    """sendMessageDraft's fields, one shape for PTB's method and for the generic call."""
+
+    chat_id: int
+    draft_id: int
+    text: str
+    message_thread_id: int | None
+    parse_mode: str | None
+
+
+def _draft(bot: Bot, where: Where, draft_id: int, text: str, parse_mode: str | None) -> Awaitable[object]:
+    fields = _DraftFields(chat_id=where.chat, draft_id=draft_id, text=text, message_thread_id=where.thread,
+                          parse_mode=parse_mode)
     if hasattr(bot, "send_message_draft"):  # python-telegram-bot >= 22.6
-        return bot.send_message_draft(**kwargs)
-    return bot.do_api_request("sendMessageDraft", api_kwargs=kwargs)  # older releases: the generic call
+        return bot.send_message_draft(**fields)
+    return bot.do_api_request("sendMessageDraft", api_kwargs=dict(fields))  # older releases: the generic call
 
 
 async def send_draft(bot: Bot, where: Where, draft_id: int, text: str) -> None:
@@ -126,9 +138,9 @@ def _source(attachment: Attachment) -> str | InputFile:
 
 async def send_attachment(bot: Bot, where: Where, attachment: Attachment) -> Message:
     source = await asyncio.to_thread(_source, attachment)  # up to 50 MB read from disk: off the event loop
-    common = {"message_thread_id": where.thread, "reply_parameters": where.reply()}
+    thread, reply = where.thread, where.reply()
     if attachment.kind == "image":
-        return await call("sendPhoto", bot.send_photo(where.chat, source, **common))
+        return await call("sendPhoto", bot.send_photo(where.chat, source, message_thread_id=thread, reply_parameters=reply))
     if attachment.kind == "audio":
-        return await call("sendVoice", bot.send_voice(where.chat, source, **common))
-    return await call("sendDocument", bot.send_document(where.chat, source, **common))
+        return await call("sendVoice", bot.send_voice(where.chat, source, message_thread_id=thread, reply_parameters=reply))
+    return await call("sendDocument", bot.send_document(where.chat, source, message_thread_id=thread, reply_parameters=reply))

@@ -33,11 +33,11 @@ import json
 import re
 import warnings
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from telegram import Bot
 from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
-from telegram.request import HTTPXRequest
+from telegram.request import HTTPXRequest, RequestData
 from telegram.warnings import PTBDeprecationWarning
 
 from channels.telegram.config import CLOUD_API, TelegramConfig
@@ -46,6 +46,9 @@ from gateway.errors import (
     AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited,
     Unsupported,
 )
+
+if TYPE_CHECKING:
+    from telegram._utils.types import ODVInput  # PTB's own name for "a value, None, or DEFAULT_NONE"
 
 PLATFORM = "telegram"
 
@@ -71,9 +74,19 @@ class StatusKeepingRequest(HTTPXRequest):
         super().__init__(**options)
         self.endpoint = origin(endpoint)
 
-    async def do_request(self, url: str, method: str, request_data: Any = None, **timeouts: Any) -> tuple[int, bytes]:
+    async def do_request(
+        self,
+        url: str,
+        method: str,
+        request_data: RequestData | None = None,
+        read_timeout: ODVInput[float] = HTTPXRequest.DEFAULT_NONE,
+        write_timeout: ODVInput[float] = HTTPXRequest.DEFAULT_NONE,
+        connect_timeout: ODVInput[float] = HTTPXRequest.DEFAULT_NONE,
+        pool_timeout: ODVInput[float] = HTTPXRequest.DEFAULT_NONE,
+    ) -> tuple[int, bytes]:
         try:
-            status, payload = await super().do_request(url, method, request_data, **timeouts)
+            status, payload = await super().do_request(url, method, request_data, read_timeout, write_timeout,
+                                                       connect_timeout, pool_timeout)
         except NetworkError as error:  # TimedOut too; the URL holds the token, so only the endpoint is named
             why = why_unreachable(error) or ("no answer in time" if isinstance(error, TimedOut) else None)
             if why is None:

@@ -76,7 +76,8 @@ async def serve_http(
         lifespan="off",
         log_level="warning",
         access_log=False,
-        timeout_graceful_shutdown=shutdown_timeout,
+        # uvicorn annotates an int, but only hands the value to asyncio.wait_for, which takes seconds as a float
+        timeout_graceful_shutdown=shutdown_timeout,  # type: ignore[arg-type]
         http=guarded_protocol(load),
         ws="none",  # no route speaks WebSocket; an upgraded connection would leave the count
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,

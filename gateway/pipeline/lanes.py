@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from gateway.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import Address, InboundMessage, OutboundReply, reply_key
+from gateway.messages import Address, Attachment, InboundMessage, OutboundReply, reply_key
 from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
 from gateway.pipeline.streaming import PreviewStream
 from gateway.store import InboundState, ReplyState, Store
@@ -263,7 +263,8 @@ class Lanes:
     async def _respond(self, turn: Turn, preview: PreviewStream) -> tuple[str | None, tuple]:
         """Run the responder; return the final Markdown (None: stay silent) and attachments."""
         preview.start()
-        text, final, attachments = "", None, ()
+        text, final = "", None
+        attachments: tuple[Attachment, ...] = ()
         try:
             async for event in self.responder.respond(turn):
                 if isinstance(event, StreamDelta):

@@ -26,6 +26,7 @@ Matrix only loads ``mxc://`` sources, and mail clients block remote images.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections.abc import Sequence
 from html import escape as html_escape
@@ -347,7 +348,7 @@ class MarkdownRenderer(Renderer):
                 pieces.append(self.inlines(node.children))  # type: ignore[union-attr]  # no spelling keeps it
         return "".join(pieces)
 
-    def _switch_previous(self, pieces: list[str], nodes: tuple[Inline, ...], index: int, node: Inline) -> bool:
+    def _switch_previous(self, pieces: builtins.list[str], nodes: tuple[Inline, ...], index: int, node: Inline) -> bool:
         """Respell the run before ``node`` with ``_`` so the two no longer touch with ``*``."""
         previous = nodes[index] if index >= 0 else None
         style = _MARKABLE.get(type(previous))

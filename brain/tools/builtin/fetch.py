@@ -89,7 +89,7 @@ class _Refused(Exception):
     """A URL the guard will not fetch; the message is for the model."""
 
 
-class FetchPageTool(Tool):
+class FetchPageTool(Tool["FetchPageTool.Arguments"]):
     name = "fetch_page"
     description = (
         "Fetch a public web page (http or https) and read it as plain text. "

@@ -20,7 +20,7 @@ class Handoff(Protocol):
         ...
 
 
-class HandoffTool(Tool):
+class HandoffTool(Tool["HandoffTool.Arguments"]):
     name = "handoff_to_teacher"
     description = (
         "Ask the human teacher to step in: when the learner asks for a person, is upset or at risk, "

@@ -35,7 +35,7 @@ class HistorySearch(Protocol):
         ...
 
 
-class HistorySearchTool(Tool):
+class HistorySearchTool(Tool["HistorySearchTool.Arguments"]):
     name = "history_search"
     description = (
         "Search what was said earlier in this conversation (in a direct chat: everything you and this learner said, "

@@ -30,7 +30,7 @@ class KnowledgeSearch(Protocol):
         ...
 
 
-class KnowledgeSearchTool(Tool):
+class KnowledgeSearchTool(Tool["KnowledgeSearchTool.Arguments"]):
     name = "knowledge_search"
     description = (
         "Search the course material this tutor was given. Use it before answering questions about the "

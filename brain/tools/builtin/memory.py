@@ -70,7 +70,7 @@ def _line(entry: MemoryEntry) -> str:
     return f"- {label}{entry.text}{kind}{when}"
 
 
-class MemoryReadTool(Tool):
+class MemoryReadTool(Tool["MemoryReadTool.Arguments"]):
     name = "memory_read"
     description = (
         "Recall what you noted earlier about the person you are talking with (in a direct chat) "
@@ -92,7 +92,7 @@ class MemoryReadTool(Tool):
         return ToolResult(text=f"Noted about {whose}:\n" + "\n".join(_line(e) for e in entries[: args.limit]))
 
 
-class MemoryWriteTool(Tool):
+class MemoryWriteTool(Tool["MemoryWriteTool.Arguments"]):
     name = "memory_write"
     description = (
         "Note one short fact worth remembering about the person you are talking with (in a direct chat) "

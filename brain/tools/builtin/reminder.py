@@ -65,7 +65,7 @@ def parse_when(when: str, now: datetime) -> datetime:
     return at
 
 
-class ScheduleReminderTool(Tool):
+class ScheduleReminderTool(Tool["ScheduleReminderTool.Arguments"]):
     name = "schedule_reminder"
     description = (
         "Send a reminder message to this conversation later, at most 30 days ahead. "
