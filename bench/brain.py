@@ -39,7 +39,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -52,7 +52,17 @@ from brain.loop import Brain  # noqa: E402
 from brain.types import FinishReason, ModelRequest, ModelResult, TextDelta, ToolCall, Usage  # noqa: E402
 from gateway.config import ModelSettings, PartnerConfig, parse_config  # noqa: E402
 from gateway.messages import (  # noqa: E402
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage, Sender, Text, UserId,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    Sender,
+    Text,
+    UserId,
 )
 from gateway.turns import Role, Turn  # noqa: E402
 
@@ -143,7 +153,7 @@ def turn_in(conversation: str, number: int) -> Turn:
                         conversation=Conversation(chat=ChatId(conversation), kind=ConversationKind.DIRECT)),
         sender=Sender(user=UserId(conversation), display_name="Ann"),
         elements=(Text(text=f"Question {number}: can you explain {QUERIES[number % len(QUERIES)]}?"),),
-        received_at=datetime.now(timezone.utc),
+        received_at=datetime.now(UTC),
         addressed=True,
     )
     return Turn(PARTNER, message.address, message.sender, Role.LEARNER, [message])

@@ -52,9 +52,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from gateway.app import Gateway  # noqa: E402
-from gateway.config import parse_config  # noqa: E402
-from tests.contract.harness import ContractResponder, counter  # noqa: E402
+from gateway.app import Gateway
+from gateway.config import parse_config
+from tests.contract.harness import ContractResponder, counter
 
 TOKEN = re.compile(r"\bbench\d+\b")
 PIPELINE = {"coalesce_window_s": 0, "shutdown_drain_s": 2}
@@ -285,7 +285,7 @@ async def measure(rig: Any, workdir: Path, *, rate: float, seconds: float, chats
             raise SystemExit(f"channels.py: the {rig.name} channel did not start: {gateway.unavailable}")
         try:
             await asyncio.wait_for(rig.ready(gateway), 120)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise SystemExit(f"channels.py: {rig.name}: the bot was not ready at the peer within 120 s") from None
         await rig.post(rig.warmup_chat, "warm-up")
         if not await sent(gateway, rig.name, 1, 60):

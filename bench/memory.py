@@ -71,7 +71,6 @@ async def measure_gateway(peer_url: str, accounts: int, settle: float, prefix: s
 async def measure_clients(count: int) -> dict:
     """RSS of ``count`` AsyncClients each building its own SSL context, and sharing one."""
     import httpx
-
     from relaychat.transport import new_client
 
     costs = {}

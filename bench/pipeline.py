@@ -29,21 +29,34 @@ import sys
 import tempfile
 import time
 from collections.abc import AsyncIterator
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from channels.base import Channel, Heartbeat  # noqa: E402
-from gateway.app import Gateway  # noqa: E402
-from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, TextUnit  # noqa: E402
-from gateway.config import parse_config  # noqa: E402
-from gateway.events import RuntimeEvent, StreamEnd, TurnEnd  # noqa: E402
-from gateway.messages import (  # noqa: E402
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage, MessageId,
-    Referrer, RenderedPart, Sender, SentMessage, Text, UserId,
+from channels.base import Channel, Heartbeat
+from gateway.app import Gateway
+from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, TextUnit
+from gateway.config import parse_config
+from gateway.events import RuntimeEvent, StreamEnd, TurnEnd
+from gateway.messages import (
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    MessageId,
+    Referrer,
+    RenderedPart,
+    Sender,
+    SentMessage,
+    Text,
+    UserId,
 )
-from gateway.turns import Turn  # noqa: E402
+from gateway.turns import Turn
 
 
 class BenchChannel(Channel):
@@ -77,7 +90,7 @@ class BenchChannel(Channel):
 
     async def offer(self, batch: list[tuple[str, str]], scheduled: float | None = None) -> None:
         """Accept a batch; latency counts from ``scheduled`` when given (no coordinated omission)."""
-        now = datetime.now(timezone.utc)
+        now = datetime.now(UTC)
         messages = [
             InboundMessage(
                 event_id=EventId(event),

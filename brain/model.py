@@ -322,7 +322,7 @@ class ModelQuirks:
         return {model: sorted(q.value for q in quirks) for model, quirks in sorted(self._known.items()) if quirks}
 
     @classmethod
-    def load(cls, path: Path) -> "ModelQuirks":
+    def load(cls, path: Path) -> ModelQuirks:
         """The registry saved at ``path`` (empty when missing or unreadable: quirks are relearned)."""
         try:
             data = json.loads(path.read_text(encoding="utf-8"))

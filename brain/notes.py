@@ -24,10 +24,10 @@ import re
 import sqlite3
 import threading
 from collections.abc import AsyncIterator, Sequence
-from typing import Protocol
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
+from typing import Protocol
 
 from brain.knowledge.engine import Hit
 from brain.knowledge.query import MAX_QUERY_WORDS, fts_query, query_words  # noqa: F401 - re-exported
@@ -423,7 +423,7 @@ class NotesResponder:
         self._warned: set[str] = set()
 
     @classmethod
-    def from_config(cls, config: Config, *, knowledge: DocumentSearch | None = None) -> "NotesResponder":
+    def from_config(cls, config: Config, *, knowledge: DocumentSearch | None = None) -> NotesResponder:
         """User personas next to the config; the index cached in ``<data_dir>/notes-index.db``."""
         return cls(persona_dirs(config), index=NotesIndex(config.data_dir / "notes-index.db"), knowledge=knowledge)
 

@@ -15,7 +15,7 @@ import asyncio
 from brain.model import ModelError, ModelErrorKind, classify, load_litellm
 from brain.types import ModelSettings
 from gateway.endpoints import origin, why_unreachable
-from gateway.probes import Gravity, Problem, ProbeResult
+from gateway.probes import Gravity, ProbeResult, Problem
 
 PROBE_TIMEOUT_S = 15.0
 OLLAMA_DEFAULT = "http://localhost:11434"

@@ -19,9 +19,9 @@ from bisect import bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
@@ -31,7 +31,7 @@ from gateway.store.schema import Schema
 
 
 def _now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class _Event(BaseModel):
@@ -122,10 +122,7 @@ class TurnEnded(_Event):
 
 
 LogEvent = Annotated[
-    Union[
-        TurnStarted, UserSaid, AssistantSaid, ToolReturned, Nudged, ModelRequested, ModelAnswered, Summarized, CommandRan,
-        TurnEnded,
-    ],
+    TurnStarted | UserSaid | AssistantSaid | ToolReturned | Nudged | ModelRequested | ModelAnswered | Summarized | CommandRan | TurnEnded,
     Field(discriminator="kind"),
 ]
 _EVENT = TypeAdapter(LogEvent)

@@ -9,8 +9,7 @@ their linked chat apps; ``/forget`` erases their rows with everything else.
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
-from pathlib import Path
+from datetime import UTC, datetime
 
 from brain.sqlite_file import SqliteFile
 from brain.types import Usage
@@ -18,7 +17,7 @@ from gateway.store.schema import Schema
 
 
 def today() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%d")
+    return datetime.now(UTC).strftime("%Y-%m-%d")
 
 
 class UsageLedger(SqliteFile):

@@ -29,7 +29,7 @@ from gateway.capabilities import ChannelCapabilities, capabilities_of
 from gateway.config import AccountConfig
 from gateway.errors import Unsupported
 from gateway.messages import AccountId, Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import Problem, ProbeResult
+from gateway.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starlette at module level
     from starlette.requests import Request
@@ -70,7 +70,7 @@ class Heartbeat(Protocol):
 
     def event(self) -> None: ...
 
-    def set_state(self, state: "ChannelState", reason: str | None = None) -> None: ...
+    def set_state(self, state: ChannelState, reason: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -119,11 +119,11 @@ class Channel(ABC):
     async def typing(self, target: Address) -> None:
         """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``."""
 
-    async def handle_webhook(self, request: "Request") -> "Response":
+    async def handle_webhook(self, request: Request) -> Response:
         """Webhook-mode channels verify, decode, ``await sink.accept`` and only then answer 2xx."""
         raise Unsupported(self.name, "this channel has no webhook")
 
-    def http_routes(self) -> list["BaseRoute"]:
+    def http_routes(self) -> list[BaseRoute]:
         """Routes this channel serves itself (webchat's page and API), mounted by the HTTP app
         under ``/channels/{name}/{account}``.  Most channels serve none."""
         return []

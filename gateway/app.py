@@ -17,7 +17,7 @@ import signal
 import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from brain.health import ModelHealth
 from brain.tools.builtin.reminder import ScheduleResult
@@ -38,12 +38,12 @@ from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk
-from gateway.takeover import TeacherDesk
 from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
 from gateway.store import QueueDepths, Store
 from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
+from gateway.takeover import TeacherDesk
 from gateway.turns import Responder
 
 log = logging.getLogger(__name__)
@@ -82,7 +82,7 @@ class AccountCursors:
 class _LateHandoff:
     """Hands off through the gateway's teacher desk, which exists only after the lanes do."""
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
 
     async def hand_to_teacher(self, address: Address, reason: str) -> str:
@@ -92,7 +92,7 @@ class _LateHandoff:
 class _ReportedReminders:
     """Schedules through the reminder desk and tells the partner's teacher about every refusal."""
 
-    def __init__(self, gateway: "Gateway") -> None:
+    def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
 
     async def schedule(self, address: Address, at: datetime, text: str) -> ScheduleResult:
@@ -139,7 +139,7 @@ class Gateway:
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
         self.unavailable: list[UnavailableChannel] = []
         self._tasks: list[asyncio.Task[None]] = []
-        self.started_at = datetime.now(timezone.utc)
+        self.started_at = datetime.now(UTC)
         self.ready = False
         self._data_lock: int | None = None
 
@@ -328,7 +328,7 @@ class Gateway:
             self._data_lock = None
         log.info("gateway stopped")
 
-    async def __aenter__(self) -> "Gateway":
+    async def __aenter__(self) -> Gateway:
         await self.start()
         return self
 

@@ -559,8 +559,8 @@ def pairing_deny(ctx: click.Context, code: str) -> None:
     _resolve(ctx, code, False)
 
 
-import gateway.cli_kb  # noqa: E402,F401 -- registers `partners kb` (imports only click until a kb command runs)
-import gateway.cli_memory  # noqa: E402,F401 -- registers `partners memory` and `partners people` (likewise)
+import gateway.cli_kb  # noqa: E402 -- registers `partners kb` (imports only click until a kb command runs)
+import gateway.cli_memory  # noqa: E402 -- registers `partners memory` and `partners people` (likewise)
 import gateway.cli_roster  # noqa: E402,F401 -- registers `partners people list` and `partners conversations`
 
 

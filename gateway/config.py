@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
-    BaseModel, BeforeValidator, ConfigDict, Field, PrivateAttr, SecretStr, ValidationError, ValidationInfo, field_validator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    SecretStr,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
@@ -144,7 +152,7 @@ class ToolRule(_Model):
     """A group's chat id as the platform spells it; matches group conversations only."""
 
     @model_validator(mode="after")
-    def _group_means_group(self) -> "ToolRule":
+    def _group_means_group(self) -> ToolRule:
         if self.group is not None and self.kind == "direct":
             raise ValueError("a rule naming a group matches only group conversations; remove `kind: direct`")
         return self
@@ -206,7 +214,7 @@ class ModelSettings(_Model):
     model: str = Field(min_length=1, description="litellm model name, e.g. openai/gpt-4o-mini or ollama/llama3")
     api_base: str | None = None
     api_key: EnvSecret | None = None
-    backup: "ModelSettings | None" = None
+    backup: ModelSettings | None = None
     temperature: float | None = None
     max_tokens: int | None = Field(default=None, ge=1)
     connect_timeout_s: float = Field(default=5.0, gt=0)
@@ -248,7 +256,7 @@ class PartnerConfig(_Model):
     """None takes the persona's policy (``policies.mid_turn``)."""
     model: ModelSettings | None = None
     """Overrides the persona's model for this partner (several partners may share a persona)."""
-    tool_rules: tuple["ToolRule", ...] = ()
+    tool_rules: tuple[ToolRule, ...] = ()
     """Context rules that take tools away from this partner's set; they never add one."""
 
 
@@ -353,7 +361,7 @@ class Config(_Model):
     _secrets: Secrets = PrivateAttr(default=Secrets.RESOLVE)
 
     @model_validator(mode="after")
-    def _check_references(self) -> "Config":
+    def _check_references(self) -> Config:
         ids = [p.id for p in self.partners]
         dupes = {i for i in ids if ids.count(i) > 1}
         if dupes:

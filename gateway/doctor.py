@@ -31,7 +31,7 @@ from gateway import datadir
 from gateway.config import Config, ModelSettings, account_enabled, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.extras import install_command
-from gateway.probes import Gravity, Problem, ProbeResult
+from gateway.probes import Gravity, ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from gateway.store.schema import Schema

@@ -64,7 +64,7 @@ class ConfigError(GatewayError):
         super().__init__(self._text())
 
     @classmethod
-    def of(cls, problems: Sequence[Problem], *, file: str | None = None) -> "ConfigError":
+    def of(cls, problems: Sequence[Problem], *, file: str | None = None) -> ConfigError:
         """One error for every problem found in ``file`` (at least one)."""
         first, *rest = problems
         error = cls(first.message, file=file, field=first.field, fix=first.fix)

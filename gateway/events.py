@@ -6,7 +6,7 @@ events -- never a dict with magic keys -- so every consumer can match on them.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Union
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,4 +47,4 @@ class TurnEnd(_Event):
     reason: str = ""
 
 
-RuntimeEvent = Annotated[Union[StreamDelta, StreamEnd, Progress, TurnEnd], Field(discriminator="kind")]
+RuntimeEvent = Annotated[StreamDelta | StreamEnd | Progress | TurnEnd, Field(discriminator="kind")]

@@ -21,7 +21,7 @@ import re
 import unicodedata
 from datetime import datetime
 from enum import Enum
-from typing import Annotated, Literal, NewType, Union
+from typing import Annotated, Literal, NewType
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -148,7 +148,7 @@ class Emoji(_Frozen):
     platform_ref: str | None = None
 
 
-Element = Annotated[Union[Text, Mention, Link, Media, Quote, Emoji], Field(discriminator="kind")]
+Element = Annotated[Text | Mention | Link | Media | Quote | Emoji, Field(discriminator="kind")]
 ELEMENT_KINDS: tuple[str, ...] = ("text", "mention", "link", "image", "audio", "video", "file", "quote", "emoji")
 
 

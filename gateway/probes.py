@@ -49,5 +49,5 @@ class ProbeResult(BaseModel):
         return not any(p.gravity is Gravity.ERROR for p in self.problems)
 
     @classmethod
-    def failed(cls, checked: str, message: str, fix: str) -> "ProbeResult":
+    def failed(cls, checked: str, message: str, fix: str) -> ProbeResult:
         return cls(checked=checked, problems=(Problem(message=message, fix=fix),))

@@ -27,9 +27,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from gateway.config import ToolRule
 from brain.types import ModelSettings
-from gateway.config import Config, MidTurn, Secrets
+from gateway.config import Config, MidTurn, Secrets, ToolRule
 from gateway.errors import ConfigError
 from gateway.yamlfile import read_yaml
 from personas.files import MAX_SOUL_BYTES, confined, note_files, read_capped

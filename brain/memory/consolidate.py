@@ -25,7 +25,7 @@ import sqlite3
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from brain.markup import split_output
@@ -154,7 +154,7 @@ def render(doc: Document, facts: Mapping[int, trace.Fact]) -> str:
 
 
 def day(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).strftime("%Y-%m-%d")
+    return datetime.fromtimestamp(at, UTC).strftime("%Y-%m-%d")
 
 
 def prompt(scope: Scope, previous: Document | None, facts: list[trace.Fact]) -> tuple[list[ChatMessage], dict[int, int]]:

@@ -24,7 +24,7 @@ import sqlite3
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import partial
 from typing import Any
 
@@ -67,7 +67,7 @@ class _Kept:
 
 
 def _iso(at: float) -> str:
-    return datetime.fromtimestamp(at, timezone.utc).isoformat(timespec="seconds")
+    return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
 class MemoryControls:

@@ -20,7 +20,7 @@ import logging
 import sqlite3
 import time
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Literal
 
 from brain.memory import consolidate, people, preferences, trace
@@ -56,7 +56,7 @@ HEADINGS = {
 
 
 def _when(at: float) -> datetime:
-    return datetime.fromtimestamp(at, timezone.utc)
+    return datetime.fromtimestamp(at, UTC)
 
 
 def _entry(item: trace.Fact | preferences.Preference, kind: Literal["fact", "preference"]) -> MemoryEntry:

@@ -24,7 +24,6 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import Callable
-from pathlib import Path
 from typing import TypeVar
 
 from brain.sqlite_file import SqliteFile

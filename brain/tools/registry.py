@@ -10,14 +10,13 @@ paths, addresses or secrets).  Cancellation still propagates.
 
 from __future__ import annotations
 
-from functools import cache
-
 import asyncio
 import json
 import logging
 import re
 import time
 from collections.abc import Iterable
+from functools import cache
 from typing import Any
 
 from pydantic import ValidationError

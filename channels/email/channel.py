@@ -22,7 +22,7 @@ import email
 import email.policy
 import logging
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
 from channels.base import Channel, ChannelContext, Heartbeat
@@ -37,7 +37,7 @@ from channels.email.smtp import SmtpSubmitter
 from gateway.config import AccountConfig
 from gateway.errors import BadRequest, InvalidEvent
 from gateway.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import Problem, ProbeResult
+from gateway.probes import ProbeResult, Problem
 from gateway.supervisor import ChannelState
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,7 @@ class EmailChannel(Channel):
             return await imap.search("UNSEEN")
         validity, _, last = saved.partition(":")
         if int(validity) != state.uidvalidity:
-            horizon = datetime.now(timezone.utc) - timedelta(seconds=self.capabilities().redelivery_horizon_s)
+            horizon = datetime.now(UTC) - timedelta(seconds=self.capabilities().redelivery_horizon_s)
             log.warning("email UIDVALIDITY changed account=%s mailbox=%s was=%s now=%d: re-reading mail since %s",
                         self.account, self.settings.mailbox, validity, state.uidvalidity, horizon.date())
             return await imap.search("SINCE", horizon.strftime("%d-%b-%Y"))

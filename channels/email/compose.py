@@ -20,16 +20,16 @@
 
 from __future__ import annotations
 
+import email.policy
 import hashlib
 import html
 import json
 import mimetypes
 import re
 from dataclasses import dataclass
-import email.policy
-from email.policy import Policy
 from email.headerregistry import BaseHeader, HeaderRegistry, UnstructuredHeader
 from email.message import EmailMessage
+from email.policy import Policy
 from email.utils import formataddr, formatdate
 from pathlib import Path
 
@@ -78,7 +78,7 @@ class Thread:
     quote: str = ""
 
     @classmethod
-    def from_referrer(cls, message: str | None, token: str | None) -> "Thread":
+    def from_referrer(cls, message: str | None, token: str | None) -> Thread:
         data = json.loads(token) if token else {}
         return cls(message=message, subject=data.get("subject", ""), references=tuple(data.get("references", ())),
                    date=data.get("date", ""), name=data.get("name", ""), reply_to=data.get("reply_to"),

@@ -22,7 +22,7 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import getaddresses, parseaddr
 from pathlib import Path
@@ -30,8 +30,22 @@ from pathlib import Path
 from channels.email.plaintext import html_to_text
 from gateway.errors import InvalidEvent
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Element, EventId,
-    InboundMessage, Media, MediaKind, MessageId, Referrer, Sender, Text, UserId,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    Element,
+    EventId,
+    InboundMessage,
+    Media,
+    MediaKind,
+    MessageId,
+    Referrer,
+    Sender,
+    Text,
+    UserId,
 )
 
 CHANNEL = ChannelName("email")
@@ -185,7 +199,7 @@ def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media
         sender=Sender(user=UserId(sender), display_name=name),
         elements=tuple(elements),
         referrer=referrer_for(mail, event_id, name or sender, text, reply_to[0] if reply_to else None),
-        received_at=datetime.now(timezone.utc),
+        received_at=datetime.now(UTC),
         addressed=True,
         from_self=sender == me.lower(),
     )

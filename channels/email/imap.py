@@ -233,7 +233,7 @@ class ImapSession:
         try:
             if not self._lost.is_set() and client.get_state() in ("AUTH", "SELECTED"):
                 await asyncio.wait_for(client.logout(), 3)
-        except (aioimaplib.AioImapException, OSError, TimeoutError, asyncio.TimeoutError):
+        except (aioimaplib.AioImapException, OSError, TimeoutError):
             pass
         finally:
             transport = getattr(client.protocol, "transport", None)

@@ -37,10 +37,10 @@ from channels.matrix.encode import edit_content, media_content, text_content
 from channels.matrix.media import download, media_dir, upload
 from channels.matrix.probe import check_settings, probe_homeserver
 from channels.matrix.transport import call, new_client
-from gateway.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
 from gateway.config import AccountConfig
+from gateway.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
 from gateway.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import Problem, ProbeResult
+from gateway.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
 from gateway.supervisor import ChannelState
 

@@ -35,7 +35,7 @@ class MatrixConfig(AccountConfig):
     """Events per room per /sync; a longer gap is paged in with /messages, never skipped."""
 
     @model_validator(mode="after")
-    def _one_way_to_log_in(self) -> "MatrixConfig":
+    def _one_way_to_log_in(self) -> MatrixConfig:
         if self.access_token is None and self.password is None:
             raise ValueError("set access_token (preferred) or password for the Matrix account")
         if self.password is not None and not self.device_id:

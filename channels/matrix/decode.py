@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -170,7 +170,7 @@ def decode(
         event_id, sender, content = event["event_id"], event["sender"], event["content"]
         if not (isinstance(event_id, str) and isinstance(sender, str) and isinstance(content, dict)):
             raise TypeError("event_id, sender and content must be a string, a string and an object")
-        received_at = datetime.fromtimestamp(int(event["origin_server_ts"]) / 1000, timezone.utc)
+        received_at = datetime.fromtimestamp(int(event["origin_server_ts"]) / 1000, UTC)
         msgtype, body = content["msgtype"], content["body"]
         if not isinstance(msgtype, str) or not isinstance(body, str):
             raise TypeError(f"msgtype and body must be strings, got {type(msgtype).__name__} and {type(body).__name__}")

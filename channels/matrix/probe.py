@@ -16,7 +16,7 @@ from channels.matrix.config import MatrixConfig
 from channels.matrix.transport import call, new_client
 from gateway.endpoints import origin, placeholder_host
 from gateway.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
-from gateway.probes import Gravity, Problem, ProbeResult
+from gateway.probes import Gravity, ProbeResult, Problem
 from gateway.redaction import register_secret
 
 NEW_TOKEN = ("log the bot in again on its own device and export the new access token "

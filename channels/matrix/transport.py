@@ -23,7 +23,6 @@ Translation, most specific first::
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable
 from typing import Any, TypeVar
@@ -46,7 +45,7 @@ class _Client(AsyncClient):
     async def send(self, *args: Any, **kwargs: Any) -> Any:
         try:
             return await super().send(*args, **kwargs)
-        except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError) as error:
+        except (aiohttp.ClientError, TimeoutError, OSError) as error:
             why = why_unreachable(error)
             if why is None:
                 raise
@@ -88,7 +87,7 @@ async def call(action: str, request: Awaitable[T]) -> T:
     """Await one nio request; return its response or raise the translated gateway error."""
     try:
         response: Any = await request
-    except (aiohttp.ClientError, asyncio.TimeoutError, TimeoutError, OSError) as error:
+    except (aiohttp.ClientError, TimeoutError, OSError) as error:
         raise PeerUnavailable(PLATFORM, f"{action}: {type(error).__name__}: {error}") from error
     result = response[0] if isinstance(response, tuple) else response  # upload answers (response, keys)
     if isinstance(result, ErrorResponse):

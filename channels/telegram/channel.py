@@ -35,10 +35,16 @@ from channels.telegram.transport import PLATFORM, call, new_bot
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
 from gateway.jsonbody import decode_json
-from gateway.probes import Problem, ProbeResult
 from gateway.messages import (
-    Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage,
+    Address,
+    ConversationKind,
+    InboundMessage,
+    MessageId,
+    Referrer,
+    RenderedPart,
+    SentMessage,
 )
+from gateway.probes import ProbeResult, Problem
 from gateway.supervisor import ChannelState
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -175,7 +181,7 @@ class TelegramChannel(Channel):
         if batch:
             await self.context.sink.accept(batch)
 
-    async def handle_webhook(self, request: "Request") -> "Response":
+    async def handle_webhook(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
         secret = self.settings.webhook_secret

@@ -47,7 +47,7 @@ class TelegramConfig(AccountConfig):
     """Larger inbound files are not downloaded; the learner's message arrives with a note saying so."""
 
     @model_validator(mode="after")
-    def _check(self) -> "TelegramConfig":
+    def _check(self) -> TelegramConfig:
         if self.mode == "webhook":
             if not self.webhook_url:
                 raise ValueError("webhook mode needs webhook_url (https://your-host/webhooks/telegram/<account>)")

@@ -24,8 +24,25 @@ from telegram import Message, MessageEntity, Update, User
 
 from gateway.errors import InvalidEvent
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Element, EventId, InboundMessage, Link,
-    Media, MediaKind, Mention, MessageId, Quote, Referrer, Sender, Text, UserId,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    Element,
+    EventId,
+    InboundMessage,
+    Link,
+    Media,
+    MediaKind,
+    Mention,
+    MessageId,
+    Quote,
+    Referrer,
+    Sender,
+    Text,
+    UserId,
 )
 
 CHANNEL = ChannelName("telegram")

@@ -43,7 +43,14 @@ from telegram.warnings import PTBDeprecationWarning
 from channels.telegram.config import CLOUD_API, TelegramConfig
 from gateway.endpoints import origin, why_unreachable
 from gateway.errors import (
-    AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited,
+    AuthFailed,
+    BadRequest,
+    GatewayError,
+    NotFound,
+    PeerUnavailable,
+    PeerUnreachable,
+    PlatformError,
+    RateLimited,
     Unsupported,
 )
 

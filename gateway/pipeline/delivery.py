@@ -25,13 +25,21 @@ import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from channels.base import Channel
 from gateway.capabilities import ChannelCapabilities, EditMode
 from gateway.errors import ReplyWindowClosed
 from gateway.messages import (
-    Address, ConversationKind, Element, Link, Media, MessageId, OutboundReply, RenderedPart, plain_text,
+    Address,
+    ConversationKind,
+    Element,
+    Link,
+    Media,
+    MessageId,
+    OutboundReply,
+    RenderedPart,
+    plain_text,
 )
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
@@ -125,7 +133,7 @@ def _as_markdown(element: Element) -> str:
 
 def window_closed(reply: OutboundReply, capabilities: ChannelCapabilities, first_received: datetime | None) -> str | None:
     """Why a reply can no longer be sent, or None.  Checked before each send, not after a platform error."""
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     if reply.referrer.expires_at is not None and now > reply.referrer.expires_at:
         return "the platform's reply token expired"
     window = capabilities.group_reply_window_s if is_group(reply.target) else None

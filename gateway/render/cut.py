@@ -25,7 +25,17 @@ from itertools import accumulate, count
 
 from gateway.render.graphemes import boundary_at_or_before
 from gateway.render.markdown import (
-    Block, Code, CodeBlock, Emphasis, Image, Inline, LineBreak, Link, Strike, Strong, Text,
+    Block,
+    Code,
+    CodeBlock,
+    Emphasis,
+    Image,
+    Inline,
+    LineBreak,
+    Link,
+    Strike,
+    Strong,
+    Text,
 )
 
 _BREAK_SPACE = re.compile(r"[^\S\u00a0\u2007\u202f]+")  # whitespace a line may wrap at (not no-break spaces)

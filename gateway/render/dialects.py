@@ -36,7 +36,19 @@ from gateway.capabilities import Dialect
 from gateway.messages import Style
 from gateway.render.layout import Renderer, join_nonempty, prefix_lines, wrap_marks
 from gateway.render.markdown import (
-    Align, Block, Emphasis, Image, Inline, Link, ListBlock, Paragraph, Strong, Table, Text, inline_text, link_text,
+    Align,
+    Block,
+    Emphasis,
+    Image,
+    Inline,
+    Link,
+    ListBlock,
+    Paragraph,
+    Strong,
+    Table,
+    Text,
+    inline_text,
+    link_text,
 )
 
 

@@ -21,8 +21,25 @@ from gateway.capabilities import Dialect
 from gateway.messages import Style
 from gateway.render.graphemes import display_width
 from gateway.render.markdown import (
-    Align, Block, BlockQuote, Code, CodeBlock, Emphasis, Heading, Image, Inline, LineBreak, Link, ListBlock,
-    Paragraph, Strike, Strong, Table, Text, inline_text, link_text,
+    Align,
+    Block,
+    BlockQuote,
+    Code,
+    CodeBlock,
+    Emphasis,
+    Heading,
+    Image,
+    Inline,
+    LineBreak,
+    Link,
+    ListBlock,
+    Paragraph,
+    Strike,
+    Strong,
+    Table,
+    Text,
+    inline_text,
+    link_text,
 )
 
 _STYLE_OF = {Strong: Style.BOLD, Emphasis: Style.ITALIC, Strike: Style.STRIKE}

@@ -35,7 +35,17 @@ from gateway.capabilities import TextUnit
 from gateway.render.cut import Budget, split_code, split_inlines
 from gateway.render.layout import Renderer
 from gateway.render.markdown import (
-    Block, BlockQuote, Cell, CodeBlock, Heading, ListBlock, ListItem, Paragraph, Table, block_text, text_paragraph,
+    Block,
+    BlockQuote,
+    Cell,
+    CodeBlock,
+    Heading,
+    ListBlock,
+    ListItem,
+    Paragraph,
+    Table,
+    block_text,
+    text_paragraph,
 )
 
 MIN_LIMIT = 16

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from brain.context import HOUSE_RULES, build_request, compose_system, request_digest
 from brain.session_log import (
-    AssistantSaid, Entry, Nudged, SessionLog, Summarized, ToolReturned, TurnStarted, UserSaid,
+    AssistantSaid,
+    Entry,
+    Nudged,
+    SessionLog,
+    Summarized,
+    ToolReturned,
+    TurnStarted,
+    UserSaid,
 )
 from brain.types import ModelSettings, ToolCall, ToolSpec
 

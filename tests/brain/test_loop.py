@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import shutil
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -15,7 +15,7 @@ import yaml
 from brain.knowledge.service import KnowledgeService
 from brain.loop import APOLOGY, BROKE_OFF, BUDGET_LEARNER, FORCED, SUMMARIZE, WRAP_UP, Brain, BrainSettings
 from brain.model import LitellmClient, ModelQuirks
-from brain.notes import NotesIndex, NotesResponder
+from brain.notes import TROUBLE_NOTICE, NotesIndex, NotesResponder
 from brain.session_log import AssistantSaid, SessionLog, Summarized, TurnEnded, TurnStarted
 from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
@@ -23,12 +23,21 @@ from brain.usage import UsageLedger
 from gateway.config import ModelSettings, PartnerConfig
 from gateway.events import StreamDelta, StreamEnd, TurnEnd
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage, Sender, Text, UserId,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    Sender,
+    Text,
+    UserId,
 )
 from gateway.turns import Role, Turn
 from personas.loader import load_persona
 from tests.peers.model_stub import ModelStub, Reply
-from brain.notes import TROUBLE_NOTICE
 
 PACKAGED = Path(__file__).resolve().parents[2] / "personas"
 
@@ -80,7 +89,7 @@ def turn_for(stub, text="what is photosynthesis?", *, role=Role.LEARNER, arrival
         address=Address(channel=ChannelName("webchat"), account=AccountId("default"),
                         conversation=Conversation(chat=ChatId(f"chat-{user}"), kind=kind)),
         sender=Sender(user=UserId(user), display_name=user.title()),
-        elements=(Text(text=text),), received_at=datetime.now(timezone.utc), addressed=True,
+        elements=(Text(text=text),), received_at=datetime.now(UTC), addressed=True,
     )
     pending = list(arrivals or [])
     take = lambda: [pending.pop(0)] if pending else []  # noqa: E731  (one arrival per round boundary)

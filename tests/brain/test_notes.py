@@ -9,7 +9,7 @@ import os
 import re
 import shutil
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -21,9 +21,9 @@ from brain.notes import (
     NO_MODEL_NOTICE,
     SETUP_PROBLEM,
     TROUBLE_NOTICE,
-    OfflineReason,
     NotesIndex,
     NotesResponder,
+    OfflineReason,
     excerpt,
     fts_query,
     model_status,
@@ -44,7 +44,7 @@ def make_turn(*texts: str, persona: str = "study-buddy", arrivals: tuple[str, ..
     def message(i: int, text: str) -> InboundMessage:
         return InboundMessage(
             event_id=f"e{i}", address=ADDRESS, sender=SENDER, elements=(Text(text=text),),
-            received_at=datetime.now(timezone.utc),
+            received_at=datetime.now(UTC),
         )
 
     partner = PartnerConfig(id="buddy", name="Buddy", persona=persona, model=model)

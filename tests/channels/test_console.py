@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 from channels.base import ChannelContext
@@ -10,12 +10,9 @@ from channels.console import ConsoleChannel
 from channels.registry import load_channel
 from gateway.capabilities import Dialect, EditMode
 from gateway.config import AccountConfig
-from gateway.messages import AccountId, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart
+from gateway.messages import AccountId, ConversationKind, MessageId, Referrer, RenderedPart
 from gateway.supervisor import ChannelState
 from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
-
-
-
 
 
 def script(*lines: str):

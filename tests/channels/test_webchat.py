@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,7 +26,6 @@ from gateway.messages import (
     ChatId,
     Conversation,
     ConversationKind,
-    InboundMessage,
     MessageId,
     Referrer,
     RenderedPart,

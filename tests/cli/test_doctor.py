@@ -6,8 +6,7 @@ import socket
 
 import pytest
 
-from gateway.config import parse_config
-from gateway.config import validate_account
+from gateway.config import parse_config, validate_account
 from gateway.doctor import Severity, check_data_dir, check_port
 from gateway.errors import ConfigError
 
@@ -234,7 +233,7 @@ def test_a_working_bot_passes_and_names_itself(invoke, workdir, monkeypatch, tel
     result = invoke("doctor")
 
     assert result.exit_code == 0, result.output
-    assert f"ok     telegram/main: works: bot @" in result.output
+    assert "ok     telegram/main: works: bot @" in result.output
     assert f"at {telegram_api}" in result.output
     assert token not in result.output
 

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage, Sender, Text,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    Sender,
+    Text,
     UserId,
 )
 from gateway.store import InboundState
@@ -23,7 +32,7 @@ def held_message(user: str) -> InboundMessage:
                         conversation=Conversation(chat=ChatId(user), kind=ConversationKind.DIRECT)),
         sender=Sender(user=UserId(user), display_name=user.title()),
         elements=(Text(text="can you help me?"),),
-        received_at=datetime.now(timezone.utc),
+        received_at=datetime.now(UTC),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import re
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
@@ -37,7 +37,7 @@ def turn(config, partner: str, channel: str, user: str, name: str, *, chat: str 
     address = Address(channel=channel, account="default", conversation=Conversation(chat=chat or f"dm-{user}", kind=kind))
     sender = Sender(user=user, display_name=name)
     message = InboundMessage(event_id=f"{user}-1", address=address, sender=sender, elements=(Text(text="hi"),),
-                             received_at=datetime.now(timezone.utc))
+                             received_at=datetime.now(UTC))
     return Turn(config.partner(partner), address, sender, Role.LEARNER, [message])
 
 

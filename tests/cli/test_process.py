@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+
 from tests.waits import HANG_S
 
 PARTNERS = Path(sys.executable).with_name("partners")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import socket
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from gateway.cli import base_url, format_status
 from gateway.config import parse_config
@@ -37,7 +37,7 @@ def test_the_address_comes_from_public_url_else_host_and_port():
 def test_the_report_shows_each_account_with_state_reason_and_queues():
     report = StatusReport(
         version="0.1.0",
-        started_at=datetime(2025, 3, 1, 8, 30, tzinfo=timezone.utc),
+        started_at=datetime(2025, 3, 1, 8, 30, tzinfo=UTC),
         partners=["study-buddy", "algebra-coach"],
         accounts=[
             AccountStatus(channel="webchat", account="default", state="running", inbound_pending=2, outbox_open=1),
@@ -62,7 +62,7 @@ def test_the_report_shows_each_account_with_state_reason_and_queues():
 def test_each_partners_model_is_shown_and_what_is_in_error_is_listed():
     from gateway.status import ModelStatus
 
-    since = datetime(2025, 3, 1, 9, 15, tzinfo=timezone.utc)
+    since = datetime(2025, 3, 1, 9, 15, tzinfo=UTC)
     report = StatusReport(
         version="0.1.0", started_at=since, partners=["buddy", "coach", "quiet"], responder="brain",
         accounts=[
@@ -94,7 +94,7 @@ def test_each_partners_model_is_shown_and_what_is_in_error_is_listed():
 
 
 def test_a_report_with_nothing_in_error_has_no_problems():
-    report = StatusReport(version="0.1.0", started_at=datetime(2025, 3, 1, tzinfo=timezone.utc), partners=[],
+    report = StatusReport(version="0.1.0", started_at=datetime(2025, 3, 1, tzinfo=UTC), partners=[],
                           accounts=[AccountStatus(channel="webchat", account="default", state="running")],
                           unavailable=[], responder="notes")
     assert report.problems() == []

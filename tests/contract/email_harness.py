@@ -83,7 +83,7 @@ class EmailHarness:
     features = frozenset({"own_echo", "faults", "outage", "credentials"})
 
     @classmethod
-    def create(cls, request: Any) -> "EmailHarness":
+    def create(cls, request: Any) -> EmailHarness:
         return cls(request.getfixturevalue("email_peer"))
 
     def __init__(self, peer: EmailPeer) -> None:

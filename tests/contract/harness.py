@@ -69,7 +69,7 @@ class Harness(Protocol):
     features: frozenset[str]
 
     @classmethod
-    def create(cls, request: Any) -> "Harness":
+    def create(cls, request: Any) -> Harness:
         """Build one for a test; ``request`` is pytest's, to reach session fixtures (a shared peer)."""
 
     async def start(self, workdir: Path) -> None:

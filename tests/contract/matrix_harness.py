@@ -33,7 +33,7 @@ class MatrixHarness:
     features = frozenset({"groups", "own_echo", "faults", "lost_response", "outage", "slow_send", "credentials"})
 
     @classmethod
-    def create(cls, request: Any) -> "MatrixHarness":
+    def create(cls, request: Any) -> MatrixHarness:
         return cls(request.getfixturevalue("synapse"))
 
     def __init__(self, peer: SynapsePeer) -> None:

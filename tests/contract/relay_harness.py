@@ -21,7 +21,7 @@ class RelayHarness:
     features = frozenset({"groups", "own_echo", "faults", "lost_response", "outage", "slow_send", "credentials"})
 
     @classmethod
-    def create(cls, request: Any) -> "RelayHarness":
+    def create(cls, request: Any) -> RelayHarness:
         return cls(request.getfixturevalue("relay_peer").url)
 
     def __init__(self, peer_url: str) -> None:

@@ -45,7 +45,7 @@ class TelegramHarness:
     features = frozenset({"groups", "faults", "outage", "slow_send", "credentials"})
 
     @classmethod
-    def create(cls, request: Any) -> "TelegramHarness":
+    def create(cls, request: Any) -> TelegramHarness:
         return cls(request.getfixturevalue("telegram_api"))
 
     def __init__(self, api_url: str) -> None:

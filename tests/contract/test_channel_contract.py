@@ -17,10 +17,18 @@ from gateway.app import Gateway
 from gateway.capabilities import Dialect, EditMode, TextUnit
 from gateway.doctor import probe_account
 from gateway.errors import AuthFailed, BadRequest, PeerUnavailable, RateLimited, TransientError
-from gateway.probes import Gravity
 from gateway.messages import ELEMENT_KINDS, Attachment, ConversationKind, Mention, Referrer, RenderedPart
+from gateway.probes import Gravity
 from tests.contract.harness import (
-    HARNESSES, ContractResponder, Rig, counter, eventually, harness_class, text_of, units, with_feature,
+    HARNESSES,
+    ContractResponder,
+    Rig,
+    counter,
+    eventually,
+    harness_class,
+    text_of,
+    units,
+    with_feature,
 )
 
 ALL = sorted(HARNESSES)

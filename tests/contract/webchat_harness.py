@@ -32,7 +32,7 @@ class WebchatHarness:
     features: frozenset[str] = frozenset()
 
     @classmethod
-    def create(cls, request: Any) -> "WebchatHarness":
+    def create(cls, request: Any) -> WebchatHarness:
         return cls()
 
     def __init__(self) -> None:

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import httpx
+
 from tests.waits import HANG_S, HTTP_S
 
 READY_RE = re.compile(r"(https?://[^\s/]+)")

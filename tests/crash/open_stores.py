@@ -46,7 +46,7 @@ def in_child(data: Path, *, kill_at: int = 0, trace: str = "") -> int:
         sitecustomize.AT, sitecustomize.TRACE, sitecustomize._seen[0] = kill_at, trace, 0
         try:
             asyncio.run(open_all(data))
-        except BaseException:  # noqa: BLE001 - the child reports any failure as its exit status
+        except BaseException:
             traceback.print_exc()
             os._exit(1)
         os._exit(0)

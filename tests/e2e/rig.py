@@ -134,7 +134,7 @@ class WebLearner:
         self._changed = asyncio.Event()
         self._follower: asyncio.Task[None] | None = None
 
-    async def open(self) -> "WebLearner":
+    async def open(self) -> WebLearner:
         answer = await self.http.post("/api/session", json={})
         assert answer.status_code == 200, answer.text
         self.learner = answer.json()["learner"]

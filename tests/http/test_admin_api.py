@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import httpx
 import pytest
@@ -33,7 +33,7 @@ async def remember_ann(cfg) -> None:
     address = Address(channel="webchat", account="default", conversation=Conversation(chat="dm-ann", kind=ConversationKind.DIRECT))
     sender = Sender(user="ann", display_name="Ann")
     message = InboundMessage(event_id="ann-1", address=address, sender=sender, elements=(Text(text="hi"),),
-                             received_at=datetime.now(timezone.utc))
+                             received_at=datetime.now(UTC))
     store, log = MemoryStore(cfg.data_dir / "memory.db"), SessionLog(cfg.data_dir / "brain.db")
     await MemoryService(store, log).write(Turn(cfg.partner("tutor"), address, sender, Role.LEARNER, [message]),
                                           MemoryEntry("Ann's exam is on Friday", key="exam"))

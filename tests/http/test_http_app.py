@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -19,7 +19,7 @@ from channels.base import Channel, ChannelContext, Heartbeat
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
 from gateway.http.app import build_app
-from gateway.messages import AccountId, Address, InboundMessage, Referrer, RenderedPart, SentMessage
+from gateway.messages import AccountId, Address, Referrer, RenderedPart, SentMessage
 from gateway.metrics import Metrics
 from gateway.status import AccountStatus, StatusReport
 from tests.fakes import MemoryCursors, RecordingSink

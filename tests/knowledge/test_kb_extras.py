@@ -8,9 +8,8 @@ ImportError, ``find_spec`` answers None) -- the code under test runs unchanged.
 
 from __future__ import annotations
 
-import re
-
 import logging
+import re
 import sys
 from pathlib import Path
 

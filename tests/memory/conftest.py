@@ -14,7 +14,7 @@ import itertools
 import shutil
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -101,7 +101,7 @@ class Rig:
                           conversation=Conversation(chat=ChatId(group or f"dm-{user}"), kind=kind))
         sender = Sender(user=UserId(user), display_name=name or user.title())
         message = InboundMessage(event_id=EventId(f"{user}-{next(self._ids)}"), address=address, sender=sender,
-                                 elements=(Text(text=text),), received_at=datetime.now(timezone.utc), addressed=True)
+                                 elements=(Text(text=text),), received_at=datetime.now(UTC), addressed=True)
         return Turn(partner or self.partner, address, sender, role, [message])
 
     async def say(self, user: str, text: str, **where) -> Said:

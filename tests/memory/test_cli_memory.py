@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from click.testing import CliRunner
@@ -38,7 +38,7 @@ def learner_turn(config, user: str, channel: str = "webchat") -> Turn:
     address = Address(channel=channel, account="default", conversation=Conversation(chat=f"dm-{user}", kind=ConversationKind.DIRECT))
     sender = Sender(user=user, display_name=user.title())
     message = InboundMessage(event_id=f"{user}-1", address=address, sender=sender, elements=(Text(text="hi"),),
-                             received_at=datetime.now(timezone.utc))
+                             received_at=datetime.now(UTC))
     return Turn(config.partner("tutor"), address, sender, Role.LEARNER, [message])
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
+
 from tests.waits import HTTP_S
 
 

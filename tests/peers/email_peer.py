@@ -44,8 +44,8 @@ from collections import Counter, deque
 from dataclasses import dataclass
 from email.message import EmailMessage
 from pathlib import Path
-from tests.waits import HANG_S, HTTP_S
 
+from tests.waits import HANG_S, HTTP_S
 
 PASSWORD = "peer-pass"
 DOMAIN = "school.test"
@@ -392,7 +392,7 @@ class EmailPeer:
     def imaps_port(self) -> int:
         return self.dovecot.imaps_port
 
-    def start(self) -> "EmailPeer":
+    def start(self) -> EmailPeer:
         self.dovecot.start()
         self.smtp.start()
         return self

@@ -34,6 +34,7 @@ from collections import Counter
 from typing import Any
 
 import httpx
+
 from tests.waits import HANG_S
 
 SEND_RE = re.compile(r"^/_matrix/client/(?:r0|v3)/rooms/[^/]+/send/")

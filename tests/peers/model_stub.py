@@ -46,8 +46,8 @@ import base64
 import contextlib
 import hashlib
 import json
-import re
 import os
+import re
 import socket
 import struct
 import subprocess
@@ -63,6 +63,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, StreamingResponse
 from starlette.routing import Route
+
 from tests.peers import stop_process
 from tests.waits import HTTP_S
 
@@ -103,30 +104,30 @@ class Reply:
     """Fall silent after this many streamed chunks, holding the connection open (a provider stuck mid-answer)."""
 
     @classmethod
-    def text(cls, text: str, **options: Any) -> "Reply":
+    def text(cls, text: str, **options: Any) -> Reply:
         return cls(kind="text", content=text, **options)
 
     @classmethod
-    def truncated(cls, text: str, **options: Any) -> "Reply":
+    def truncated(cls, text: str, **options: Any) -> Reply:
         """Output cut off by the token limit: ``finish_reason: length``."""
         return cls(kind="text", content=text, finish_reason="length", **options)
 
     @classmethod
-    def empty(cls, **options: Any) -> "Reply":
+    def empty(cls, **options: Any) -> Reply:
         return cls(kind="text", content="", **options)
 
     @classmethod
-    def think(cls, reasoning: str, answer: str, **options: Any) -> "Reply":
+    def think(cls, reasoning: str, answer: str, **options: Any) -> Reply:
         return cls(kind="text", content=f"<think>{reasoning}</think>{answer}", **options)
 
     @classmethod
-    def markup_tool_call(cls, name: str, arguments: dict, *, before: str = "", after: str = "", **options: Any) -> "Reply":
+    def markup_tool_call(cls, name: str, arguments: dict, *, before: str = "", after: str = "", **options: Any) -> Reply:
         """A tool call written as text, the way models without native tool calling do it."""
         body = json.dumps({"name": name, "arguments": arguments})
         return cls(kind="text", content=f"{before}<tool_call>{body}</tool_call>{after}", **options)
 
     @classmethod
-    def tool_calls(cls, *calls: tuple[str, dict] | dict, text: str = "", **options: Any) -> "Reply":
+    def tool_calls(cls, *calls: tuple[str, dict] | dict, text: str = "", **options: Any) -> Reply:
         """Native ``tool_calls``: each call as ``(name, arguments)`` or ``{"name", "arguments", "id"?}``."""
         built = []
         for number, call in enumerate(calls):
@@ -141,49 +142,49 @@ class Reply:
 
     @classmethod
     def failure(cls, status: int, message: str, *, type: str = "api_error", param: str | None = None,
-                code: str | None = None, retry_after: float | None = None, delay: float = 0.0) -> "Reply":
+                code: str | None = None, retry_after: float | None = None, delay: float = 0.0) -> Reply:
         """An error answer with OpenAI's body: ``{"error": {message, type, param, code}}``."""
         body = {"error": {"message": message, "type": type, "param": param, "code": code}}
         return cls(kind="error", status=status, error=body, retry_after=retry_after, delay=delay)
 
     @classmethod
-    def rate_limited(cls, retry_after: float = 1.0) -> "Reply":
+    def rate_limited(cls, retry_after: float = 1.0) -> Reply:
         return cls.failure(429, "Rate limit reached for requests", type="requests", code="rate_limit_exceeded",
                            retry_after=retry_after)
 
     @classmethod
-    def server_error(cls, status: int = 500) -> "Reply":
+    def server_error(cls, status: int = 500) -> Reply:
         return cls.failure(status, "The server had an error while processing your request.", type="server_error")
 
     @classmethod
-    def unauthorized(cls) -> "Reply":
+    def unauthorized(cls) -> Reply:
         return cls.failure(401, "Incorrect API key provided: sk-test.", type="invalid_request_error",
                            code="invalid_api_key")
 
     @classmethod
-    def unsupported(cls, param: str) -> "Reply":
+    def unsupported(cls, param: str) -> Reply:
         """OpenAI's 400 for a parameter this model does not take (``tools``, ``stream``, ``stream_options``)."""
         return cls.failure(400, unsupported_message(param), type="invalid_request_error", param=param,
                            code="unsupported_parameter")
 
     @classmethod
-    def context_too_long(cls) -> "Reply":
+    def context_too_long(cls) -> Reply:
         return cls.failure(400, "This model's maximum context length is 8192 tokens. However, your messages "
                            "resulted in 9000 tokens. Please reduce the length of the messages.",
                            type="invalid_request_error", param="messages", code="context_length_exceeded")
 
     @classmethod
-    def hung(cls) -> "Reply":
+    def hung(cls) -> Reply:
         """Accept the request and never send a byte back (until the stub stops)."""
         return cls(kind="text", content="never sent", hang=True)
 
     @classmethod
-    def stalled(cls, text: str, *, after: int = 2, **options: Any) -> "Reply":
+    def stalled(cls, text: str, *, after: int = 2, **options: Any) -> Reply:
         """Stream the role and the first ``after - 1`` pieces of ``text``, then fall silent for good."""
         return cls(kind="text", content=text, stall_after=after, **options)
 
     @classmethod
-    def timeout(cls, seconds: float = 30.0, text: str = "too late") -> "Reply":
+    def timeout(cls, seconds: float = 30.0, text: str = "too late") -> Reply:
         """Answer only after ``seconds``: longer than the client's timeout, so the client gives up first."""
         return cls(kind="text", content=text, delay=seconds)
 
@@ -191,7 +192,7 @@ class Reply:
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Reply":
+    def from_json(cls, data: dict) -> Reply:
         return cls(**{**data, "calls": tuple(data.get("calls", ()))})
 
 
@@ -477,7 +478,7 @@ class ModelStub:
         """Scripted replies not yet taken."""
         return len(self.state.queue)
 
-    async def start(self) -> "ModelStub":
+    async def start(self) -> ModelStub:
         import uvicorn
 
         sock = _bind("127.0.0.1", 0)
@@ -500,7 +501,7 @@ class ModelStub:
         await self._task
         self._task = None
 
-    async def __aenter__(self) -> "ModelStub":
+    async def __aenter__(self) -> ModelStub:
         return await self.start()
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -515,7 +516,7 @@ class ModelStubProcess:
         self.api_base = f"{url}/v1"
 
     @classmethod
-    def start(cls, *, rejects: tuple[str, ...] = (), api_key: str | None = None) -> "ModelStubProcess":
+    def start(cls, *, rejects: tuple[str, ...] = (), api_key: str | None = None) -> ModelStubProcess:
         args = [sys.executable, "-m", "tests.peers.model_stub", "--port", "0"]
         for param in rejects:
             args += ["--reject", param]

@@ -74,6 +74,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 from starlette.routing import Route
+
 from tests.peers import stop_process
 from tests.peers.control import ControlClient
 from tests.peers.faults import Faults
@@ -125,7 +126,7 @@ class Bot:
                 for f in fields(self) if f.name not in ("generation", "wakeup")}
 
     @classmethod
-    def from_json(cls, data: dict) -> "Bot":
+    def from_json(cls, data: dict) -> Bot:
         faults = Faults(**data.pop("faults"))
         return cls(**data, faults=faults)
 
@@ -483,7 +484,7 @@ class RelayPeer:
         self.process, self.url = process, url
 
     @classmethod
-    def start(cls, state: Path, *, text_limit: int = DEFAULT_TEXT_LIMIT, seed: int = 0, bots: tuple[str, ...] = ()) -> "RelayPeer":
+    def start(cls, state: Path, *, text_limit: int = DEFAULT_TEXT_LIMIT, seed: int = 0, bots: tuple[str, ...] = ()) -> RelayPeer:
         args = [sys.executable, "-m", "tests.peers.relay_platform", "--port", "0", "--state", str(state),
                 "--text-limit", str(text_limit), "--seed", str(seed)]
         for token in bots:

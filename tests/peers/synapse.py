@@ -110,7 +110,7 @@ class SynapsePeer:
         self.url = f"http://127.0.0.1:{port}"
 
     @classmethod
-    def start(cls, workdir: Path, *, timeout: float = 2 * HANG_S) -> "SynapsePeer":
+    def start(cls, workdir: Path, *, timeout: float = 2 * HANG_S) -> SynapsePeer:
         python = synapse_python()
         workdir.mkdir(parents=True, exist_ok=True)
         port = _free_port()

@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-
 from tests.peers import stop_process
 from tests.peers.control import ControlClient
 
@@ -22,7 +21,7 @@ class TelegramPeer:
         self.process, self.url = process, url
 
     @classmethod
-    def start(cls, log: Path, *, seed: int = 0) -> "TelegramPeer":
+    def start(cls, log: Path, *, seed: int = 0) -> TelegramPeer:
         args = [sys.executable, "-m", "tests.peers.telegram_server", "--port", "0", "--seed", str(seed)]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
         with open(log, "ab") as errors:

@@ -10,13 +10,25 @@ from __future__ import annotations
 import asyncio
 import itertools
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from channels.base import Channel, Heartbeat
 from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, SendRate, TextUnit
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage,
-    MessageId, RenderedPart, Sender, SentMessage, Text, UserId,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    MessageId,
+    RenderedPart,
+    Sender,
+    SentMessage,
+    Text,
+    UserId,
 )
 from tests.waits import HANG_S
 
@@ -35,7 +47,7 @@ def make_message(text, *, event, account="acct", chat="c1", user="u1", kind=Conv
                         conversation=Conversation(chat=ChatId(chat), kind=kind)),
         sender=Sender(user=UserId(user), display_name=user),
         elements=(Text(text=text),),
-        received_at=datetime.now(timezone.utc),
+        received_at=datetime.now(UTC),
         addressed=addressed,
         from_self=from_self,
     )
@@ -54,7 +66,7 @@ class Sent:
 class MemoryChannel(Channel):
     name = "memory"
     caps = DEFAULT_CAPS
-    instances: list["MemoryChannel"] = []
+    instances: list[MemoryChannel] = []
 
     def __init__(self, context):
         super().__init__(context)

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from gateway.config import AccessPolicy, DmPolicy, GroupPolicy, GroupSettings, OwnerRef, PartnerConfig
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage,
-    MessageId, Quote, Sender, Text, UserId,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    MessageId,
+    Quote,
+    Sender,
+    Text,
+    UserId,
 )
 from gateway.pipeline.access import Verdict, decide
 from gateway.turns import Role
@@ -26,7 +37,7 @@ def msg(user="u1", kind=ConversationKind.DIRECT, chat="c1", text="hi", addressed
         address=Address(channel=ChannelName("relay"), account=AccountId("a"), conversation=Conversation(chat=ChatId(chat), kind=kind)),
         sender=Sender(user=UserId(user)),
         elements=tuple(elements),
-        received_at=datetime.now(timezone.utc),
+        received_at=datetime.now(UTC),
         addressed=addressed,
     )
 

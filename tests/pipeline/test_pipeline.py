@@ -8,7 +8,7 @@ from gateway.capabilities import EditMode
 from gateway.errors import BadRequest, PeerUnavailable, RateLimited
 from gateway.messages import ConversationKind
 from gateway.pipeline.lanes import APOLOGY
-from gateway.store import InboundState, ReplyState
+from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder
 from tests.pipeline.memory_channel import DEFAULT_CAPS
 from tests.waits import tries

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
 
 
 def soon(seconds: float) -> datetime:
-    return datetime.now(timezone.utc) + timedelta(seconds=seconds)
+    return datetime.now(UTC) + timedelta(seconds=seconds)
 
 
 async def test_a_due_reminder_is_delivered_exactly_once(start_gateway):

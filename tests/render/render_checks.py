@@ -8,7 +8,19 @@ from html.parser import HTMLParser
 from gateway.capabilities import Dialect
 from gateway.render.dialects import HtmlRenderer
 from gateway.render.markdown import (
-    Block, BlockQuote, Code, CodeBlock, Heading, Image, Inline, LineBreak, Link, ListBlock, Paragraph, Table, Text,
+    Block,
+    BlockQuote,
+    Code,
+    CodeBlock,
+    Heading,
+    Image,
+    Inline,
+    LineBreak,
+    Link,
+    ListBlock,
+    Paragraph,
+    Table,
+    Text,
 )
 
 TELEGRAM_TAGS = frozenset({"b", "i", "s", "u", "code", "pre", "a", "blockquote"})

@@ -3,8 +3,28 @@
 from __future__ import annotations
 
 from gateway.render.markdown import (
-    Align, BlockQuote, Code, CodeBlock, Emphasis, Heading, Image, LineBreak, Link, ListBlock, ListItem, Paragraph,
-    Strike, Strong, Table, Text, ThematicBreak, block_text, inline_text, link_text, parse, text_paragraph,
+    Align,
+    BlockQuote,
+    Code,
+    CodeBlock,
+    Emphasis,
+    Heading,
+    Image,
+    LineBreak,
+    Link,
+    ListBlock,
+    ListItem,
+    Paragraph,
+    Strike,
+    Strong,
+    Table,
+    Text,
+    ThematicBreak,
+    block_text,
+    inline_text,
+    link_text,
+    parse,
+    text_paragraph,
 )
 
 

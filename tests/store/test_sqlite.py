@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from gateway.messages import (
-    AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, EventId, InboundMessage,
-    MessageId, OutboundReply, Sender, Text, UserId,
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    MessageId,
+    OutboundReply,
+    Sender,
+    Text,
+    UserId,
 )
 from gateway.store import InboundState, ReplyState
 from gateway.store.migrations import MIGRATIONS
@@ -25,7 +36,7 @@ def message(event: str, chat: str = "c1", user: str = "u1", channel: str = "rela
                         conversation=Conversation(chat=ChatId(chat), kind=ConversationKind.DIRECT)),
         sender=Sender(user=UserId(user)),
         elements=(Text(text=f"hello {event}"),),
-        received_at=datetime.now(timezone.utc),
+        received_at=datetime.now(UTC),
     )
 
 

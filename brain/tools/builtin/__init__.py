@@ -20,7 +20,6 @@ from brain.tools.builtin.memory import MemoryReadTool, MemoryWriteTool
 from brain.tools.builtin.reminder import ScheduleReminderTool
 from brain.tools.registry import ToolRegistry
 
-
 BUILTIN_TOOLS = (
     KnowledgeSearchTool, MemoryReadTool, MemoryWriteTool, HistorySearchTool, ScheduleReminderTool, HandoffTool, FetchPageTool,
 )

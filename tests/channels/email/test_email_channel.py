@@ -16,7 +16,16 @@ import pytest
 
 from gateway.errors import AuthFailed, BadRequest
 from gateway.messages import (
-    AccountId, Address, Attachment, ChannelName, ChatId, Conversation, ConversationKind, Media, Referrer, RenderedPart,
+    AccountId,
+    Address,
+    Attachment,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    Media,
+    Referrer,
+    RenderedPart,
 )
 from tests.contract.harness import counter, eventually
 from tests.waits import HTTP_S

@@ -12,8 +12,18 @@ import logging
 import pytest
 
 from gateway.messages import (
-    AccountId, Address, Attachment, ChannelName, ChatId, Conversation, ConversationKind, Media, Mention, Quote,
-    Referrer, RenderedPart,
+    AccountId,
+    Address,
+    Attachment,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    Media,
+    Mention,
+    Quote,
+    Referrer,
+    RenderedPart,
 )
 from tests.contract.harness import counter, eventually
 from tests.peers.matrix_client import q, shown_messages

@@ -24,8 +24,8 @@ from channels.base import Channel, ChannelContext, Heartbeat
 from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, InboundMode, SendRate, TextUnit
 from gateway.config import AccountConfig, EnvSecret
 from gateway.errors import AuthFailed, BadRequest, GatewayError, InvalidEvent
-from gateway.probes import ProbeResult
 from gateway.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.probes import ProbeResult
 from gateway.supervisor import ChannelState
 from relaychat.decode import decode
 from relaychat.transport import call, new_client

@@ -9,7 +9,7 @@ always.  The platform echoes the bot's own posts back; they are decoded with
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from gateway.errors import InvalidEvent
 from gateway.messages import (
@@ -68,7 +68,7 @@ def decode(update: dict, *, account: AccountId, me: str) -> InboundMessage:
             quote = Quote(message=MessageId(str(quoted["message_id"])), text=quoted.get("text", ""),
                           author=UserId(author), is_self=author == me)
             elements.insert(0, quote)
-        received_at = datetime.fromtimestamp(float(message["date"]), timezone.utc)
+        received_at = datetime.fromtimestamp(float(message["date"]), UTC)
         user = str(sender["id"])
     except (KeyError, TypeError, ValueError) as error:
         raise InvalidEvent(f"relay update without {error!s}: {str(update)[:200]}") from None
