@@ -291,7 +291,7 @@ async def test_every_model_request_can_be_rebuilt_from_the_session_log(web):
     for number, (text, replies) in enumerate(turns, 1):
         web.stub.script(*replies)
         await web.learner.say(text)
-        await web.learner.wait_for(lambda page: len(page.finished()) == number, what=f"answer {number}")
+        await web.learner.wait_for(lambda page, number=number: len(page.finished()) == number, what=f"answer {number}")
     await quiet(web.gateway)
 
     entries = await the_log(web.config)
