@@ -95,8 +95,8 @@ def _embedded_note(config: Config) -> str:
 
 
 def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (headers, *rows)]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in (headers, *rows)]
     return "\n".join(lines)
 
 

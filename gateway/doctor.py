@@ -406,7 +406,7 @@ async def run_probes(config: Config, probable: list[tuple[str, str]], timeout: f
         jobs.append((f"partner {partner}", asked[key]))
     found = await asyncio.gather(*(job for _, job in jobs))
     results: list[CheckResult] = []
-    for (name, _), result in zip(jobs, found):
+    for (name, _), result in zip(jobs, found, strict=True):
         if name.startswith("partner ") and not result.problems:
             results.append(CheckResult(name, Severity.OK, f"model {result.checked}"))
         else:

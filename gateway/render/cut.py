@@ -134,7 +134,7 @@ class _Text:
         self.text = "".join(run.text for run in self.runs)
         first: dict[int, int] = {}
         last: dict[int, int] = {}
-        for run, start in zip(self.runs, self.starts):
+        for run, start in zip(self.runs, self.starts, strict=True):
             for mark in run.marks:
                 if mark.node is Link:
                     first.setdefault(mark.span, start)

@@ -144,7 +144,7 @@ class SqliteStore:
             self.health.failed(failure)
         elif conn.total_changes != changes:
             self.health.wrote()
-        for (ok, value), (_op, loop, future) in zip(outcomes, batch):
+        for (ok, value), (_op, loop, future) in zip(outcomes, batch, strict=True):
             loop.call_soon_threadsafe(_settle, future, ok, value)
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
