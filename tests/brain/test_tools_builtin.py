@@ -240,8 +240,11 @@ def test_when_refuses(when, why):
         parse_when(when, NOW)
 
 
+ACCEPTED = ScheduleResult(accepted=True)
+
+
 class Calendar:
-    def __init__(self, answer: ScheduleResult = ScheduleResult(accepted=True)):
+    def __init__(self, answer: ScheduleResult = ACCEPTED):
         self.answer, self.scheduled = answer, []
 
     async def schedule(self, address: Address, at: datetime, text: str) -> ScheduleResult:

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from brain.tools.surface import ToolRule
 from brain.types import ModelSettings
@@ -290,7 +291,7 @@ def test_a_broken_edit_is_reported_not_masked_by_the_cache(tmp_path):
 
 def test_a_persona_is_frozen_and_strict():
     persona = load_persona("study-buddy")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         persona.name = "Other"  # type: ignore[misc]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         Persona.model_validate({**persona.model_dump(), "extra": 1})
