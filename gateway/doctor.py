@@ -159,7 +159,8 @@ def port_holder(config: Config) -> tuple[PortHolder, CheckResult]:
         if error.errno == errno.EADDRINUSE:
             return _in_use(config, where)
         if error.errno == errno.EACCES:
-            return PortHolder.UNUSABLE, CheckResult("http port", Severity.ERROR, f"not allowed to listen on {where}", "use a port above 1023")
+            return PortHolder.UNUSABLE, CheckResult(
+                "http port", Severity.ERROR, f"not allowed to listen on {where}", "use a port above 1023")
         if error.errno == errno.EADDRNOTAVAIL:
             return PortHolder.UNUSABLE, CheckResult(
                 "http port", Severity.ERROR, f"{host} is not an address of this machine", "set http.host to 127.0.0.1 or 0.0.0.0")
