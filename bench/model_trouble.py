@@ -63,7 +63,7 @@ async def one(case: str, folder: Path) -> tuple[float, int, str]:
                 try:
                     began = time.perf_counter()
                     await learner.say("What is photosynthesis?")
-                    bubble = await learner.wait_for(lambda l: next(iter(l.finished()), None), timeout=600)
+                    bubble = await learner.wait_for(lambda page: next(iter(page.finished()), None), timeout=600)
                     return bubble.at - began, len(stub.requests), "notes" if TROUBLE in bubble.text else "model"
                 finally:
                     await learner.close()

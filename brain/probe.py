@@ -108,7 +108,7 @@ async def probe_model(settings: ModelSettings, *, timeout: float = PROBE_TIMEOUT
         current = current.backup
     found = await asyncio.gather(*(_ask(s, timeout) for s in chain))
     problems = []
-    for number, (each, problem) in enumerate(zip(chain, found)):
+    for number, (each, problem) in enumerate(zip(chain, found, strict=True)):
         if problem is not None:
             label = "" if number == 0 else f"backup {each.model}: "
             problems.append(problem.model_copy(update={"message": label + problem.message}))

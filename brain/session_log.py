@@ -188,7 +188,7 @@ class SessionLog(SqliteFile):
             conn.execute("COMMIT")
             cached = self._cache.get(conversation)
             if cached is not None:
-                cached[1].extend(Entry(seq=seq, event=event) for seq, event in zip(seqs, events) if seq is not None)  # type: ignore[arg-type]
+                cached[1].extend(Entry(seq=seq, event=event) for seq, event in zip(seqs, events, strict=True) if seq is not None)  # type: ignore[arg-type]
             return [s for s in seqs if s is not None]
 
     def _read(self, conversation: str, after: int) -> list[Entry]:

@@ -116,8 +116,10 @@ class Channel(ABC):
         """Replace the text of a sent message (edit mode) or extend a native stream."""
         raise Unsupported(self.name, "editing messages is not supported")
 
-    async def typing(self, target: Address) -> None:
-        """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``."""
+    async def typing(self, target: Address) -> None:  # noqa: B027 -- an optional hook, not an abstract method
+        """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``.
+
+        Optional: a platform without typing indicators keeps this default, which does nothing."""
 
     async def handle_webhook(self, request: Request) -> Response:
         """Webhook-mode channels verify, decode, ``await sink.accept`` and only then answer 2xx."""
@@ -142,6 +144,8 @@ class Channel(ABC):
         return ProbeResult(checked="served by the gateway itself, nothing to reach",
                            problems=tuple(self.check(self.context.config)))
 
-    async def close(self) -> None:
-        """Release sockets and clients.  Called once, after ``run`` ended (or after ``probe``)."""
+    async def close(self) -> None:  # noqa: B027 -- an optional hook, not an abstract method
+        """Release sockets and clients.  Called once, after ``run`` ended (or after ``probe``).
+
+        Optional: a channel that holds nothing open keeps this default, which does nothing."""
 

@@ -95,8 +95,8 @@ def _embedded_note(config: Config) -> str:
 
 
 def _table(headers: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows)]
-    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths)).rstrip() for row in (headers, *rows)]
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *rows, strict=True)]
+    lines = ["  ".join(str(cell).ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in (headers, *rows)]
     return "\n".join(lines)
 
 
@@ -242,7 +242,11 @@ def _preflight(config: Config) -> None:
 
 def ready_message(config: Config, url: str) -> str:
     url = url if url.endswith("/") else url + "/"
-    names = [config.partner(b.partner).name for b in config.bindings if b.channel == "webchat" and b.account == "default" and b.chat is None]
+    names = [
+        config.partner(b.partner).name
+        for b in config.bindings
+        if b.channel == "webchat" and b.account == "default" and b.chat is None
+    ]
     if names:
         return f"Partners Gateway is running: open {url} to chat with {' and '.join(names)}"
     return f"Partners Gateway is running at {url}"
@@ -399,7 +403,8 @@ def format_status(report: StatusReport, url: str) -> str:
         (a.channel, a.account, a.state, str(a.restarts), str(a.inbound_pending), str(a.inbound_held), str(a.outbox_open), a.reason)
         for a in report.accounts
     ]
-    table = _table(("CHANNEL", "ACCOUNT", "STATE", "RESTARTS", "PENDING", "HELD", "OUTBOX", "REASON"), rows) if rows else "no channel accounts running"
+    headers = ("CHANNEL", "ACCOUNT", "STATE", "RESTARTS", "PENDING", "HELD", "OUTBOX", "REASON")
+    table = _table(headers, rows) if rows else "no channel accounts running"
     lines = [header, "", table]
     if report.unavailable:
         lines += ["", "not running:"] + [f"  {u.channel}/{u.account}: {u.reason}" for u in report.unavailable]

@@ -79,7 +79,8 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
 
     config = _load(ctx, resolve_secrets=False)
     partner = _partner(config, partner_id)
-    store, log, usage = MemoryStore(config.data_dir / MEMORY_FILE), SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
+    store = MemoryStore(config.data_dir / MEMORY_FILE)
+    log, usage = SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
     try:
         return asyncio.run(work(MemoryControls(store, log, usage), partner))
     finally:

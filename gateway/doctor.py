@@ -159,7 +159,8 @@ def port_holder(config: Config) -> tuple[PortHolder, CheckResult]:
         if error.errno == errno.EADDRINUSE:
             return _in_use(config, where)
         if error.errno == errno.EACCES:
-            return PortHolder.UNUSABLE, CheckResult("http port", Severity.ERROR, f"not allowed to listen on {where}", "use a port above 1023")
+            return PortHolder.UNUSABLE, CheckResult(
+                "http port", Severity.ERROR, f"not allowed to listen on {where}", "use a port above 1023")
         if error.errno == errno.EADDRNOTAVAIL:
             return PortHolder.UNUSABLE, CheckResult(
                 "http port", Severity.ERROR, f"{host} is not an address of this machine", "set http.host to 127.0.0.1 or 0.0.0.0")
@@ -406,7 +407,7 @@ async def run_probes(config: Config, probable: list[tuple[str, str]], timeout: f
         jobs.append((f"partner {partner}", asked[key]))
     found = await asyncio.gather(*(job for _, job in jobs))
     results: list[CheckResult] = []
-    for (name, _), result in zip(jobs, found):
+    for (name, _), result in zip(jobs, found, strict=True):
         if name.startswith("partner ") and not result.problems:
             results.append(CheckResult(name, Severity.OK, f"model {result.checked}"))
         else:

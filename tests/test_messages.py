@@ -32,7 +32,9 @@ from gateway.messages import (
 
 HOSTILE = st.one_of(
     st.text(max_size=300),
-    st.sampled_from(["\u200b\u200d\ufeff", "\u202eevil\u202c", "e\u0301\u0301\u0301", "👩🏽‍🔬👨‍👩‍👧‍👦", "```\n<b>", "\x00\x1b[31m", "﷽" * 20]),
+    st.sampled_from(
+        ["\u200b\u200d\ufeff", "\u202eevil\u202c", "e\u0301\u0301\u0301", "👩🏽‍🔬👨‍👩‍👧‍👦", "```\n<b>", "\x00\x1b[31m", "﷽" * 20]
+    ),
     st.text(alphabet=st.characters(blacklist_categories=("Cs",)), min_size=5000, max_size=20000),
 )
 IDS = st.text(min_size=1, max_size=80)

@@ -44,10 +44,9 @@ async def download(client: AsyncClient, mxc: str, *, event_id: str, folder: Path
         log.info("media not fetched event=%s reason=declared size %d > limit %d", event_id, declared, max_bytes)
         return None
     stem = hashlib.blake2b(event_id.encode(), digest_size=10).hexdigest()
-    # a ".part" is what a crash mid-write left behind: not the file, fetch it again
-    existing = sorted(p for p in folder.glob(f"{stem}*") if p.suffix != ".part") if folder.exists() else []
-    if existing:
-        return existing[0]
+    kept = await asyncio.to_thread(_kept, folder, stem)  # a scan of the whole media folder: off the event loop
+    if kept is not None:
+        return kept
     try:
         response = await call("download", client.download(mxc=mxc))
     except GatewayError as error:
@@ -64,12 +63,23 @@ async def download(client: AsyncClient, mxc: str, *, event_id: str, folder: Path
     suffix = Path(response.filename or "").suffix
     if not SUFFIX.fullmatch(suffix):  # the serving homeserver's word: only what is surely a file name's tail
         suffix = mimetypes.guess_extension(response.content_type or "") or ""
-    folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{stem}{suffix}"
-    partial = path.with_name(path.name + ".part")
-    await asyncio.to_thread(partial.write_bytes, body)
-    partial.replace(path)  # a crash mid-write leaves a .part, never a truncated file under the real name
+    await asyncio.to_thread(_save, path, body)
     return path
+
+
+def _kept(folder: Path, stem: str) -> Path | None:
+    """The file an earlier fetch of this event left; a ".part" is what a crash mid-write left behind: not
+    the file, fetch it again."""
+    existing = sorted(p for p in folder.glob(f"{stem}*") if p.suffix != ".part") if folder.exists() else []
+    return existing[0] if existing else None
+
+
+def _save(path: Path, body: bytes) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(path.name + ".part")
+    partial.write_bytes(body)
+    partial.replace(path)  # a crash mid-write leaves a .part, never a truncated file under the real name
 
 
 async def upload(client: AsyncClient, attachment: Attachment, *, max_bytes: int) -> tuple[str, int | None]:

@@ -12,6 +12,7 @@ message are never lost for the sake of its attachment.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from pathlib import Path
@@ -54,7 +55,7 @@ async def _fetch(bot: Bot, media: Media, ref: str, folder: Path, limit: int) -> 
         if not file.file_path:  # optional in getFile's answer; PTB would raise RuntimeError
             return media, _note(media, "Telegram gave no path to download it from")
         path = folder / f"{file.file_unique_id}{_suffix(file.file_path or '') or _suffix(media.name)}"
-        folder.mkdir(parents=True, exist_ok=True)
+        await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
         await call("downloadFile", file.download_to_drive(path))
     except GatewayError as error:
         log.warning("telegram media not downloaded ref=%s reason=%s", media.platform_ref, error)

@@ -110,10 +110,10 @@ class StatusKeepingRequest(HTTPXRequest):
 
 def new_bot(config: TelegramConfig, *, poll_timeout: float) -> Bot:
     """A PTB Bot on ``config``'s endpoints; the long poll gets its own small connection pool."""
-    calls = StatusKeepingRequest(endpoint=config.api_url, connection_pool_size=4, read_timeout=20.0, write_timeout=20.0, connect_timeout=10.0,
-                                 pool_timeout=10.0, httpx_kwargs={"trust_env": False})
-    polls = StatusKeepingRequest(endpoint=config.api_url, connection_pool_size=1, read_timeout=poll_timeout + 10.0, connect_timeout=10.0,
-                                 httpx_kwargs={"trust_env": False})
+    calls = StatusKeepingRequest(endpoint=config.api_url, connection_pool_size=4, read_timeout=20.0, write_timeout=20.0,
+                                 connect_timeout=10.0, pool_timeout=10.0, httpx_kwargs={"trust_env": False})
+    polls = StatusKeepingRequest(endpoint=config.api_url, connection_pool_size=1, read_timeout=poll_timeout + 10.0,
+                                 connect_timeout=10.0, httpx_kwargs={"trust_env": False})
     try:
         return Bot(config.token.get_secret_value(), base_url=config.bot_url, base_file_url=config.download_url,
                    request=calls, get_updates_request=polls)

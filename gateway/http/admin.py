@@ -123,7 +123,8 @@ async def _operate(config: Config, partner: PartnerConfig, request: Request) -> 
         identity = Identity.parse(request.path_params["identity"])
     except ValueError as error:
         return _error(400, str(error))
-    store, log, usage = MemoryStore(config.data_dir / MEMORY_FILE), SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
+    store = MemoryStore(config.data_dir / MEMORY_FILE)
+    log, usage = SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
     try:
         controls = MemoryControls(store, log, usage)
         teacher = teacher_of(partner)

@@ -1,7 +1,7 @@
 """The gateway's single ASGI app: one port for operators, platforms and learners.
 
 =============================  ===============================================
-``GET /healthz``               200 ``{"ok": true, "data_dir_id"}`` once started, 503 otherwise (with a ``reason`` while the store's writes fail)
+``GET /healthz``               200 ``{"ok": true, "data_dir_id"}`` once started, else 503 (with a ``reason`` while store writes fail)
 ``GET /status``                the gateway's :class:`~gateway.status.StatusReport`
 ``GET /metrics``               Prometheus text
 ``POST /webhooks/{ch}/{acct}`` handed to that channel account's ``handle_webhook``

@@ -48,7 +48,7 @@ class Ingest:
                 )
         fresh = await self.store.accept(messages, self.retention_s)
         self.on_event()
-        for message, new in zip(messages, fresh):
+        for message, new in zip(messages, fresh, strict=True):
             if new:
                 self.metrics.messages_in.labels(self.channel, self.account).inc()
                 log.info("message in platform=%s account=%s chat=%s event=%s sender=%s",

@@ -134,7 +134,7 @@ class _Text:
         self.text = "".join(run.text for run in self.runs)
         first: dict[int, int] = {}
         last: dict[int, int] = {}
-        for run, start in zip(self.runs, self.starts):
+        for run, start in zip(self.runs, self.starts, strict=True):
             for mark in run.marks:
                 if mark.node is Link:
                     first.setdefault(mark.span, start)
@@ -174,7 +174,7 @@ def split_inlines(
                 pieces.append(whole)
                 break
 
-        def fits(head_end: int) -> bool:
+        def fits(head_end: int, pos: int = pos) -> bool:  # called only while this piece is cut: bind its start now
             piece = make(source.slice(pos, _trim_space(text, pos, head_end)))
             return head_end > pos and budget.fits_piece(piece, len(pieces))
 
@@ -194,7 +194,7 @@ def split_code(block: CodeBlock, budget: Budget) -> list[Block] | None:
             pieces.append(replace(block, code=code[pos:]))
             break
 
-        def fits(head_end: int) -> bool:
+        def fits(head_end: int, pos: int = pos) -> bool:  # called only while this piece is cut: bind its start now
             return head_end > pos and budget.fits_piece(replace(block, code=code[pos:head_end]), len(pieces))
 
         cut = _choose_cut(code, pos, min(len(code), pos + budget.max_chars), fits, lambda offset: offset, trim=False)
@@ -221,9 +221,11 @@ def _choose_cut(
         return None
     reach_end = pos + 1 + reach
     half = pos + (reach_end - pos + 1) // 2
+    # The closures below are called only inside the pass (or pattern) that made them; the loop
+    # variables they read are bound as defaults so that stays true if one is ever kept.
     for avoid_links in (True, False):
 
-        def clear(offset: int) -> bool:
+        def clear(offset: int, avoid_links: bool = avoid_links) -> bool:
             return not avoid_links or link_start(offset) == offset
 
         for pattern in (_NEWLINE, _BREAK_SPACE):
@@ -233,11 +235,15 @@ def _choose_cut(
                 for match in pattern.finditer(text, pos + 1, reach_end + 1)
                 if clear(match.start()) and clear(match.end())
             ]
-            best = _largest(len(cuts), lambda j: fits(cuts[j][0]))
+
+            def cut_fits(j: int, cuts: list[tuple[int, int]] = cuts) -> bool:
+                return fits(cuts[j][0])
+
+            best = _largest(len(cuts), cut_fits)
             if best is not None and cuts[best][0] >= half:
                 return cuts[best]
 
-        def snap(offset: int) -> int:
+        def snap(offset: int, avoid_links: bool = avoid_links) -> int:
             return boundary_at_or_before(text, link_start(offset) if avoid_links else offset, pos)
 
         # ``snap`` is monotonic, but a probe inside the first cluster (or link) snaps back to ``pos``: an
@@ -247,7 +253,11 @@ def _choose_cut(
         n = reach_end - pos
         before = _largest(n, lambda j: snap(pos + 1 + j) <= pos)
         first = 0 if before is None else before + 1
-        best = _largest(n - first, lambda j: fits(snap(pos + 1 + first + j)))
+
+        def snapped_fits(j: int, first: int = first) -> bool:
+            return fits(snap(pos + 1 + first + j))
+
+        best = _largest(n - first, snapped_fits)
         if best is not None:
             head_end = snap(pos + 1 + first + best)
             return head_end, head_end

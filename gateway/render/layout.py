@@ -74,7 +74,7 @@ def aligned_table(table: Table) -> str:
 
     def line(row: list[str]) -> str:
         cells = []
-        for cell, width, align in zip(row, widths, table.aligns):
+        for cell, width, align in zip(row, widths, table.aligns, strict=True):
             gap = width - display_width(cell)
             left = gap if align is Align.RIGHT else gap // 2 if align is Align.CENTER else 0
             cells.append(" " * left + cell + " " * (gap - left))

@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum
-from typing import Union
 
 from markdown_it import MarkdownIt
 from markdown_it.tree import SyntaxTreeNode
@@ -78,7 +77,7 @@ class LineBreak:
     hard: bool = False
 
 
-Inline = Union[Text, Strong, Emphasis, Strike, Code, Link, Image, LineBreak]
+Inline = Text | Strong | Emphasis | Strike | Code | Link | Image | LineBreak
 
 
 # --------------------------------------------------------------------------- blocks
@@ -148,7 +147,7 @@ class Table:
     rows: tuple[tuple[Cell, ...], ...]
 
 
-Block = Union[Paragraph, Heading, CodeBlock, BlockQuote, ListBlock, ThematicBreak, Table]
+Block = Paragraph | Heading | CodeBlock | BlockQuote | ListBlock | ThematicBreak | Table
 
 
 # --------------------------------------------------------------------------- parsing

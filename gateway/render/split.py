@@ -123,7 +123,11 @@ def _pack(
         sticky_lead = bool(sticky and taken == 1 and sticky(lead[0]))
         beside = None
         if lead and (fill or sticky_lead):
-            beside = split_child(queue[after], lambda child: fits_now([*lead, child]), fits_one)
+
+            def fits_beside(child: T, lead: list[T] = lead) -> bool:  # called only by this split: bind this lead
+                return fits_now([*lead, child])
+
+            beside = split_child(queue[after], fits_beside, fits_one)
         alone = None
         if not (beside and sticky_lead):
             alone = split_child(queue[after], fits_one if lead else lambda child: fits_now([child]), fits_one)

@@ -144,7 +144,7 @@ class SqliteStore:
             self.health.failed(failure)
         elif conn.total_changes != changes:
             self.health.wrote()
-        for (ok, value), (_op, loop, future) in zip(outcomes, batch):
+        for (ok, value), (_op, loop, future) in zip(outcomes, batch, strict=True):
             loop.call_soon_threadsafe(_settle, future, ok, value)
 
     async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
@@ -292,7 +292,8 @@ class SqliteStore:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
                 "INSERT INTO outbox (key, channel, account, payload, state, preview_unconfirmed, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, 1, ?, ?) ON CONFLICT (key) DO UPDATE SET preview_unconfirmed = 1, updated_at = excluded.updated_at",
+                " VALUES (?, ?, ?, ?, ?, 1, ?, ?)"
+                " ON CONFLICT (key) DO UPDATE SET preview_unconfirmed = 1, updated_at = excluded.updated_at",
                 (reply.idempotency_key, target.channel, target.account, payload, ReplyState.STREAMING.value, now, now),
             )
 
@@ -476,7 +477,8 @@ class SqliteStore:
                 )
             else:
                 conn.execute(
-                    "UPDATE inbound SET state = ?, reason = 'pairing denied' WHERE channel = ? AND account = ? AND sender = ? AND state = ?",
+                    "UPDATE inbound SET state = ?, reason = 'pairing denied'"
+                    " WHERE channel = ? AND account = ? AND sender = ? AND state = ?",
                     (InboundState.DROPPED.value, request.channel, request.account, request.user, InboundState.HELD.value),
                 )
             return request

@@ -24,7 +24,7 @@ MARKERS = ("<think>", "</think>", "<thinking>", "</thinking>", "<tool_call>", "<
 
 def cut(text: str, points) -> list[str]:
     points = sorted({p for p in points if 0 < p < len(text)})
-    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    return [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
 
 
 def stream(pieces, **options) -> tuple[str, str, str, OutputFilter]:

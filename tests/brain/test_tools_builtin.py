@@ -72,7 +72,8 @@ class Library:
 
 async def test_knowledge_search_returns_numbered_passages_with_citations(registry):
     library = Library([Passage("Fractions", "A fraction is a part.", "unit1.pdf p3"), Passage("Decimals", "x" * 2000, "unit2")])
-    result = await run(registry, "knowledge_search", '{"query": " fractions ", "limit": 2}', context(make_turn(partner="maths"), knowledge=library))
+    args = '{"query": " fractions ", "limit": 2}'
+    result = await run(registry, "knowledge_search", args, context(make_turn(partner="maths"), knowledge=library))
     assert library.asked == [("maths", "fractions", 2)]
     assert result.text.startswith("[1] Fractions (unit1.pdf p3)\nA fraction is a part.\n\n[2] Decimals (unit2)\n")
     assert result.text.endswith(" [...]")
@@ -119,7 +120,8 @@ async def test_a_duplicate_write_reports_the_existing_entry(gates):
 
 
 async def test_reads_by_key_by_query_and_newest_first(gates):
-    for text, key in [("exam on friday", "exam"), ("likes chess", None), ("exam moved to monday", "exam"), ("wants help with algebra exam", None)]:
+    notes = [("exam on friday", "exam"), ("likes chess", None), ("exam moved to monday", "exam"), ("wants help with algebra exam", None)]
+    for text, key in notes:
         await gates.write(make_turn(), MemoryEntry(text, key=key))
     assert [e.text for e in await gates.read(make_turn(), key="exam")] == ["exam moved to monday", "exam on friday"]
     assert [e.text for e in await gates.read(make_turn(), query="chess")] == ["likes chess"]
@@ -140,7 +142,8 @@ async def test_the_scope_comes_from_the_turn(gates):
 
 
 async def test_a_learner_cannot_read_another_learners_memories(registry, gates):
-    wrote = await run(registry, "memory_write", '{"text": "struggles with fractions", "key": "weak_spot"}', context(make_turn("alice"), memory=gates))
+    args = '{"text": "struggles with fractions", "key": "weak_spot"}'
+    wrote = await run(registry, "memory_write", args, context(make_turn("alice"), memory=gates))
     assert not wrote.is_error and wrote.text == "Noted about this person."
     bob = await run(registry, "memory_read", "{}", context(make_turn("bob"), memory=gates))
     assert "struggles" not in bob.text and "Nothing noted" in bob.text
@@ -240,8 +243,11 @@ def test_when_refuses(when, why):
         parse_when(when, NOW)
 
 
+ACCEPTED = ScheduleResult(accepted=True)
+
+
 class Calendar:
-    def __init__(self, answer: ScheduleResult = ScheduleResult(accepted=True)):
+    def __init__(self, answer: ScheduleResult = ACCEPTED):
         self.answer, self.scheduled = answer, []
 
     async def schedule(self, address: Address, at: datetime, text: str) -> ScheduleResult:
@@ -258,12 +264,14 @@ async def test_a_reminder_goes_to_the_turns_own_conversation(registry):
 
 async def test_reminder_refusals_are_errors_and_nothing_is_scheduled(registry):
     calendar = Calendar()
-    past = await run(registry, "schedule_reminder", '{"when": "2025-03-01T09:00:00Z", "text": "x"}', context(make_turn(), scheduler=calendar))
+    past = await run(registry, "schedule_reminder", '{"when": "2025-03-01T09:00:00Z", "text": "x"}',
+                     context(make_turn(), scheduler=calendar))
     far = await run(registry, "schedule_reminder", '{"when": "in 45 days", "text": "x"}', context(make_turn(), scheduler=calendar))
     assert past.is_error and "not in the future" in past.text
     assert far.is_error and "more than 30 days" in far.text
     assert calendar.scheduled == []
-    addressed = await run(registry, "schedule_reminder", '{"when": "in 1 day", "text": "x", "chat": "g2"}', context(make_turn(), scheduler=calendar))
+    args = '{"when": "in 1 day", "text": "x", "chat": "g2"}'
+    addressed = await run(registry, "schedule_reminder", args, context(make_turn(), scheduler=calendar))
     assert addressed.is_error and "'chat' is not an argument" in addressed.text
 
 

@@ -258,11 +258,11 @@ async def test_plain_text_is_decoded_with_its_charset(http, server):
 
 async def test_a_redirect_to_a_private_address_is_refused(http, server):
     fetcher = tool(http, allow_loopback=True)
-    for target in ("http://intranet.test/admin", "http://169.254.169.254/latest/meta-data/", "file:///etc/passwd"):
+    targets = ("http://intranet.test/admin", "http://169.254.169.254/latest/meta-data/", "file:///etc/passwd")
+    for target in targets:
         result = await fetch(fetcher, server.url(f"/redirect?to={target}"))
         assert result.is_error and "Not fetched:" in result.text, target
-    assert [t for t, _ in server.requests] == [f"/redirect?to={t}" for t in
-                                                ("http://intranet.test/admin", "http://169.254.169.254/latest/meta-data/", "file:///etc/passwd")]  # fmt: skip
+    assert [t for t, _ in server.requests] == [f"/redirect?to={t}" for t in targets]
 
 
 async def test_every_hop_is_checked_against_the_same_exceptions(http, server):

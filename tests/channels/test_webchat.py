@@ -298,7 +298,7 @@ async def test_closing_the_channel_ends_open_streams(served: Served) -> None:
 
 
 async def test_a_disconnected_page_stops_following(served: Served) -> None:
-    async with served.http.stream("GET", "/api/events") as response:
+    async with served.http.stream("GET", "/api/events"):
         for _ in tries(0.01):
             if served.channel.feeds.feed(served.learner).followers == 1:
                 break

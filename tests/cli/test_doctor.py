@@ -82,7 +82,8 @@ def test_a_bad_config_lists_every_problem_with_its_fix(invoke, workdir, monkeypa
     assert result.exit_code == 1
     out = result.output
     assert "error  zulip/default: will not run: channel 'zulip' is not implemented in this release yet" in out
-    assert "error  telegram/default: partners.yaml:channels.telegram.default.token: environment variable PARTNERS_TEST_NO_SUCH_TOKEN is not set" in out
+    assert ("error  telegram/default: partners.yaml:channels.telegram.default.token: "
+            "environment variable PARTNERS_TEST_NO_SUCH_TOKEN is not set") in out
     assert "fix: export PARTNERS_TEST_NO_SUCH_TOKEN=... in the gateway's environment before starting it" in out
     assert "error  webchat/default: partners.yaml:channels.webchat.default.title: String should have at least 1 character" in out
     assert "warn   partner spare: has no binding, so no one can reach it" in out
@@ -287,7 +288,8 @@ def test_a_webhook_set_to_another_address_is_a_warning(invoke, workdir, monkeypa
 
     result = invoke("doctor")
 
-    assert "warn   telegram/main: Telegram sends this bot's updates to https://elsewhere.school.org/hook, not to webhook_url" in result.output
+    assert ("warn   telegram/main: Telegram sends this bot's updates to https://elsewhere.school.org/hook, "
+            "not to webhook_url") in result.output
     assert "fix: if another program or gateway serves this bot" in result.output
 
 

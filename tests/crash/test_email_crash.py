@@ -96,7 +96,8 @@ async def test_every_mail_is_answered_exactly_once_across_sigkills(email_peer, t
     try:
         await gateway.start()
         began = time.monotonic()
-        asked, ready_times = await asyncio.gather(mail_all(email_peer, bot, learners, rng), kill_and_restart(gateway, rng, kills=KILLS, between=(1.5, 3.5)))
+        asked, ready_times = await asyncio.gather(
+            mail_all(email_peer, bot, learners, rng), kill_and_restart(gateway, rng, kills=KILLS, between=(1.5, 3.5)))
 
         async def all_answered() -> bool:
             got = await asyncio.to_thread(answers, email_peer, bot, learners)

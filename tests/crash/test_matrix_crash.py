@@ -100,7 +100,8 @@ async def test_every_matrix_message_is_answered_exactly_once_across_sigkills(syn
     try:
         await gateway.start()
         began = time.monotonic()
-        asked, ready_times = await asyncio.gather(say_all(rooms, bot.user_id, rng), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 2.5)))
+        asked, ready_times = await asyncio.gather(
+            say_all(rooms, bot.user_id, rng), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 2.5)))
 
         async def shown() -> dict[str, list[dict]]:
             return {room: shown_messages(await speakers[0].events(room), bot.user_id) for room, _, speakers in rooms}

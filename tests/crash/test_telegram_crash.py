@@ -128,7 +128,8 @@ async def test_every_message_is_answered_and_a_sigkill_repeats_at_most_one_send(
         await users.faults(rate_429=0.05, rate_5xx=0.02, rate_lost=0.02, retry_after=0.2, send_latency=SEND_LATENCY_S)
         await gateway.start()
         began = time.monotonic()
-        asked, ready = await asyncio.gather(say_all(users, rng, chats_of(seed)), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 2.0), kill_times=kills))
+        asked, ready = await asyncio.gather(
+            say_all(users, rng, chats_of(seed)), kill_and_restart(gateway, rng, kills=KILLS, between=(1.0, 2.0), kill_times=kills))
 
         async def all_answered() -> bool:
             shown = {t for messages in (await users.seen()).values() for m in messages for t in TOKEN_RE.findall(m["text"])}

@@ -291,7 +291,7 @@ async def test_every_model_request_can_be_rebuilt_from_the_session_log(web):
     for number, (text, replies) in enumerate(turns, 1):
         web.stub.script(*replies)
         await web.learner.say(text)
-        await web.learner.wait_for(lambda page: len(page.finished()) == number, what=f"answer {number}")
+        await web.learner.wait_for(lambda page, number=number: len(page.finished()) == number, what=f"answer {number}")
     await quiet(web.gateway)
 
     entries = await the_log(web.config)
@@ -300,7 +300,7 @@ async def test_every_model_request_can_be_rebuilt_from_the_session_log(web):
     requested = [i for i, entry in enumerate(entries) if isinstance(entry.event, ModelRequested)]
     assert len(requested) == len(web.stub.requests) == 4  # the tool round made turn one two requests
 
-    for index, received in zip(requested, web.stub.requests):
+    for index, received in zip(requested, web.stub.requests, strict=True):
         recorded = entries[index].event
         rebuilt = build_request(entries[:index], settings, history_tokens=BrainSettings().history_tokens)
         assert request_digest(rebuilt) == recorded.digest, f"request {recorded.round} of turn {recorded.turn}"

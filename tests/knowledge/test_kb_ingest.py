@@ -57,7 +57,8 @@ def test_citations_name_the_file_and_page_and_titles_the_section():
     document = Document("w.pdf", "Unit 3", "Worksheet.pdf", "pdf", "0" * 64, 10, 0.0, 1)
     hit = Hit(document, Chunk("w.pdf", 0, "x", "Forces", 3, 3), 1.0)
     assert (hit.title, hit.citation) == ("Unit 3 — Forces", "Worksheet.pdf p. 3")
-    assert (Hit(document, Chunk("w.pdf", 0, "x"), 1.0).title, Hit(document, Chunk("w.pdf", 0, "x"), 1.0).citation) == ("Unit 3", "Worksheet.pdf")
+    untitled = Hit(document, Chunk("w.pdf", 0, "x"), 1.0)
+    assert (untitled.title, untitled.citation) == ("Unit 3", "Worksheet.pdf")
 
 
 # --------------------------------------------------------------------------- adding files
@@ -76,7 +77,8 @@ async def test_adding_the_same_file_again_is_a_no_op_and_a_changed_one_replaces_
     first = await ingest(engine, "tutor", [path], progress=heard.append, clock=lambda: 100.0)
     assert [o.status for o in first] == ["added"] and heard == first
     document = first[0].document
-    assert document is not None and (document.doc_id, document.title, document.kind, document.passages) == ("plants.md", "Plants", "markdown", 1)
+    assert document is not None
+    assert (document.doc_id, document.title, document.kind, document.passages) == ("plants.md", "Plants", "markdown", 1)
     assert document.added_at == 100.0 and len(document.sha256) == 64
 
     again = await ingest(engine, "tutor", [path], clock=lambda: 200.0)

@@ -99,7 +99,8 @@ async def test_equal_paragraphs_in_two_files_are_both_kept(engine):
     copy = Document("forces-copy.pdf", "Forces", "forces-copy.pdf", "pdf", "2" * 64, 100, 1.0, 1)
     await engine.add("tutor", FORCES, FORCE_CHUNKS + [Chunk("forces.pdf", 3, FORCE_CHUNKS[0].text, "What is a force", 1, 1)])
     await engine.add("tutor", copy, [Chunk("forces-copy.pdf", 0, FORCE_CHUNKS[0].text, "What is a force", 1, 1)])
-    hits = await engine.search("tutor", indexed_text(Hit(copy, Chunk("forces-copy.pdf", 0, FORCE_CHUNKS[0].text, "What is a force", 1, 1), 0)), 1)
+    copied = Chunk("forces-copy.pdf", 0, FORCE_CHUNKS[0].text, "What is a force", 1, 1)
+    hits = await engine.search("tutor", indexed_text(Hit(copy, copied, 0)), 1)
     assert [h.citation for h in hits] == ["forces-copy.pdf p. 1"]
 
 
@@ -196,5 +197,6 @@ async def test_local_models_by_folder_and_their_errors(tmp_path, local_model, mo
     with pytest.raises(EngineError, match="local embedding model 'no-such-model': no such package or folder"):
         await LocalEmbedder("no-such-model")(["x"])
     monkeypatch.setitem(sys.modules, "sentence_transformers", None)  # not installed
-    with pytest.raises(EngineError, match=re.escape(f"need sentence-transformers, which is not installed (fix: {install_command('local-embeddings')}")):
+    missing = f"need sentence-transformers, which is not installed (fix: {install_command('local-embeddings')}"
+    with pytest.raises(EngineError, match=re.escape(missing)):
         await LocalEmbedder(str(local_model))(["x"])

@@ -153,7 +153,8 @@ async def test_an_edited_knowledge_yaml_reopens_the_engine(service, worksheet, l
 
 @pytest.mark.parametrize(("raw", "message"), [
     ({"engine": "lightrag"}, "k.yaml: the lightrag engine needs an embedding model: add `embedding: {model: ..., dimensions: ...}`"),
-    ({"engine": "lightrag", "embedding": {"model": "local:", "dimensions": 384}}, "k.yaml:embedding: local: needs the model's package or folder"),
+    ({"engine": "lightrag", "embedding": {"model": "local:", "dimensions": 384}},
+     "k.yaml:embedding: local: needs the model's package or folder"),
     ({"engine": "fts", "colour": "red"}, "k.yaml:colour: Extra inputs are not permitted (fix: remove this field or check its spelling)"),
     (["fts"], "k.yaml: the file must hold a mapping of settings"),
 ])

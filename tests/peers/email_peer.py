@@ -63,9 +63,9 @@ def _wait_listening(port: int, what: str, timeout: float = HANG_S) -> None:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=1):
                 return
-        except OSError:
+        except OSError as error:
             if time.monotonic() > deadline:
-                raise AssertionError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:g} s")
+                raise AssertionError(f"{what} did not listen on 127.0.0.1:{port} within {timeout:g} s") from error
             time.sleep(0.02)
 
 

@@ -248,7 +248,8 @@ def _usage(body: dict, reply: Reply) -> dict:
         prompt, completion = reply.usage.get("prompt_tokens", 0), reply.usage.get("completion_tokens", 0)
     else:
         prompt = sum(_count_tokens(_content_text(m)) for m in body.get("messages") or []) or 1
-        completion = _count_tokens(reply.reasoning + " " + reply.content) + sum(_count_tokens(c["name"] + c["arguments"]) for c in reply.calls)
+        calls = sum(_count_tokens(c["name"] + c["arguments"]) for c in reply.calls)
+        completion = _count_tokens(reply.reasoning + " " + reply.content) + calls
     return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
 
 

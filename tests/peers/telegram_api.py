@@ -261,7 +261,8 @@ class TelegramPlatform:
 
     async def get_updates(self, bot: Bot, offset: int, timeout: float, limit: int) -> list[dict]:
         if bot.webhook is not None:
-            raise ApiError(409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
+            raise ApiError(
+                409, "Conflict: can't use getUpdates method while webhook is active; use deleteWebhook to delete the webhook first")
         bot.polls.append(offset)
         if offset:
             bot.updates = [u for u in bot.updates if u["update_id"] >= offset]

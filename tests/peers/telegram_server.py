@@ -18,7 +18,8 @@ with uploads) or as a JSON body; answers in Telegram's envelope
 Test control (JSON): ``POST /test/bots {token, username?, privacy?, knows_drafts?}``,
 ``POST /test/say {token, chat: {id, type?, title?, is_forum?}, user?: {id, first_name?, username?},
 text, mention?, mention_name?, command?, command_to?, reply_to?, thread?, media?: {kind, name?, size?, hex?}}``,
-``POST /test/chat {chat}`` (a chat exists, nothing said yet), ``POST /test/raw {token, update}`` (a malformed update), ``POST /test/redeliver {token, update_id}``,
+``POST /test/chat {chat}`` (a chat exists, nothing said yet), ``POST /test/raw {token, update}`` (a malformed update),
+``POST /test/redeliver {token, update_id}``,
 ``POST /test/faults {token, next?, rate_429?, rate_5xx?, rate_lost?, retry_after?, down?, send_latency?}``,
 ``GET /test/seen?token=`` (the bot's messages per chat as users see them),
 ``GET /test/attempts?token=``, ``GET /test/bot?token=`` (commands, webhook, queue, drafts, chat actions).

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from pydantic import ValidationError
 
 from brain.tools.surface import ToolRule
 from brain.types import ModelSettings
@@ -150,16 +151,20 @@ CASES = [
     ("empty yaml", "", SOUL, "persona.yaml", None, ["name:"]),
     ("missing soul", "name: T\n", None, "SOUL.md", None, ["voice", "boundaries"]),
     ("empty soul", "name: T\n", "  \n\n", "SOUL.md", None, ["voice"]),
-    ("model bad value", "name: T\nmodel:\n  model: x\n  temperature: hot\n", SOUL, "persona.yaml", "model.temperature", ["model:", "doctor"]),
+    ("model bad value", "name: T\nmodel:\n  model: x\n  temperature: hot\n", SOUL, "persona.yaml", "model.temperature",
+     ["model:", "doctor"]),
     ("model no name", "name: T\nmodel:\n  api_base: http://127.0.0.1:1\n", SOUL, "persona.yaml", "model.model", ["openai/gpt-4o-mini"]),
     ("model unknown field", "name: T\nmodel:\n  model: x\n  key: abc\n", SOUL, "persona.yaml", "model.key", ["api_key: env:NAME"]),
     ("model wrong type", "name: T\nmodel: 3\n", SOUL, "persona.yaml", "model", ["model: provider/name"]),
-    ("model literal key", "name: T\nmodel:\n  model: x\n  api_key: sk-literal-secret\n", SOUL, "persona.yaml", "model.api_key", ["env:NAME"]),
-    ("model unset env", "name: T\nmodel:\n  model: x\n  api_key: env:PERSONA_TEST_UNSET\n", SOUL, "persona.yaml", "model.api_key", ["export"]),
+    ("model literal key", "name: T\nmodel:\n  model: x\n  api_key: sk-literal-secret\n", SOUL, "persona.yaml", "model.api_key",
+     ["env:NAME"]),
+    ("model unset env", "name: T\nmodel:\n  model: x\n  api_key: env:PERSONA_TEST_UNSET\n", SOUL, "persona.yaml", "model.api_key",
+     ["export"]),
     ("bad answer style", "name: T\npolicies:\n  answer_style: essay\n", SOUL, "persona.yaml", "policies.answer_style", ["values listed"]),
     ("bad mid turn", "name: T\npolicies:\n  mid_turn: later\n", SOUL, "persona.yaml", "policies.mid_turn", ["values listed"]),
     ("zero rounds", "name: T\npolicies:\n  max_rounds: 0\n", SOUL, "persona.yaml", "policies.max_rounds", ["correct"]),
-    ("bad budget", "name: T\npolicies:\n  daily_token_budget_per_learner: -5\n", SOUL, "persona.yaml", "policies.daily_token_budget_per_learner", ["correct"]),
+    ("bad budget", "name: T\npolicies:\n  daily_token_budget_per_learner: -5\n", SOUL, "persona.yaml",
+     "policies.daily_token_budget_per_learner", ["correct"]),
     ("bad language", "name: T\nlanguages: [english!]\n", SOUL, "persona.yaml", "languages.0", ["BCP-47"]),
     ("bad tool name", "name: T\ntools: [Knowledge Search]\n", SOUL, "persona.yaml", "tools.0", ["snake_case"]),
     ("repeated tool", "name: T\ntools: [memory_read, memory_read]\n", SOUL, "persona.yaml", "tools", ["once"]),
@@ -290,7 +295,7 @@ def test_a_broken_edit_is_reported_not_masked_by_the_cache(tmp_path):
 
 def test_a_persona_is_frozen_and_strict():
     persona = load_persona("study-buddy")
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="frozen"):
         persona.name = "Other"  # type: ignore[misc]
-    with pytest.raises(Exception):
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
         Persona.model_validate({**persona.model_dump(), "extra": 1})

@@ -90,7 +90,8 @@ async def test_a_deep_or_non_utf8_admin_put_is_a_400(admin, body, said):
                                   '{"message_id": "m1", "text": "café"}'.encode("latin-1")],
                          ids=["deep", "latin-1"])
 async def test_a_deep_or_non_utf8_web_chat_post_is_a_400(served, body):  # noqa: F811 -- the fixture above
-    answer = await served.http.post("/api/messages", content=body, headers={"content-type": "application/json", "cookie": f"{COOKIE}={'s' * 30}"})
+    headers = {"content-type": "application/json", "cookie": f"{COOKIE}={'s' * 30}"}
+    answer = await served.http.post("/api/messages", content=body, headers=headers)
     assert answer.status_code == 400
     assert answer.json() == {"error": "the body must be a JSON object {message_id, text}"}
     assert served.sink.calls == 0

@@ -222,7 +222,7 @@ async def test_homework_attachments_are_saved_and_handed_on_as_media(email_rig):
     assert [(m.kind, m.name, m.mime_type, m.size) for m in media] == [
         ("image", "page 1.png", "image/png", len(PNG)), ("file", "worksheet.pdf", "application/pdf", len(PDF))]
     data_dir = (email_rig.data_dir / "channels" / "email" / "inbox").resolve()
-    for element, content in zip(media, (PNG, PDF)):
+    for element, content in zip(media, (PNG, PDF), strict=True):
         from pathlib import Path
 
         path = Path(element.platform_ref)
