@@ -19,7 +19,6 @@ import itertools
 import json
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import suppress
 from pathlib import Path
 
 import httpx
@@ -28,12 +27,11 @@ import pytest
 from channels.webchat.identity import COOKIE
 from gateway.app import Gateway
 from gateway.config import parse_config
-from gateway.http.app import build_app
-from gateway.http.server import serve_http
 from tests.contract.harness import ContractResponder, eventually, settled
+from tests.e2e.rig import served
 from tests.security.probes.registry import WEBHOOK_CHANNELS
 from tests.security.probes.webhooks import Expect, Forgery, WebhookRig, post
-from tests.waits import HANG_S, HTTP_S
+from tests.waits import HTTP_S
 
 WEBCHAT_POSTS = 1000
 SESSIONS = 100
@@ -76,19 +74,10 @@ async def webchat(tmp_path: Path) -> AsyncIterator[WebchatRig]:
         "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1},
     })
     responder = ContractResponder()
-    async with Gateway(config, responder=responder) as gateway:
-        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result,
-                                                shutdown_timeout=1))
-        limits = httpx.Limits(max_connections=CONCURRENCY + 5)
-        try:
-            url = await asyncio.wait_for(ready, HANG_S)
-            async with httpx.AsyncClient(base_url=url, timeout=HTTP_S, trust_env=False, limits=limits) as http:
-                yield http, gateway, responder
-        finally:
-            server.cancel()
-            with suppress(asyncio.CancelledError):
-                await server
+    limits = httpx.Limits(max_connections=CONCURRENCY + 5)
+    async with Gateway(config, responder=responder) as gateway, served(gateway) as url:
+        async with httpx.AsyncClient(base_url=url, timeout=HTTP_S, trust_env=False, limits=limits) as http:
+            yield http, gateway, responder
 
 
 async def test_a_web_chat_flood_is_absorbed_and_each_accepted_message_answered_once(webchat: WebchatRig) -> None:

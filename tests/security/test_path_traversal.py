@@ -13,10 +13,8 @@ on email and Telegram -- stay inside their folder.
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -31,11 +29,9 @@ from channels.webchat.api import STATIC_DIR
 from gateway.app import Gateway
 from gateway.cli import cli
 from gateway.config import parse_config
-from gateway.http.app import build_app
-from gateway.http.server import serve_http
 from tests.contract.harness import ContractResponder
+from tests.e2e.rig import served as served_http
 from tests.security.probes.raw_http import raw_request
-from tests.waits import HANG_S
 
 TOKEN = "admin-token-for-the-traversal-probe"
 SENTINEL = "SENTINEL-OUTSIDE-THE-SERVED-TREE"
@@ -84,17 +80,9 @@ async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         outside, inside = tmp_path / "outside-sentinel.txt", data / "inside-sentinel.txt"
         outside.write_text(SENTINEL)
         inside.write_text(SENTINEL)
-        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result,
-                                                shutdown_timeout=1))
-        try:
-            url = await asyncio.wait_for(ready, HANG_S)
+        async with served_http(gateway) as url:
             host, port = url.removeprefix("http://").rsplit(":", 1)
             yield Served(host, int(port), gateway, data, outside, inside)
-        finally:
-            server.cancel()
-            with suppress(asyncio.CancelledError):
-                await server
 
 
 def files(root: Path) -> set[Path]:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -25,10 +24,9 @@ from gateway.app import Gateway
 from gateway.config import PipelineConfig
 from gateway.defaults import default_config
 from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
-from gateway.http.app import build_app
-from gateway.http.server import serve_http
 from gateway.messages import Attachment
 from gateway.turns import Turn
+from tests.e2e.rig import served
 from tests.waits import HANG_S
 
 pytestmark = pytest.mark.browser
@@ -95,16 +93,8 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
     fast = PipelineConfig(coalesce_window_s=0.05, coalesce_max_s=0.2, shutdown_drain_s=1.0)
     config = default_config(tmp_path / "data").model_copy(update={"pipeline": fast})
     responder = InjectingResponder()
-    async with Gateway(config, responder=responder) as gateway:
-        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result,
-                                                shutdown_timeout=1.0))
-        try:
-            yield Running(await asyncio.wait_for(ready, HANG_S), responder)
-        finally:
-            server.cancel()
-            with suppress(asyncio.CancelledError):
-                await server
+    async with Gateway(config, responder=responder) as gateway, served(gateway) as url:
+        yield Running(url, responder)
 
 
 @pytest.fixture
