@@ -31,10 +31,6 @@ from typing import Any
 import httpx
 import pytest
 import yaml
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import PlainTextResponse, Response, StreamingResponse
-from starlette.routing import Route
 
 from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
@@ -57,6 +53,7 @@ from gateway.messages import (
 )
 from gateway.status import HttpStatus, StatusReport
 from tests.fakes import MemoryCursors, RecordingSink
+from tests.http.test_server import APP as TICKING_APP
 from tests.waits import HANG_S, HTTP_S, tries
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,24 +232,13 @@ async def test_a_full_server_answers_a_fresh_request_503_at_once_and_recovers(tm
 
 
 async def test_the_deadline_covers_the_next_request_on_keep_alive_but_never_a_started_stream() -> None:
-    async def hello(request: Request) -> Response:
-        return PlainTextResponse("hello")
-
-    async def ticks(request: Request) -> Response:
-        async def forever() -> AsyncIterator[bytes]:
-            while True:
-                yield b"tick\n"
-                await asyncio.sleep(0.05)
-
-        return StreamingResponse(forever(), media_type="text/plain")
-
-    app = Starlette(routes=[Route("/", hello), Route("/ticks", ticks)])
+    app = TICKING_APP  # "/" says hello, "/endless" ticks forever
     load = HttpLoad(HttpConfig(header_timeout_s=0.3))
     ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
     server = asyncio.create_task(serve_http(app, "127.0.0.1", 0, on_ready=ready.set_result, load=load))
     url = await asyncio.wait_for(ready, HANG_S)
     try:
-        async with httpx.AsyncClient(trust_env=False, timeout=HTTP_S) as http, http.stream("GET", url + "/ticks") as streaming:
+        async with httpx.AsyncClient(trust_env=False, timeout=HTTP_S) as http, http.stream("GET", url + "/endless") as streaming:
             lines = streaming.aiter_lines()
             for _ in range(20):  # a second of ticks, well past the deadline: headers were in, so it runs on
                 assert await anext(lines) == "tick"
