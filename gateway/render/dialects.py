@@ -241,6 +241,8 @@ class MarkdownRenderer(Renderer):
     def __init__(self) -> None:
         super().__init__()
         self._families = {}
+        self._edges: builtins.list[tuple[str, str]] = []
+        """For each run being spelled: the character before it and the one after it."""
 
     def escape(self, text: str) -> str:
         return self._ENTITY.sub(r"\\&", self._ALWAYS.sub(r"\\\1", text))
@@ -351,11 +353,11 @@ class MarkdownRenderer(Renderer):
             nested = self._families.get(style)
             touching = _ends_with_mark(before, "*")
             if nested != "*" and not touching:
-                pieces.append(self._styled_with(node, style, "*"))
-            elif nested != "_" and self._under_allowed(before, following):
-                pieces.append(self._styled_with(node, style, "_"))
+                pieces.append(self._styled_with(node, style, "*", before, following))
+            elif nested != "_" and self._under_allowed(before, following) and self._edge_allows_under(i, len(nodes)):
+                pieces.append(self._styled_with(node, style, "_", before, following))
             elif nested != "*" and self._switch_previous(pieces, nodes, i - 1, node):
-                pieces.append(self._styled_with(node, style, "*"))
+                pieces.append(self._styled_with(node, style, "*", before, following))
             else:
                 pieces.append(self.inlines(node.children))  # type: ignore[union-attr]  # no spelling keeps it
         return "".join(pieces)
@@ -369,7 +371,7 @@ class MarkdownRenderer(Renderer):
         earlier = pieces[-2] if len(pieces) > 1 else ""
         if not self._under_allowed(earlier, node):
             return False
-        pieces[-1] = self._styled_with(previous, style, "_")  # type: ignore[arg-type]
+        pieces[-1] = self._styled_with(previous, style, "_", earlier, node)  # type: ignore[arg-type]
         return True
 
     def _under_allowed(self, before: str, following: Inline | None) -> bool:
@@ -382,12 +384,26 @@ class MarkdownRenderer(Renderer):
         last = before[-1:]
         return not (last.isalnum() or after.isalnum() or _ends_with_mark(before, "_"))
 
-    def _styled_with(self, node: Inline, style: Style, family: str) -> str:
+    def _edge_allows_under(self, index: int, count: int) -> bool:
+        """Whether a ``_`` run may open or close the run it sits in (``index`` of ``count`` children).
+
+        A ``*`` run opening right before ``_`` (punctuation) cannot open after a letter or digit, nor
+        close right after it before one: ``0**__0__**`` is not bold.  Then the nested style is dropped.
+        """
+        if not self._edges:
+            return True
+        before, after = self._edges[-1]
+        return not ((index == 0 and before.isalnum()) or (index == count - 1 and after.isalnum()))
+
+    def _styled_with(self, node: Inline, style: Style, family: str, before: str = "", following: Inline | None = None) -> str:
         outer = self._families.get(style)
         self._families[style] = family
+        after = self.escape(following.text)[:1] if isinstance(following, Text) else ""
+        self._edges.append((before[-1:], after))
         try:
             content = self.inlines(node.children)  # type: ignore[union-attr]
         finally:
+            self._edges.pop()
             if outer is None:
                 del self._families[style]
             else:

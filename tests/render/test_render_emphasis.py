@@ -33,3 +33,17 @@ def test_markdown_emphasis_runs_do_not_merge(markdown: str, expected: str) -> No
     assert once == expected
     assert parse(once) == parse(markdown)
     assert render(once) == once
+
+
+@pytest.mark.parametrize(
+    ("markdown", "expected"),
+    [
+        # bold inside bold right after a digit: "0**__0__**" would not be bold at all (found by the property test)
+        ("0****0****", "0**0**"),
+        ("****0****0", "**0**0"),
+    ],
+)
+def test_a_style_nested_in_itself_at_a_word_edge_is_spelled_once(markdown: str, expected: str) -> None:
+    once = render(markdown)
+    assert once == expected
+    assert render(once) == once
