@@ -60,6 +60,7 @@ from channels.webchat.identity import (
     well_formed,
 )
 from gateway.errors import InvalidEvent
+from gateway.http.body import read_limited
 from gateway.jsonbody import decode_json
 from gateway.messages import (
     AccountId,
@@ -228,20 +229,11 @@ class WebchatApi:
         return JSONResponse({"accepted": True}, status_code=202)
 
     async def _read_body(self, request: Request) -> bytes | Response:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body_bytes:
-            return _error(413, f"the request body is larger than {self.max_body_bytes} bytes")
-        chunks: list[bytes] = []
-        size = 0
         try:
-            async for chunk in request.stream():
-                size += len(chunk)
-                if size > self.max_body_bytes:
-                    return _error(413, f"the request body is larger than {self.max_body_bytes} bytes")
-                chunks.append(chunk)
+            body = await read_limited(request, self.max_body_bytes)
         except ClientDisconnect:
             return _error(400, "the request body was cut off")
-        return b"".join(chunks)
+        return _error(413, f"the request body is larger than {self.max_body_bytes} bytes") if body is None else body
 
     def _inbound(self, learner: str, posted: PostedMessage, request: Request) -> InboundMessage:
         return InboundMessage(

@@ -31,6 +31,7 @@ from starlette.routing import Route
 
 from gateway.config import AdminToken, Config, PartnerConfig
 from gateway.errors import InvalidEvent
+from gateway.http.body import read_limited
 from gateway.jsonbody import decode_json
 
 PREFIX = "/api/v1/partners/{partner}/learners/{identity}/memory"
@@ -98,19 +99,6 @@ def _partner(config: Config, partner_id: str) -> PartnerConfig | None:
         return None
 
 
-async def _bounded_body(request: Request, limit: int) -> bytes | None:
-    """The request body, or None as soon as it is known to be over ``limit`` bytes (declared or streamed)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    body = bytearray()
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > limit:
-            return None
-    return bytes(body)
-
-
 async def _operate(config: Config, partner: PartnerConfig, request: Request) -> Response:
     from brain.memory import MEMORY_FILE
     from brain.memory.controls import MemoryControls
@@ -139,7 +127,7 @@ async def _operate(config: Config, partner: PartnerConfig, request: Request) -> 
         if request.method == "DELETE":
             keep = request.query_params.get("keep_history", "").lower() in ("1", "true", "yes")
             return JSONResponse({"deleted": await controls.delete(scope, history=not keep)})
-        raw = await _bounded_body(request, MAX_NOTES_BYTES)
+        raw = await read_limited(request, MAX_NOTES_BYTES)
         if raw is None:
             return _error(413, f"the notes are larger than {MAX_NOTES_BYTES // 1024} KiB; shorten them and send again")
         try:
