@@ -32,6 +32,7 @@ from starlette.routing import Route
 from gateway.config import AdminToken, Config, PartnerConfig
 from gateway.errors import InvalidEvent
 from gateway.http.body import read_limited
+from gateway.http.responses import error_response
 from gateway.jsonbody import decode_json
 
 PREFIX = "/api/v1/partners/{partner}/learners/{identity}/memory"
@@ -40,10 +41,6 @@ MAX_NOTES_BYTES = 64 * 1024
 REALM = 'Bearer realm="partners"'
 OPERATOR: Literal["operator"] = "operator"
 """The holder of ``http.admin_token``: every partner."""
-
-
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def bearer(header: str) -> str | None:
@@ -70,20 +67,20 @@ def admin_routes(config: Config) -> list[Route]:
 
     async def handle(request: Request) -> Response:
         if not enabled:
-            return _error(404, "the admin API is off: set http.admin_tokens (or the operator's http.admin_token) to turn it on")
+            return error_response(404, "the admin API is off: set http.admin_tokens (or the operator's http.admin_token) to turn it on")
         presented = bearer(request.headers.get("authorization", ""))
         if presented is None:
-            return _error(401, "send the token as `Authorization: Bearer <token>`", {"WWW-Authenticate": REALM})
+            return error_response(401, "send the token as `Authorization: Bearer <token>`", {"WWW-Authenticate": REALM})
         who = holder(config, presented)
         if who is None:
-            return _error(401, "a valid bearer token is required", {"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
+            return error_response(401, "a valid bearer token is required", {"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
         name = request.path_params["partner"]
         partner = _partner(config, name)
         if isinstance(who, AdminToken) and (partner is None or not who.covers(partner)):  # unknown or not theirs: the same answer
-            return _error(403, f"this token does not reach partner {name!r}: it covers {who.teacher}'s partners only",
+            return error_response(403, f"this token does not reach partner {name!r}: it covers {who.teacher}'s partners only",
                           {"WWW-Authenticate": f'{REALM}, error="insufficient_scope"'})
         if partner is None:
-            return _error(404, f"no partner {name!r}")
+            return error_response(404, f"no partner {name!r}")
         return await _operate(config, partner, request)
 
     return [
@@ -110,7 +107,7 @@ async def _operate(config: Config, partner: PartnerConfig, request: Request) -> 
     try:
         identity = Identity.parse(request.path_params["identity"])
     except ValueError as error:
-        return _error(400, str(error))
+        return error_response(400, str(error))
     store = MemoryStore(config.data_dir / MEMORY_FILE)
     log, usage = SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
     try:
@@ -118,7 +115,7 @@ async def _operate(config: Config, partner: PartnerConfig, request: Request) -> 
         teacher = teacher_of(partner)
         person = await controls.person(teacher, identity)
         if person is None:
-            return _error(404, f"{identity} has not written to {partner.id} or its teacher's other partners")
+            return error_response(404, f"{identity} has not written to {partner.id} or its teacher's other partners")
         scope = learner_scope(teacher, person)
         if request.method == "GET" and request.url.path.endswith(".md"):
             return PlainTextResponse(await controls.markdown(scope), media_type="text/markdown; charset=utf-8")
@@ -129,16 +126,16 @@ async def _operate(config: Config, partner: PartnerConfig, request: Request) -> 
             return JSONResponse({"deleted": await controls.delete(scope, history=not keep)})
         raw = await read_limited(request, MAX_NOTES_BYTES)
         if raw is None:
-            return _error(413, f"the notes are larger than {MAX_NOTES_BYTES // 1024} KiB; shorten them and send again")
+            return error_response(413, f"the notes are larger than {MAX_NOTES_BYTES // 1024} KiB; shorten them and send again")
         try:
             body = decode_json(raw)
             markdown = body["markdown"]
             if not isinstance(markdown, str):
                 raise TypeError
         except InvalidEvent as error:
-            return _error(400, f'{error}; send JSON {{"markdown": "..."}}')
+            return error_response(400, f'{error}; send JSON {{"markdown": "..."}}')
         except (KeyError, TypeError):
-            return _error(400, 'send JSON {"markdown": "..."}')
+            return error_response(400, 'send JSON {"markdown": "..."}')
         document = await controls.edit(scope, markdown)
         return JSONResponse({"footnotes_kept": len(document.footnotes)})
     finally:

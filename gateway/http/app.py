@@ -42,6 +42,8 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from gateway import datadir
 from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
 from gateway.http.hosts import AllowedHosts, HostGuard
+from gateway.http.responses import error_response
+from gateway.http.streams import StreamGuard
 from gateway.status import StatusReport
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -80,11 +82,6 @@ class ServedGateway(Protocol):
     def channel(self, name: str, account: str) -> Channel | None: ...
 
     def running_channels(self) -> Mapping[tuple[str, str], Channel]: ...
-
-
-def error_response(status: int, message: str, headers: Mapping[str, str] | None = None) -> JSONResponse:
-    """The one shape of every error body this app sends: ``{"error": "..."}``."""
-    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def build_app(gateway: ServedGateway) -> Starlette:
@@ -135,9 +132,6 @@ def build_app(gateway: ServedGateway) -> Starlette:
         routes += admin_routes(config)
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
-    # imported here: it answers with error_response, defined in this module
-    from gateway.http.streams import StreamGuard
-
     load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)
     stream_shares = [Middleware(StreamGuard, load=load)] if load is not None else []
     return Starlette(

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
+
+from gateway.http.responses import error_response
 
 log = logging.getLogger(__name__)
 
@@ -136,13 +137,13 @@ class HostGuard:
             log.warning("http request refused reason=unknown host host=%r path=%s", host[:100], scope.get("path"))
             message = (f"this gateway does not serve the host {host_name(host)[:100]!r}; "
                        "add it to http.allowed_hosts (or set http.public_url)")
-            await JSONResponse({"error": message}, status_code=421)(scope, receive, send)
+            await error_response(421, message)(scope, receive, send)
             return
         if scope.get("method", "GET") not in SAFE_METHODS:
             reason = cross_site(headers, self.allowed)
             if reason is not None:
                 log.warning("http request refused reason=cross-site detail=%r path=%s", reason, scope.get("path"))
                 error = "requests from another site's page are refused"
-                await JSONResponse({"error": error}, status_code=403)(scope, receive, send)
+                await error_response(403, error)(scope, receive, send)
                 return
         await self.app(scope, receive, send)

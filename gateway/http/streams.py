@@ -20,8 +20,8 @@ from __future__ import annotations
 from starlette.datastructures import Headers
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from gateway.http.app import error_response
 from gateway.http.limits import HttpLoad, StreamRefusal
+from gateway.http.responses import error_response
 
 EVENT_STREAM = "text/event-stream"
 RETRY_AFTER_S = 10
