@@ -28,7 +28,7 @@ from gateway.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig, validate_account
 from gateway.errors import ChannelUnavailable, ConfigError
 from gateway.http.limits import HttpLoad
-from gateway.messages import AccountId, Address
+from gateway.messages import AccountId, Address, OutboundReply
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.pipeline.delivery import Delivery, Outlet
@@ -121,7 +121,7 @@ class Gateway:
         self.store: Store = store or SqliteStore(config.database_path)
         self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
-        self.delivery = Delivery(self.store, self.metrics)
+        self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall)
         self.reminders = ReminderDesk(self.store, self._capabilities)
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
@@ -353,6 +353,7 @@ class Gateway:
         for name, account in self._channels:
             key = f"{name}:{account}"
             unit = health.get(key)
+            tally = self.delivery.undelivered.of(*self._outlets[(name, account)].labels)
             accounts.append(
                 AccountStatus(
                     channel=name,
@@ -365,6 +366,8 @@ class Gateway:
                     inbound_pending=depths.inbound_pending.get(key, 0),
                     inbound_held=depths.inbound_held.get(key, 0),
                     outbox_open=depths.outbox_open.get(key, 0),
+                    undelivered=tally.count,
+                    last_undelivered=tally.last_reason,
                 )
             )
         return StatusReport(
@@ -378,6 +381,10 @@ class Gateway:
             http=self.http_load.report(),
             store=StoreStatus.of(self.store.health.condition()),
         )
+
+    async def _tell_shortfall(self, reply: OutboundReply, reason: str) -> None:
+        """A reply went out without some of what it held: its partner's teacher hears what and why."""
+        await self.teacher.report(reply.target, f"A reply could not be sent whole: {reason}.")
 
     @property
     def store_failure(self) -> str | None:

@@ -69,7 +69,7 @@ class EmailChannel(Channel):
         which must not stall the event loop all channels share."""
         with self._ledger_lock:
             if self._ledger is None:
-                self._ledger = SentLedger(self.context.data_dir / LEDGER_FILE)
+                self._ledger = SentLedger(self.context.data_dir / LEDGER_FILE, self.capabilities().redelivery_horizon_s)
             return self._ledger
 
     # ------------------------------------------------------------------ doctor
