@@ -5,6 +5,10 @@ rates, reply windows, edit intervals) live in one place:
 ``channels/platforms.toml``.  A channel class points at its entry; the
 outbound path reads the declaration to split, pace, stream and degrade --
 channels never retry, split or decide policy themselves.
+
+Rows are validated when the catalog loads: closed sets are enums, numbers
+have their ranges, contradictory facts are refused with the platform's name.
+Every field has a reader outside this module (``tests/test_capabilities_read.py``).
 """
 
 from __future__ import annotations
@@ -106,18 +110,23 @@ class ChannelCapabilities(BaseModel):
     reply_window_s: float | None = Field(default=None, gt=0)
     """How long after the inbound message a reply may be sent (None: no window)."""
     group_reply_window_s: float | None = Field(default=None, gt=0)
+    """A narrower window for group conversations (QQ: 5 min against 60); both are enforced by
+    ``gateway.pipeline.windows``, the only place that computes a window."""
     replies_per_inbound: int | None = Field(default=None, ge=1)
     """How many messages the platform takes in answer to one inbound message (QQ 5); a reply that would
     take more is merged to fit, and what still does not fit is recorded (``gateway.pipeline.budget``)."""
     proactive: Proactive = Proactive.ALLOWED
+    """Whether a message that answers nothing (a reminder, a teacher's report) may be sent at all."""
     send_rate_chat: SendRate | None = None
     send_rate_group: SendRate | None = None
     send_rate_global: SendRate | None = None
     inbound_modes: tuple[InboundMode, ...] = (InboundMode.POLL,)
     ack_deadline_s: float | None = Field(default=None, gt=0)
+    """How soon a pushed event must be answered before the platform sends it again (Slack 3 s)."""
     redelivery_horizon_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: GroupAddressing = GroupAddressing.MENTION
+    """Which group messages the platform shows the bot; ``partners doctor`` warns on settings it cannot honour."""
     authenticates_senders: bool = False
     """True when the platform proves who sent a message (a signed-in account), so a sender id can be
     trusted as a person.  Only such channels may carry a partner's owners: on any other channel
