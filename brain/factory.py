@@ -29,7 +29,7 @@ from brain.tools.builtin import default_registry
 from brain.tools.builtin.handoff import Handoff
 from brain.tools.builtin.reminder import Scheduler
 from brain.usage import UsageLedger
-from gateway.config import Config
+from gateway.core.config import Config
 from personas.loader import load_persona, persona_dirs
 
 

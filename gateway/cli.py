@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import click
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from gateway.config import Config
-    from gateway.errors import ConfigError
+    from gateway.core.config import Config
+    from gateway.core.errors import ConfigError
     from gateway.status import StatusReport
 
 EXIT_CONFIG = 2
@@ -61,7 +61,7 @@ class _Partners(click.Group):
     group_class = type  # subgroups (pairing, memory, ...) are _Partners too, so their commands read --config
 
     def invoke(self, ctx: click.Context) -> Any:
-        from gateway.errors import ConfigError
+        from gateway.core.errors import ConfigError
         from gateway.store.schema import StoreError
 
         try:
@@ -81,7 +81,7 @@ def _load(ctx: click.Context, *, resolve_secrets: bool = True) -> Config:
     (status, pairing, people, kb...): an unset ``env:`` variable then fails only if
     something uses that secret, so they run without the model's key.
     """
-    from gateway.config import Secrets
+    from gateway.core.config import Secrets
     from gateway.defaults import load
 
     return load(ctx.obj, secrets=Secrets.RESOLVE if resolve_secrets else Secrets.DEFER)
@@ -133,7 +133,7 @@ def cli(ctx: click.Context, config_path: Path | None) -> None:
 @click.pass_context
 def init(ctx: click.Context, path: Path | None, force: bool) -> None:
     """Write a commented config file (default: the --config path, else ./partners.yaml)."""
-    from gateway.config import DEFAULT_CONFIG_NAME
+    from gateway.configfile import DEFAULT_CONFIG_NAME
     from gateway.defaults import INIT_TEMPLATE
 
     path = path or ctx.obj or Path(DEFAULT_CONFIG_NAME)
@@ -204,10 +204,10 @@ def _preflight(config: Config) -> None:
     another gateway or this data dir's own running gateway holds; then warn about channels and
     knowledge bases that cannot run here."""
     from channels.registry import load_channel
-    from gateway.config import account_enabled, validate_account
+    from gateway.configfile import account_enabled, validate_account
+    from gateway.core.errors import ChannelUnavailable
+    from gateway.core.probes import Gravity
     from gateway.doctor import PortHolder, Severity, check_knowledge, check_stores, client_host, port_holder
-    from gateway.errors import ChannelUnavailable
-    from gateway.probes import Gravity
 
     for result in check_stores(config, thorough=False):  # a damaged file: one line and its fix, not a traceback later
         if result.severity is Severity.ERROR:
@@ -301,7 +301,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
 
 def chat_config(config: Config, partner_id: str, user: str) -> Config:
     """The loaded config reduced to one console account bound to one partner, same data dir."""
-    from gateway.config import Binding
+    from gateway.core.config import Binding
 
     return config.model_copy(update={
         "channels": {"console": {"default": {"access": {"dm": "allowlist", "allow_from": [user]}}}},

@@ -21,7 +21,7 @@ from gateway.cli import _load, _table, cli
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.knowledge.ingest import Outcome
     from brain.knowledge.service import KnowledgeService
-    from gateway.config import Config
+    from gateway.core.config import Config
 
 SHOWN_CHARS = 320
 

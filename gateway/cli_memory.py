@@ -31,7 +31,7 @@ from gateway.cli import _load, cli
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.memory.controls import MemoryControls
     from brain.memory.scopes import Identity, Scope
-    from gateway.config import Config, PartnerConfig
+    from gateway.core.config import Config, PartnerConfig
 
 T = TypeVar("T")
 

@@ -21,7 +21,7 @@ from gateway.cli_memory import _account_label, _partner, people
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.memory.roster import Conversation, Person, Roster
-    from gateway.config import Config
+    from gateway.core.config import Config
 
 NOBODY = "No one has talked to a partner yet."
 

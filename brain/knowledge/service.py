@@ -38,8 +38,8 @@ from brain.knowledge.settings import (
 )
 from brain.notes import NotesIndex
 from brain.tools.builtin.knowledge import Passage
-from gateway.config import Config, ModelSettings
-from gateway.errors import ConfigError
+from gateway.core.config import Config, ModelSettings
+from gateway.core.errors import ConfigError
 from personas.loader import Persona, load_persona, persona_dirs
 
 log = logging.getLogger(__name__)

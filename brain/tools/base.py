@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.turns import Turn
+from gateway.core.turns import Turn
 
 if TYPE_CHECKING:
     from brain.tools.builtin.handoff import Handoff

@@ -18,9 +18,9 @@ from brain.tools.builtin.knowledge import Passage
 from brain.tools.builtin.memory import MemoryEntry
 from brain.tools.builtin.reminder import ScheduleResult, parse_when
 from brain.types import ToolCall
-from gateway.config import PartnerConfig
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 NOW = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)
 EVERY_TOOL = {

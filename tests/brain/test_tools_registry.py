@@ -15,9 +15,9 @@ from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult, ToolS
 from brain.tools.builtin.knowledge import KnowledgeSearchTool, Passage
 from brain.tools.registry import ToolRegistry, parameters_schema
 from brain.types import ToolCall
-from gateway.config import PartnerConfig
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 
 def make_context(tools: set[str], **services: Any) -> ToolContext:

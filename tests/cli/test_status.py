@@ -6,7 +6,7 @@ import socket
 from datetime import UTC, datetime
 
 from gateway.cli import base_url, format_status
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from gateway.status import AccountStatus, StatusReport, UnavailableChannel
 
 

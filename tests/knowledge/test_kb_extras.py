@@ -23,7 +23,7 @@ from brain.knowledge.lightrag_engine import load_lightrag
 from brain.knowledge.service import KnowledgeService
 from brain.knowledge.settings import CATALOG_FILE, SETTINGS_FILE
 from gateway.cli import _preflight, cli
-from gateway.config import load_config
+from gateway.configfile import load_config
 from gateway.extras import install_command
 
 LIGHTRAG_FIX = install_command("lightrag")

@@ -11,7 +11,7 @@ from typing import Protocol
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.messages import Address
+from gateway.core.messages import Address
 
 
 class Handoff(Protocol):

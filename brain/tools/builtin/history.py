@@ -16,7 +16,7 @@ from typing import Protocol
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.turns import Turn
+from gateway.core.turns import Turn
 
 EXCERPT_CHARS = 300
 

@@ -22,8 +22,8 @@ from typing import Literal, Protocol
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.messages import ConversationKind
-from gateway.turns import Turn
+from gateway.core.messages import ConversationKind
+from gateway.core.turns import Turn
 
 KEY_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
 

@@ -18,7 +18,7 @@ from typing import Protocol
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.messages import Address
+from gateway.core.messages import Address
 
 MAX_AHEAD = timedelta(days=30)
 _RELATIVE = re.compile(r"^in\s+(\d+|an?|one)\s+(minute|min|hour|hr|day|week)s?$", re.IGNORECASE)
