@@ -20,7 +20,7 @@ from contextlib import suppress
 from datetime import UTC, datetime
 
 from brain.health import ModelHealth
-from brain.tools.builtin.reminder import ScheduleResult
+from brain.tools.services import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir

@@ -37,7 +37,7 @@ from brain.knowledge.settings import (
     save_settings,
 )
 from brain.notes import NotesIndex
-from brain.tools.builtin.knowledge import Passage
+from brain.tools.services import Passage
 from gateway.core.config import Config, ModelSettings
 from gateway.core.errors import ConfigError
 from personas.loader import Persona, load_persona, persona_dirs

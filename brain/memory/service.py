@@ -35,8 +35,7 @@ from brain.memory.scopes import (
 )
 from brain.memory.store import MemoryStore
 from brain.session_log import AssistantSaid, SessionLog, TurnStarted, UserSaid
-from brain.tools.builtin.history import HistoryHit
-from brain.tools.builtin.memory import MemoryEntry, WriteResult
+from brain.tools.services import HistoryHit, MemoryEntry, WriteResult
 from gateway.core.config import ModelSettings, PartnerConfig
 from gateway.core.turns import Turn
 

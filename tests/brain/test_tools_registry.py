@@ -12,8 +12,9 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult, ToolServices
-from brain.tools.builtin.knowledge import KnowledgeSearchTool, Passage
+from brain.tools.builtin.knowledge import KnowledgeSearchTool
 from brain.tools.registry import ToolRegistry, parameters_schema
+from brain.tools.services import Passage
 from brain.types import ToolCall
 from gateway.core.config import PartnerConfig
 from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text

@@ -13,7 +13,8 @@ from brain.knowledge.engine import KnowledgeError
 from brain.knowledge.service import KnowledgeService, interleave
 from brain.notes import NotesIndex
 from brain.tools.base import Citation, ToolContext, ToolServices
-from brain.tools.builtin.knowledge import KnowledgeSearchTool, Passage
+from brain.tools.builtin.knowledge import KnowledgeSearchTool
+from brain.tools.services import Passage
 from gateway.configfile import parse_config
 from gateway.core.config import PartnerConfig
 from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text

@@ -18,7 +18,7 @@ import pytest
 from brain.memory.service import MemoryService
 from brain.memory.store import MemoryStore
 from brain.session_log import SessionLog
-from brain.tools.builtin.memory import MemoryEntry
+from brain.tools.services import MemoryEntry
 from gateway.app import Gateway
 from gateway.configfile import parse_config
 from gateway.core.config import Config

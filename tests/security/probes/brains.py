@@ -37,7 +37,7 @@ from brain.notes import NotesIndex, NotesResponder
 from brain.session_log import SessionLog, ToolReturned, TurnStarted
 from brain.tools.base import ToolServices
 from brain.tools.builtin import TOOL_NAMES, default_registry
-from brain.tools.builtin.reminder import ScheduleResult
+from brain.tools.services import ScheduleResult
 from brain.usage import UsageLedger
 from gateway.core.config import ModelSettings, OwnerRef, PartnerConfig
 from gateway.core.events import StreamEnd, TurnEnd
