@@ -4,8 +4,9 @@ The models of a valid config are vocabulary (:mod:`gateway.core.config`); this
 module is the application side of them: it reads the YAML file, resolves a
 relative ``data_dir`` against the file's folder, lists every problem of a file
 at once with its place and fix, checks each account's ``env:NAME`` references
-before anything starts -- and, by importing :mod:`gateway.redaction`, makes sure
-the log scrubber listens before the first secret is resolved.
+before anything starts -- and, from its import on, hands every secret a model
+resolves to the log scrubber (:func:`gateway.redaction.register_secret`), so a
+config is never read without its secrets being masked.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-import gateway.redaction  # noqa: F401 -- listens to gateway.core.config for every secret resolved
-from gateway.core.config import AccountConfig, Config, Secrets
+from gateway.core.config import AccountConfig, Config, Secrets, on_secret_resolved
 from gateway.core.errors import ConfigError, Problem
+from gateway.redaction import register_secret
 from gateway.validation import place, problems
 from gateway.yamlfile import read_yaml
+
+on_secret_resolved(register_secret)
 
 DEFAULT_CONFIG_NAME = "partners.yaml"
 

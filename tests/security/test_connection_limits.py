@@ -36,7 +36,7 @@ from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.feed import SessionFeeds
 from channels.webchat.identity import COOKIE
-from gateway.cli import format_status
+from gateway.cli.status import format_status
 from gateway.configfile import parse_config
 from gateway.core.config import HttpConfig
 from gateway.core.errors import ConfigError
