@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import click
 
 from gateway.cli.group import cli, config_of, format_duration, format_table
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    pass
-
 
 # --------------------------------------------------------------------------- pairing
 
