@@ -20,6 +20,8 @@ signature seen before inside the window; the caller releases the claim
 - :func:`verify_feishu`: SHA-256 over timestamp + nonce + encrypt key + body.
 - :func:`verify_wechat` / :func:`verify_wechat_msg`: WeChat and WeCom's SHA-1
   over the sorted token, timestamp, nonce (and ciphertext).
+- :func:`verify_shared_secret`: a secret the platform repeats in a header
+  (Telegram's ``X-Telegram-Bot-Api-Secret-Token``, a Matrix appservice's bearer).
 """
 
 from __future__ import annotations
@@ -75,6 +77,13 @@ def _claim(replays: ReplayMemory | None, key: str, timestamp: int | None) -> Ver
     if replays is not None:
         replays.claim(key)
     return Verified(timestamp=timestamp, replay_key=key if replays is not None else None)
+
+
+def verify_shared_secret(headers: Mapping[str, str], name: str, secret: str) -> Verified:
+    """The header ``name`` holds exactly ``secret`` (no signature: the platform repeats what it was given)."""
+    if not hmac.compare_digest(header(headers, name).encode(), secret.encode()):
+        raise ForgedRequest(f"{name} does not match", reason="bad_signature")
+    return Verified()
 
 
 # --------------------------------------------------------------------------- HMAC-SHA256
@@ -237,5 +246,5 @@ def _verify_sorted(query: Mapping[str, str], token: str, name: str, extra: tuple
 __all__ = [
     "META_HUB", "SLACK_V0", "HmacScheme", "Verified", "check_window", "ed25519_key_from_secret", "ed25519_public_key",
     "feishu_signature", "header", "verify_ed25519", "verify_feishu", "verify_hmac", "verify_wechat",
-    "verify_wechat_msg", "wechat_signature",
+    "verify_shared_secret", "verify_wechat_msg", "wechat_signature",
 ]

@@ -16,6 +16,7 @@ from channels._kit.signatures import (
     verify_ed25519,
     verify_feishu,
     verify_hmac,
+    verify_shared_secret,
     verify_wechat,
     verify_wechat_msg,
     wechat_signature,
@@ -236,3 +237,11 @@ def test_wechat_sorts_before_hashing():
     with pytest.raises(ForgedRequest) as error:
         verify_wechat({k: v for k, v in query.items() if k != "nonce"}, "pamtest")
     assert reason(error) == "missing_header"
+
+
+def test_a_repeated_shared_secret_must_match_exactly():
+    assert verify_shared_secret({"x-telegram-bot-api-secret-token": "s3cret"}, "X-Telegram-Bot-Api-Secret-Token", "s3cret")
+    for headers, expected in [({"X-Telegram-Bot-Api-Secret-Token": "s3cre"}, "bad_signature"), ({}, "missing_header")]:
+        with pytest.raises(ForgedRequest) as error:
+            verify_shared_secret(headers, "X-Telegram-Bot-Api-Secret-Token", "s3cret")
+        assert error.value.reason == expected
