@@ -93,8 +93,9 @@ def verify_shared_secret(headers: Mapping[str, str], name: str, secret: str) -> 
 class HmacScheme:
     """How one platform signs with HMAC-SHA256: the headers, the signed text, the digest's spelling.
 
-    ``basestring`` holds ``{body}`` (the raw body, as bytes) and, with a timestamp header,
-    ``{timestamp}``: Slack signs ``v0:{timestamp}:{body}`` and writes ``v0=<hex>``."""
+    ``basestring`` may hold ``{body}`` (the raw body, as bytes), and holds ``{timestamp}`` exactly when
+    there is a timestamp header; ``{secret}`` stands for the secret itself.  Slack signs
+    ``v0:{timestamp}:{body}`` and writes ``v0=<hex>``; DingTalk signs only ``{timestamp}\n{secret}``."""
 
     signature_header: str
     timestamp_header: str | None = None
@@ -104,14 +105,14 @@ class HmacScheme:
     timestamp_unit: Literal["s", "ms"] = "s"
 
     def __post_init__(self) -> None:
-        if self.basestring.count("{body}") != 1 or ("{timestamp}" in self.basestring) != bool(self.timestamp_header):
-            raise ValueError("a basestring names {body} once, and {timestamp} exactly when there is a timestamp header")
+        if self.basestring.count("{body}") > 1 or ("{timestamp}" in self.basestring) != bool(self.timestamp_header):
+            raise ValueError("a basestring names {body} at most once, and {timestamp} exactly when there is a timestamp header")
 
     def sign(self, secret: bytes, body: bytes, timestamp: str | None = None) -> str:
         """The header value this scheme expects for ``body`` (what the platform would send)."""
-        head, _, tail = self.basestring.partition("{body}")
-        fill = {"timestamp": timestamp or ""}
-        message = head.format(**fill).encode() + body + tail.format(**fill).encode()
+        head, has_body, tail = self.basestring.partition("{body}")
+        fill = {"timestamp": timestamp or "", "secret": secret.decode() if "{secret}" in self.basestring else ""}
+        message = head.format(**fill).encode() + (body if has_body else b"") + tail.format(**fill).encode()
         digest = hmac.new(secret, message, hashlib.sha256).digest()
         text = digest.hex() if self.encoding == "hex" else base64.b64encode(digest).decode()
         return self.prefix + text
@@ -121,6 +122,9 @@ SLACK_V0 = HmacScheme("X-Slack-Signature", "X-Slack-Request-Timestamp", "v0:{tim
 """Slack's signing secret, version 0 (S6)."""
 META_HUB = HmacScheme("X-Hub-Signature-256", prefix="sha256=")
 """Meta's app-secret signature of the raw body (WhatsApp Cloud, Messenger, Instagram; WA4): no timestamp."""
+DINGTALK = HmacScheme("sign", "timestamp", "{timestamp}\n{secret}", encoding="base64", timestamp_unit="ms")
+"""DingTalk's HTTP callback (K2): Base64 HMAC of the millisecond timestamp and the app secret; the body is
+not signed, so the window (``signature_window_s``) and the replay memory carry the weight."""
 
 
 def verify_hmac(
@@ -244,7 +248,7 @@ def _verify_sorted(query: Mapping[str, str], token: str, name: str, extra: tuple
 
 
 __all__ = [
-    "META_HUB", "SLACK_V0", "HmacScheme", "Verified", "check_window", "ed25519_key_from_secret", "ed25519_public_key",
+    "DINGTALK", "META_HUB", "SLACK_V0", "HmacScheme", "Verified", "check_window", "ed25519_key_from_secret", "ed25519_public_key",
     "feishu_signature", "header", "verify_ed25519", "verify_feishu", "verify_hmac", "verify_wechat",
     "verify_shared_secret", "verify_wechat_msg", "wechat_signature",
 ]

@@ -7,6 +7,7 @@ from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 from channels._kit.replay import ReplayMemory
 from channels._kit.signatures import (
+    DINGTALK,
     META_HUB,
     SLACK_V0,
     HmacScheme,
@@ -131,11 +132,24 @@ def test_a_generic_scheme_signs_its_own_template_in_base64_with_millisecond_time
     assert reason(error) == "stale"
 
 
-def test_a_scheme_that_cannot_sign_the_body_is_refused_when_written():
+def test_dingtalk_signs_its_millisecond_timestamp_and_the_secret_within_an_hour():
+    headers = {"timestamp": "1700000000000", "sign": DINGTALK.sign(b"app-secret", b"", "1700000000000")}
+    body = b'{"msgtype":"text"}'
+    assert verify_hmac(headers, body, "app-secret", DINGTALK, window_s=3600, now=1_700_000_100.0)
+    with pytest.raises(ForgedRequest) as stale:
+        verify_hmac(headers, body, "app-secret", DINGTALK, window_s=3600, now=1_700_003_601.0)
+    with pytest.raises(ForgedRequest) as wrong:
+        verify_hmac(headers, body, "another-secret", DINGTALK, window_s=3600, now=1_700_000_100.0)
+    assert (reason(stale), reason(wrong)) == ("stale", "bad_signature")
+
+
+def test_a_scheme_that_cannot_be_signed_is_refused_when_written():
     with pytest.raises(ValueError):
         HmacScheme("X-Sign", "X-Time", "{body}")  # a timestamp header the signed text never uses
     with pytest.raises(ValueError):
         HmacScheme("X-Sign", basestring="v0:{timestamp}")
+    with pytest.raises(ValueError):
+        HmacScheme("X-Sign", basestring="{body}{body}")
 
 
 # --------------------------------------------------------------------------- Ed25519 (Discord, QQ)
