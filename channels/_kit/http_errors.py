@@ -32,16 +32,23 @@ make the limit global.
 "ratelimited"}``, WeChat ``{"errcode": 45009}``, Feishu ``{"code": 99991400}``,
 all with status 200.  A channel describes where its code lives and what each
 means with a :class:`BodyCodes` table; this module does the rest.
+
+A channel on httpx calls :func:`raise_for` with the response; one whose SDK
+already parsed the answer calls :func:`translate`, or :func:`status_kind` and
+:func:`error_for` when it has only a status.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from email.utils import parsedate_to_datetime
 from enum import Enum
 from typing import Any, Literal
+
+import httpx
 
 from gateway.errors import (
     AuthFailed,
@@ -214,3 +221,23 @@ def translate(platform: str, action: str, status: int | None, headers: Mapping[s
     return error_for(kind, platform, f"{action}: {said}"[:300], code=wire_code,
                      retry_after_s=retry_after(headers, body, fields=retry_fields),
                      scope=rate_limit_scope(headers, body))
+
+
+def json_body(content: bytes) -> Any:
+    """The parsed JSON of a body, or ``None`` when it is not JSON (an HTML error page, an empty 204)."""
+    try:
+        return json.loads(content) if content else None
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def raise_for(platform: str, action: str, response: httpx.Response, *, codes: BodyCodes | None = None,
+              overrides: Mapping[int, ErrorKind] | None = None,
+              retry_fields: Mapping[str, float] = BODY_RETRY_FIELDS) -> Any:
+    """The parsed body of an httpx answer that succeeded; the translated gateway error raised otherwise."""
+    body = json_body(response.content)
+    error = translate(platform, action, response.status_code, response.headers, body, codes=codes,
+                      overrides=overrides, retry_fields=retry_fields)
+    if error is not None:
+        raise error
+    return body

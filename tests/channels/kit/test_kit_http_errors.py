@@ -5,11 +5,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from email.utils import format_datetime
 
+import httpx
 import pytest
 
 from channels._kit.http_errors import (
     BodyCodes,
     ErrorKind,
+    raise_for,
     rate_limit_scope,
     retry_after,
     status_kind,
@@ -153,3 +155,25 @@ def test_a_body_that_is_no_json_object_carries_no_code():
     assert translate("slack", "x", 200, {}, "<html>", codes=SLACK) is None
     error = translate("slack", "x", 502, {}, "<html>bad gateway</html>", codes=SLACK)
     assert isinstance(error, PeerUnavailable) and "HTTP 502" in str(error)
+
+
+# --------------------------------------------------------------------------- straight from httpx
+
+
+async def test_raise_for_reads_an_httpx_answer_over_the_transport_seam():
+    answers = iter([
+        httpx.Response(200, json={"ok": True, "ts": "1.2"}),
+        httpx.Response(200, json={"ok": False, "error": "not_in_channel"}),
+        httpx.Response(429, headers={"Retry-After": "7"}, json={"ok": False, "error": "ratelimited"}),
+        httpx.Response(502, text="<html>bad gateway</html>"),
+    ])
+    async with httpx.AsyncClient(transport=httpx.MockTransport(lambda request: next(answers))) as http:
+        sent = [await http.post("https://slack.example.test/api/chat.postMessage") for _ in range(4)]
+    assert raise_for("slack", "chat.postMessage", sent[0], codes=SLACK) == {"ok": True, "ts": "1.2"}
+    with pytest.raises(Forbidden):
+        raise_for("slack", "chat.postMessage", sent[1], codes=SLACK)
+    with pytest.raises(RateLimited) as limited:
+        raise_for("slack", "chat.postMessage", sent[2], codes=SLACK)
+    assert limited.value.retry_after == 7.0
+    with pytest.raises(PeerUnavailable):
+        raise_for("slack", "chat.postMessage", sent[3], codes=SLACK)
