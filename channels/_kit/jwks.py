@@ -101,7 +101,7 @@ async def verify_jwt(token: str, keys: JwksKeys, *, issuer: str | Sequence[str],
     key = await keys.key(kid)
     try:
         claims: dict[str, Any] = jwt.decode(
-            token, key, algorithms=list(algorithms), audience=audience, issuer=issuer, leeway=leeway_s,
+            token, key.key, algorithms=list(algorithms), audience=audience, issuer=issuer, leeway=leeway_s,
             options={"require": ["exp", "iss", "aud"]},
         )
     except (jwt.ExpiredSignatureError, jwt.ImmatureSignatureError) as error:
