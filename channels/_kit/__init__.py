@@ -18,8 +18,9 @@ hands them in.
                             (``{"encrypt": ...}`` with SHA-256 of the key)
 ``jwks``                    a JWT checked against a JWKS fetched and cached with
                             httpx (Bot Framework / Teams)
-``challenges``              the GET handshakes: Meta's ``hub.challenge``,
-                            WeChat's and WeCom's ``echostr``
+``challenges``              the URL handshakes: Meta's ``hub.challenge``,
+                            WeChat's and WeCom's ``echostr``, Slack's and Feishu's
+                            ``url_verification``
 ``ack``                     durable, then 2xx: ``sink.accept`` and the answer,
                             timed against the platform's ack deadline
 ``http_errors``             an HTTP answer -> the gateway's error tree:

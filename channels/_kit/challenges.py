@@ -12,14 +12,21 @@ The HTTP app hands ``GET /webhooks/{channel}/{account}`` to the channel's
   ``timestamp`` and ``nonce``; echo ``echostr`` once it verifies.
 - **WeCom** (W2): ``msg_signature`` also covers ``echostr``, which is
   encrypted; echo its decrypted plaintext.
+
+Slack and Feishu check the URL with a POST instead: a ``url_verification``
+event whose ``challenge`` goes back as ``{"challenge": ...}``
+(:func:`url_verification`, :func:`challenge_json`).  Slack's is signed like any
+event; Feishu's carries the Verification Token (inside the ``encrypt`` field
+when an Encrypt Key is set, so decrypt first).
 """
 
 from __future__ import annotations
 
 import hmac
 from collections.abc import Mapping
+from typing import Any
 
-from starlette.responses import PlainTextResponse
+from starlette.responses import JSONResponse, PlainTextResponse
 
 from channels._kit.msgcrypt import WechatCrypto
 from channels._kit.signatures import verify_wechat, verify_wechat_msg
@@ -59,3 +66,24 @@ def wecom_echostr(query: Mapping[str, str], token: str, crypto: WechatCrypto) ->
 def challenge_response(text: str) -> PlainTextResponse:
     """The challenge echoed as the platforms want it: the bare text, no quotes, no JSON."""
     return PlainTextResponse(text)
+
+
+def url_verification(event: Mapping[str, Any], *, verification_token: str | None = None) -> str | None:
+    """The ``challenge`` of a ``url_verification`` POST (Slack, Feishu), or None for any other event.
+
+    With ``verification_token`` the event's ``token`` must match it (Feishu's Verification Token)."""
+    if event.get("type") != "url_verification":
+        return None
+    challenge = event.get("challenge")
+    if not isinstance(challenge, str) or not challenge:
+        raise ForgedRequest("a url_verification without a challenge", reason="malformed")
+    if verification_token is not None:
+        token = event.get("token")
+        if not isinstance(token, str) or not hmac.compare_digest(token.encode(), verification_token.encode()):
+            raise ForgedRequest("the url_verification's token is not this account's", reason="bad_token")
+    return challenge
+
+
+def challenge_json(challenge: str) -> JSONResponse:
+    """``{"challenge": ...}``, the answer Slack and Feishu both take."""
+    return JSONResponse({"challenge": challenge})

@@ -9,7 +9,14 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from channels._kit.challenges import challenge_response, meta_challenge, wechat_echostr, wecom_echostr
+from channels._kit.challenges import (
+    challenge_json,
+    challenge_response,
+    meta_challenge,
+    url_verification,
+    wechat_echostr,
+    wecom_echostr,
+)
 from channels._kit.msgcrypt import WechatCrypto
 from channels._kit.signatures import wechat_signature
 from gateway.errors import ForgedRequest
@@ -63,3 +70,22 @@ async def test_the_echostr_survives_the_url_and_comes_back_as_bare_text():
         response = await http.get("/webhooks/wecom/main", params=WECOM_QUERY)
     assert response.status_code == 200
     assert response.text == "1616140317555161061" and response.headers["content-type"].startswith("text/plain")
+
+
+def test_a_url_verification_post_gives_its_challenge_and_other_events_none():
+    slack = {"token": "Jhj5dZrVaK7ZwHHjRyZWjbDl", "challenge": "3eZbrw1aBm2rZgRNFdxV2595E9CY3gmdALWMmHkvFXO7tYXAYM8P",
+             "type": "url_verification"}
+    assert url_verification(slack) == slack["challenge"]
+    assert url_verification({"type": "event_callback", "event": {}}) is None
+    assert challenge_json("abc").body == b'{"challenge":"abc"}'
+
+
+def test_feishus_url_verification_must_carry_the_verification_token():
+    event = {"challenge": "ajls384kdjx98XX", "token": "xxxxxx", "type": "url_verification"}
+    assert url_verification(event, verification_token="xxxxxx") == "ajls384kdjx98XX"
+    for bad, reason in [({**event, "token": "guess"}, "bad_token"), ({k: v for k, v in event.items() if k != "token"},
+                                                                     "bad_token"),
+                        ({k: v for k, v in event.items() if k != "challenge"}, "malformed")]:
+        with pytest.raises(ForgedRequest) as error:
+            url_verification(bad, verification_token="xxxxxx")
+        assert error.value.reason == reason
