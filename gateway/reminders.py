@@ -19,8 +19,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from gateway.capabilities import ChannelCapabilities
-from gateway.messages import Address
+from gateway.core.capabilities import ChannelCapabilities
+from gateway.core.messages import Address
 from gateway.pipeline.windows import reply_window, why_closed
 from gateway.store import Reminder, Store
 

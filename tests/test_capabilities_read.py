@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import gateway.capabilities as capabilities_module
-from gateway.capabilities import ChannelCapabilities, GroupAddressing, Proactive, platform_catalog
-from gateway.errors import ConfigError
+import gateway.core.capabilities as capabilities_module
+from gateway.core.capabilities import ChannelCapabilities, GroupAddressing, Proactive, platform_catalog
+from gateway.core.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("gateway", "channels", "brain", "personas")

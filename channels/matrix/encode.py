@@ -21,8 +21,8 @@ import json
 import re
 from html.parser import HTMLParser
 
-from gateway.capabilities import capabilities_of
-from gateway.messages import Attachment
+from gateway.core.capabilities import capabilities_of
+from gateway.core.messages import Attachment
 
 HTML_FORMAT = "org.matrix.custom.html"
 EDIT_FALLBACK_CHARS = 1000

@@ -27,8 +27,8 @@ import logging
 import os
 from dataclasses import dataclass
 
-from gateway.capabilities import ChannelCapabilities
-from gateway.messages import Attachment, Element, Link, Media, OutboundReply, RenderedPart, plain_text
+from gateway.core.capabilities import ChannelCapabilities
+from gateway.core.messages import Attachment, Element, Link, Media, OutboundReply, RenderedPart, plain_text
 from gateway.render import degrade, measure, render_markdown
 
 log = logging.getLogger(__name__)

@@ -19,8 +19,8 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from gateway.capabilities import ChannelCapabilities, Proactive
-from gateway.messages import Address, ConversationKind, OutboundReply, Referrer
+from gateway.core.capabilities import ChannelCapabilities, Proactive
+from gateway.core.messages import Address, ConversationKind, OutboundReply, Referrer
 
 
 def reply_window(capabilities: ChannelCapabilities, target: Address) -> float | None:

@@ -28,7 +28,7 @@ from brain.notes import NotesIndex
 from brain.session_log import SessionLog
 from brain.usage import UsageLedger
 from channels.email.ledger import SentLedger
-from gateway.capabilities import capabilities_of
+from gateway.core.capabilities import capabilities_of
 
 
 async def open_all(data: Path) -> None:

@@ -8,9 +8,9 @@ account, so what they are told is what the channel was asked to send them.
 from __future__ import annotations
 
 from gateway.app import Gateway
-from gateway.capabilities import Dialect, EditMode, TextUnit
-from gateway.events import StreamEnd, TurnEnd
-from gateway.messages import Attachment, RenderedPart
+from gateway.core.capabilities import Dialect, EditMode, TextUnit
+from gateway.core.events import StreamEnd, TurnEnd
+from gateway.core.messages import Attachment, RenderedPart
 from gateway.pipeline.budget import fit_budget, messages_of
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder, make_config
@@ -55,7 +55,7 @@ def to(chat: str, channel: MemoryChannel) -> list[str]:
 
 
 async def reply_row(gateway: Gateway, message):
-    from gateway.messages import reply_key
+    from gateway.core.messages import reply_key
 
     return await gateway.store.get_reply(reply_key(message.address, message.event_id))
 

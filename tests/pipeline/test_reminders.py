@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gateway.capabilities import Proactive
+from gateway.core.capabilities import Proactive
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
 
 

@@ -11,8 +11,8 @@ import time
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from gateway.capabilities import Proactive
-from gateway.messages import ConversationKind, reply_key
+from gateway.core.capabilities import Proactive
+from gateway.core.messages import ConversationKind, reply_key
 from gateway.store import Reminder, ReplyState
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
 

@@ -6,6 +6,11 @@ rates, reply windows, edit intervals) live in one place:
 outbound path reads the declaration to split, pace, stream and degrade --
 channels never retry, split or decide policy themselves.
 
+The declarations are data, not code: this module reads the file by its path in
+the source tree (:data:`PLATFORMS_FILE`, or a path handed to
+:func:`platform_catalog`) and never imports ``channels`` -- the vocabulary stays
+a leaf, and listing what a platform can do loads no channel and no SDK.
+
 Rows are validated when the catalog loads: closed sets are enums, numbers
 have their ranges, contradictory facts are refused with the platform's name.
 Every field has a reader outside this module (``tests/test_capabilities_read.py``).
@@ -21,10 +26,11 @@ from typing import get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from gateway.errors import ConfigError
-from gateway.messages import ELEMENT_KINDS, MediaKind
+from gateway.core.errors import ConfigError
+from gateway.core.messages import ELEMENT_KINDS, MediaKind
 
-PLATFORMS_FILE = Path(__file__).resolve().parent.parent / "channels" / "platforms.toml"
+PLATFORMS_FILE = Path(__file__).resolve().parents[2] / "channels" / "platforms.toml"
+"""The declarations beside the channels they describe (gateway/core/ -> the source root -> channels/)."""
 
 
 class TextUnit(str, Enum):
@@ -122,7 +128,9 @@ class ChannelCapabilities(BaseModel):
     send_rate_global: SendRate | None = None
     inbound_modes: tuple[InboundMode, ...] = (InboundMode.POLL,)
     ack_deadline_s: float | None = Field(default=None, gt=0)
-    """How soon a pushed event must be answered before the platform sends it again (Slack 3 s)."""
+    """How soon a webhook or stream frame must be answered before the platform retries it (Slack 3 s)."""
+    signature_window_s: float | None = Field(default=None, gt=0)
+    """How far a signed webhook's timestamp may be from now (Slack's 5 minutes); older is refused as stale."""
     redelivery_horizon_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: GroupAddressing = GroupAddressing.MENTION
