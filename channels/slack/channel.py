@@ -176,9 +176,10 @@ class SlackChannel(Channel):
         if self.settings.mode != "events" or secret is None:
             raise Unsupported(PLATFORM, "this account uses Socket Mode; it has no webhook")
         body = await request.body()
-        verifier = SignatureVerifier(secret.get_secret_value())
-        if not verifier.is_valid(body, request.headers.get("x-slack-request-timestamp", ""),
-                                 request.headers.get("x-slack-signature", "")):
+        stamp = request.headers.get("x-slack-request-timestamp", "")
+        verifier = SignatureVerifier(secret.get_secret_value())  # it cannot read a timestamp that is no number
+        if not stamp.isascii() or not stamp.isdigit() or not verifier.is_valid(
+                body, stamp, request.headers.get("x-slack-signature", "")):
             raise ForgedRequest(f"slack events for account {self.account}: signature missing, wrong or over 5 minutes old")
         await self._ready()
         answer = await self._bolt().async_dispatch(AsyncBoltRequest(body=body.decode("utf-8", "replace"),

@@ -46,7 +46,8 @@ class SlackHarness:
         self.env = {"bot": f"SLACK_BOT_{tag}", "app": f"SLACK_APP_{tag}", "secret": f"SLACK_SECRET_{tag}"}
 
     async def start(self, workdir: Path) -> None:
-        await self.users.register()
+        if not self.users.ids:
+            await self.users.register()
         os.environ[self.env["bot"]] = self.users.token
         os.environ[self.env["app"]] = self.users.app_token
         os.environ[self.env["secret"]] = self.users.signing_secret
