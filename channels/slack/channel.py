@@ -142,7 +142,8 @@ class SlackChannel(Channel):
 
     async def _on_event(self, body: dict[str, Any]) -> None:
         """Bolt's listener for every event: decode, make durable; returning is what lets Bolt ack."""
-        event = body.get("event") if isinstance(body.get("event"), dict) else {}
+        found = body.get("event")
+        event: dict[str, Any] = found if isinstance(found, dict) else {}
         kind = str(event.get("type"))
         if kind == "assistant_thread_started":
             await self._thread_started(event)

@@ -99,7 +99,7 @@ async def call(method: str, operation: Awaitable[Any], endpoint: str) -> Any:
     """Await one slack_sdk call; raise its failure as a gateway error."""
     try:
         return await operation
-    except (SlackClientError, aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+    except (TimeoutError, SlackClientError, aiohttp.ClientError, OSError) as error:
         raise translate(error, method, endpoint) from error
 
 
@@ -116,7 +116,7 @@ async def download(client: AsyncWebClient, url: str, limit: int) -> bytes:
             if response.status != 200:
                 raise PeerUnavailable(PLATFORM, f"file download (HTTP {response.status})", code=response.status)
             body = await response.content.read(limit + 1)
-    except (aiohttp.ClientError, asyncio.TimeoutError, OSError) as error:
+    except (TimeoutError, aiohttp.ClientError, OSError) as error:
         raise translate(error, "file download", url) from error
     if len(body) > limit:
         raise BadRequest(PLATFORM, f"the file is over the {limit}-byte download limit")

@@ -129,18 +129,18 @@ class SlackPlatform:
 
     # ------------------------------------------------------------------ limits and faults
 
-    def admit(self, app: App, method: str, params: dict) -> None:
-        """Raise the fault or the rate limit this call meets, if any."""
+    def admit(self, app: App, method: str, params: dict) -> bool:
+        """Raise the fault or the rate limit this call meets, if any; True when the call is to be posted
+        and its answer lost (a 504 after the fact)."""
         if app.faults.down:
             raise ApiError("service_unavailable", 503)
-        if method in SEND_METHODS and app.faults.next:
-            outcome = app.faults.next[0]
-            if outcome != "504":
-                app.faults.next.pop(0)
-                known = FAULTS.get(outcome) or ApiError(outcome)
-                raise ApiError(known.error, known.status, app.faults.retry_after if known.status == 429 else None)
+        outcome = app.faults.draw(self.rng) if method in SEND_METHODS else None
+        if outcome is not None and outcome != "504":
+            known = FAULTS.get(outcome) or ApiError(outcome)
+            raise ApiError(known.error, known.status, app.faults.retry_after if known.status == 429 else None)
         if app.enforce_limits:
             self._limit(app, method, params)
+        return outcome == "504"
 
     def _limit(self, app: App, method: str, params: dict) -> None:
         now = time.monotonic()
@@ -159,13 +159,6 @@ class SlackPlatform:
         if len(window) >= PER_MINUTE[TIERS.get(method, 4)]:
             raise ApiError("ratelimited", 429, retry_after=max(1, int(60 - (now - window[0])) + 1))
         window.append(now)
-
-    def lost(self, app: App, method: str) -> bool:
-        """Whether this posted call's answer is lost (a forced 504)."""
-        if method in SEND_METHODS and app.faults.next and app.faults.next[0] == "504":
-            app.faults.next.pop(0)
-            return True
-        return False
 
     # ------------------------------------------------------------------ what users say
 

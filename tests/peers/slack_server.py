@@ -137,6 +137,7 @@ class Server:
     async def _post_event(self, app: App, body: dict) -> None:
         raw = json.dumps(body).encode()
         delays = list(self.option(app, "retry_delays", [0.0, 60.0, 300.0]))
+        reason = ""
         for retry in range(MAX_RETRIES + 1):
             timestamp = str(int(time.time()))
             headers = {"Content-Type": "application/json", "X-Slack-Request-Timestamp": timestamp,
@@ -169,9 +170,8 @@ class Server:
                 raise ApiError("not_allowed_token_type")
             if method != "apps.connections.open" and not token.startswith("xoxb-"):
                 raise ApiError("not_allowed_token_type")
-            self.platform.admit(app, method, params)
+            lost = self.platform.admit(app, method, params)
             result = self.call(app, method, params)
-            lost = self.platform.lost(app, method)
         except ApiError as error:
             with contextlib.suppress(ApiError):
                 self.platform.app(token).calls.append({"method": method, "params": params, "outcome": error.error})

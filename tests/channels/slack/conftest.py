@@ -16,7 +16,6 @@ import sqlite3
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import closing
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
