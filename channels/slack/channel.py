@@ -41,7 +41,7 @@ from channels.slack.config import SlackConfig
 from channels.slack.decode import Me, Skipped, decode
 from channels.slack.encode import Calls, Where, image_blocks, linked_files
 from channels.slack.probe import check_settings, probe_app
-from channels.slack.transport import PLATFORM, call, download, new_client
+from channels.slack.transport import PLATFORM, call, close_client, download, new_client
 from gateway.capabilities import capabilities_of
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PeerUnavailable, PermanentError, Unsupported
@@ -108,7 +108,11 @@ class SlackChannel(Channel):
         return check_settings(settings)  # type: ignore[arg-type]
 
     async def probe(self) -> ProbeResult:
-        return await probe_app(new_client(self.settings), self.settings)  # its own client: a running one stays as it is
+        client = new_client(self.settings)  # its own: a running account's stays as it is
+        try:
+            return await probe_app(client, self.settings)
+        finally:
+            await close_client(client)
 
     # ------------------------------------------------------------------ inbound
 
@@ -256,3 +260,6 @@ class SlackChannel(Channel):
                 await socket.close_async()
             except Exception as error:  # closing must not raise over the supervisor's own shutdown
                 log.debug("slack socket close account=%s error=%s", self.account, error)
+        if self._client is not None:
+            client, self._client = self._client, None
+            await close_client(client)

@@ -55,8 +55,18 @@ DEFAULT_RETRY_AFTER_S = 1.0
 
 
 def new_client(config: SlackConfig) -> AsyncWebClient:
-    """A Web API client on ``config``'s endpoint, retrying nothing itself (see the module docstring)."""
-    return AsyncWebClient(token=config.bot_token.get_secret_value(), base_url=config.api_base, retry_handlers=[])
+    """A Web API client on ``config``'s endpoint, retrying nothing itself (see the module docstring).
+
+    It keeps one aiohttp session, so calls reuse their connections: without one, slack_sdk opens a
+    session, and a TCP connection, per call.  Built inside the event loop; ``close_client`` ends it."""
+    session = aiohttp.ClientSession(trust_env=False)
+    return AsyncWebClient(token=config.bot_token.get_secret_value(), base_url=config.api_base, retry_handlers=[],
+                          session=session)
+
+
+async def close_client(client: AsyncWebClient) -> None:
+    if client.session is not None and not client.session.closed:
+        await client.session.close()
 
 
 def _retry_after(headers: Any) -> float:
