@@ -127,7 +127,12 @@ class SlackChannel(Channel):
                 await asyncio.sleep(EVENTS_MODE_CHECK_S)
         assert self.settings.app_token is not None, "SlackConfig refuses socket mode without app_token"
         self._socket = socket = AsyncSocketModeHandler(self._bolt(), self.settings.app_token.get_secret_value())
-        sdk = socket.client
+        try:
+            await self._connected(socket.client, heartbeat, me)
+        finally:  # a failed run's socket goes with it: the supervisor's next run dials a new one
+            await self._close_socket()
+
+    async def _connected(self, sdk: Any, heartbeat: Heartbeat, me: Me) -> None:
         sdk.auto_reconnect_enabled = sdk.default_auto_reconnect_enabled = False  # the supervisor reconnects
         sdk.wss_uri = await call("apps.connections.open", sdk.issue_new_wss_url(), self.settings.api_base)
         await sdk.connect()
@@ -253,13 +258,16 @@ class SlackChannel(Channel):
         if conversation.kind is ConversationKind.DIRECT and conversation.thread:
             await self.calls.status(conversation.chat, conversation.thread, self.settings.thinking_status)
 
-    async def close(self) -> None:
+    async def _close_socket(self) -> None:
         if self._socket is not None:
             socket, self._socket = self._socket, None
             try:
                 await socket.close_async()
             except Exception as error:  # closing must not raise over the supervisor's own shutdown
                 log.debug("slack socket close account=%s error=%s", self.account, error)
+
+    async def close(self) -> None:
+        await self._close_socket()
         if self._client is not None:
             client, self._client = self._client, None
             await close_client(client)
