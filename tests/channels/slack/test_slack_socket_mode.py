@@ -11,9 +11,12 @@ from __future__ import annotations
 import httpx
 import pytest
 
+from gateway.app import Gateway
+from gateway.config import parse_config
 from gateway.errors import AuthFailed, NotFound, RateLimited
 from gateway.messages import Attachment, Media, Referrer, RenderedPart
-from tests.contract.harness import counter, eventually
+from tests.contract.harness import ContractResponder, counter, eventually
+from tests.contract.slack_harness import SlackHarness
 from tests.waits import HTTP_S
 
 
@@ -173,11 +176,29 @@ async def test_edits_and_joins_are_acknowledged_and_not_answered(open_rig):
     assert len(rig.responder.turns) == 1
 
 
-async def test_two_workspaces_each_answer_through_their_own_app(open_rig):
-    first, second = await open_rig(), await open_rig()
-    one = await first.harness.say("from the first school")
-    two = await second.harness.say("from the second school")
-    [a] = await first.replies(one.chat, 1)
-    [b] = await second.replies(two.chat, 1)
-    assert a["text"] == "echo: from the first school" and b["text"] == "echo: from the second school"
-    assert one.chat not in await second.users.seen() and two.chat not in await first.users.seen()
+async def test_one_gateway_serves_two_workspaces_each_through_its_own_app(slack_api, tmp_path):
+    schools = [SlackHarness(slack_api), SlackHarness(slack_api)]
+    for harness in schools:
+        await harness.start(tmp_path)
+    accounts = {f"school{i}": {"bot_token": f"env:{h.env['bot']}", "app_token": f"env:{h.env['app']}",
+                               "api_base": f"{slack_api}/api/", "access": {"dm": "open"}} for i, h in enumerate(schools)}
+    config = parse_config({"data_dir": str(tmp_path / "data"), "partners": [{"id": "tutor", "name": "Tutor"}],
+                           "bindings": [{"partner": "tutor", "channel": "slack", "account": a} for a in accounts],
+                           "channels": {"slack": accounts}, "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1}})
+    gateway = Gateway(config, responder=ContractResponder())
+    await gateway.start()
+    try:
+        one = await schools[0].say("from the first school")
+        two = await schools[1].say("from the second school")
+        [a] = await eventually(lambda: _shown(schools[0], one.chat), what="the first school's answer")
+        [b] = await eventually(lambda: _shown(schools[1], two.chat), what="the second school's answer")
+        assert a["text"] == "echo: from the first school" and b["text"] == "echo: from the second school"
+        assert one.chat not in await schools[1].users.seen() and two.chat not in await schools[0].users.seen()
+    finally:
+        await gateway.stop()
+        for harness in schools:
+            await harness.stop()
+
+
+async def _shown(harness: SlackHarness, chat: str) -> list[dict] | None:
+    return (await harness.users.seen()).get(chat) or None
