@@ -59,6 +59,11 @@ class SlackRig:
     async def quiet(self) -> None:
         await eventually(lambda: settled(self.gateway), what="the gateway to settle")
 
+    def stored(self, event_id: str) -> bool:
+        with closing(sqlite3.connect(self.gateway.config.database_path)) as db:
+            return db.execute("SELECT count(*) FROM inbound WHERE channel = 'slack' AND event_id = ?",
+                              (event_id,)).fetchone()[0] == 1
+
     def inbound_rows(self) -> int:
         with closing(sqlite3.connect(self.gateway.config.database_path)) as db:
             return db.execute("SELECT count(*) FROM inbound WHERE channel = 'slack'").fetchone()[0]

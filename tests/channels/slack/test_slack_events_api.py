@@ -112,3 +112,10 @@ async def test_mention_in_a_channel_sent_as_message_and_app_mention_is_answered_
     assert len(rig.responder.turns) == 1
     asked = rig.responder.turns[0].messages[0]
     assert reply["thread_ts"] == asked.referrer.message  # a top-level mention is answered in a new thread under it
+
+
+async def test_the_200_comes_only_once_the_event_is_stored(open_rig):
+    rig = await open_rig(mode="events")
+    answer = await post(rig, callback(rig, "is it safe?", ts="1700000000.000400"))
+    assert answer.status_code == 200
+    assert rig.stored("D1:1700000000.000400")  # durable before Slack was told it arrived

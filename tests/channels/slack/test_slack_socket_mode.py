@@ -165,6 +165,15 @@ async def _acked(rig) -> bool:
     return not (await rig.users.app())["pending"]
 
 
+async def test_an_envelope_is_acked_only_once_its_event_is_stored(open_rig):
+    rig = await open_rig()
+    rig.responder.stream = ["slow", " answer"]
+    rig.responder.delta_delay = 2.0  # the turn is still running when the ack is checked
+    said = await rig.users.say("D77", "remember this", user="U77")
+    await eventually(lambda: _acked(rig), what="the envelope to be acked")
+    assert rig.stored(f"D77:{said['ts']}")  # durable before Slack was told it arrived
+
+
 async def test_edits_and_joins_are_acknowledged_and_not_answered(open_rig):
     rig = await open_rig()
     await rig.users.event({"type": "message", "subtype": "message_changed", "channel": "D9", "ts": "1700000002.000100",
