@@ -211,3 +211,12 @@ async def test_one_gateway_serves_two_workspaces_each_through_its_own_app(slack_
 
 async def _shown(harness: SlackHarness, chat: str) -> list[dict] | None:
     return (await harness.users.seen()).get(chat) or None
+
+
+async def test_where_the_group_policy_says_always_every_channel_message_is_answered_in_its_thread(open_rig):
+    rig = await open_rig(access={"dm": "open", "group": "always"})
+    said = await rig.harness.say("no mention at all", group=True)
+    [reply] = await rig.replies(said.chat, 1)
+    [turn] = rig.responder.turns
+    assert not turn.messages[0].addressed  # answered by the policy, not because it was addressed
+    assert reply["thread_ts"] == turn.messages[0].referrer.message
