@@ -30,8 +30,8 @@ from typing import Any, TypeVar
 import aiohttp
 from nio import AsyncClient, AsyncClientConfig, ErrorResponse
 
+from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 from gateway.endpoints import origin, why_unreachable
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 
 PLATFORM = "matrix"
 AUTH_CODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"}

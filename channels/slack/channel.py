@@ -36,18 +36,18 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels.base import Channel, ChannelContext
 from channels.slack.config import SlackConfig
 from channels.slack.decode import Me, Skipped, decode
 from channels.slack.encode import Calls, Where, image_blocks, linked_files
 from channels.slack.probe import check_settings, probe_app
 from channels.slack.transport import PLATFORM, call, close_client, download, new_client
-from gateway.capabilities import capabilities_of
-from gateway.config import AccountConfig
-from gateway.errors import ForgedRequest, InvalidEvent, PeerUnavailable, PermanentError, Unsupported
-from gateway.messages import Address, ConversationKind, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import ProbeResult, Problem
-from gateway.supervisor import ChannelState
+from gateway.core.capabilities import capabilities_of
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import ForgedRequest, InvalidEvent, PeerUnavailable, PermanentError, Unsupported
+from gateway.core.messages import Address, ConversationKind, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request

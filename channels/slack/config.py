@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from gateway.config import AccountConfig, EnvSecret
+from gateway.core.config import AccountConfig, EnvSecret
 
 CLOUD_API = "https://slack.com/api/"
 

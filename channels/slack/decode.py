@@ -27,8 +27,8 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
 
-from gateway.errors import InvalidEvent
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

@@ -26,8 +26,8 @@ import aiohttp
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.transport import PLATFORM, call
-from gateway.errors import BadRequest, PeerUnavailable
-from gateway.messages import Attachment
+from gateway.core.errors import BadRequest, PeerUnavailable
+from gateway.core.messages import Attachment
 
 
 @dataclass(frozen=True)

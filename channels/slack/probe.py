@@ -14,9 +14,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.config import CLOUD_API, SlackConfig
 from channels.slack.transport import call
+from gateway.core.errors import AuthFailed, GatewayError, PeerUnreachable, PlatformError
+from gateway.core.probes import ProbeResult, Problem
 from gateway.endpoints import origin, placeholder_host
-from gateway.errors import AuthFailed, GatewayError, PeerUnreachable, PlatformError
-from gateway.probes import ProbeResult, Problem
 
 APP_PAGE = "your app's page at api.slack.com/apps"
 

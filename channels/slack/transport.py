@@ -31,8 +31,7 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.config import SlackConfig
-from gateway.endpoints import origin, why_unreachable
-from gateway.errors import (
+from gateway.core.errors import (
     AuthFailed,
     BadRequest,
     GatewayError,
@@ -42,6 +41,7 @@ from gateway.errors import (
     RateLimited,
     Unsupported,
 )
+from gateway.endpoints import origin, why_unreachable
 
 PLATFORM = "slack"
 AUTH = frozenset({"invalid_auth", "not_authed", "token_revoked", "token_expired", "account_inactive", "no_permission"})

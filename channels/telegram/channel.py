@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from telegram import Bot, BotCommand, Update, User
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels.base import Channel, ChannelContext
 from channels.telegram.config import TelegramConfig
 from channels.telegram.decode import decode
 from channels.telegram.media import download_media
@@ -32,20 +32,12 @@ from channels.telegram.outbound import Where, draft_id_for, edit_text, send_atta
 from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, call, new_bot
-from gateway.config import AccountConfig
-from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
+from gateway.core.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
 from gateway.jsonbody import decode_json
-from gateway.messages import (
-    Address,
-    ConversationKind,
-    InboundMessage,
-    MessageId,
-    Referrer,
-    RenderedPart,
-    SentMessage,
-)
-from gateway.probes import ProbeResult, Problem
-from gateway.supervisor import ChannelState
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request

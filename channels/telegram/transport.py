@@ -41,8 +41,7 @@ from telegram.request import HTTPXRequest, RequestData
 from telegram.warnings import PTBDeprecationWarning
 
 from channels.telegram.config import CLOUD_API, TelegramConfig
-from gateway.endpoints import origin, why_unreachable
-from gateway.errors import (
+from gateway.core.errors import (
     AuthFailed,
     BadRequest,
     GatewayError,
@@ -53,6 +52,7 @@ from gateway.errors import (
     RateLimited,
     Unsupported,
 )
+from gateway.endpoints import origin, why_unreachable
 
 if TYPE_CHECKING:
     from telegram._utils.types import ODVInput  # PTB's own name for "a value, None, or DEFAULT_NONE"

@@ -40,7 +40,7 @@ from starlette.routing import Mount, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import datadir
-from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from gateway.core.errors import ForgedRequest, InvalidEvent, Unsupported
 from gateway.http.hosts import AllowedHosts, HostGuard
 from gateway.http.responses import error_response
 from gateway.http.streams import StreamGuard

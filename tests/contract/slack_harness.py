@@ -16,7 +16,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from gateway.config import Config, parse_config
+from gateway.configfile import parse_config
+from gateway.core.config import Config
 from tests.contract.harness import Said, Seen
 from tests.peers.slack_peer import SlackUsers
 

@@ -15,11 +15,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from channels.base import Channel, ChannelContext, Heartbeat
-from gateway.config import AccountConfig
-from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from channels.base import Channel, ChannelContext
+from gateway.core.channel import Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import ForgedRequest, InvalidEvent, Unsupported
+from gateway.core.messages import AccountId, Address, Referrer, RenderedPart, SentMessage
 from gateway.http.app import build_app
-from gateway.messages import AccountId, Address, Referrer, RenderedPart, SentMessage
 from gateway.metrics import Metrics
 from gateway.status import AccountStatus, StatusReport
 from tests.fakes import MemoryCursors, RecordingSink

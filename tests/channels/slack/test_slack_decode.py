@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from channels.slack.decode import Me, Skipped, decode
-from gateway.errors import InvalidEvent
-from gateway.messages import AccountId, ConversationKind, Link, Media, Mention
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import AccountId, ConversationKind, Link, Media, Mention
 
 ME = Me(user="UBOT", bot="BBOT", team="T1")
 

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.harness import eventually, settled
 from tests.contract.slack_harness import SlackHarness
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config

@@ -12,9 +12,9 @@ import httpx
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
-from gateway.errors import AuthFailed, NotFound, RateLimited
-from gateway.messages import Attachment, Media, Referrer, RenderedPart
+from gateway.configfile import parse_config
+from gateway.core.errors import AuthFailed, NotFound, RateLimited
+from gateway.core.messages import Attachment, Media, Referrer, RenderedPart
 from tests.contract.harness import ContractResponder, counter, eventually
 from tests.contract.slack_harness import SlackHarness
 from tests.waits import HTTP_S

@@ -15,7 +15,7 @@ from slack_bolt.request.async_request import AsyncBoltRequest
 
 from channels.base import ChannelContext
 from channels.slack import SlackChannel, SlackConfig
-from gateway.messages import AccountId, InboundMessage
+from gateway.core.messages import AccountId, InboundMessage
 from tests.contract.slack_harness import SlackHarness
 
 

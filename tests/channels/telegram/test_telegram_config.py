@@ -10,7 +10,7 @@ from telegram.error import NetworkError, RetryAfter, TimedOut
 
 from channels.telegram.config import TelegramConfig
 from channels.telegram.transport import BotApiError, translate
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited, Unsupported
+from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited, Unsupported
 
 
 @pytest.fixture(autouse=True)
