@@ -90,6 +90,11 @@ class Channel(ABC):
         """Webhook-mode channels verify, decode, ``await sink.accept`` and only then answer 2xx."""
         raise Unsupported(self.name, "this channel has no webhook")
 
+    async def verify_webhook(self, request: Request) -> Response:
+        """Answer the platform's GET on the webhook URL: Meta's ``hub.challenge``, WeChat's ``echostr``
+        (see :mod:`channels._kit.challenges`).  The default answers 405: most platforms only POST."""
+        raise Unsupported(self.name, "this channel answers no GET on its webhook")
+
     def http_routes(self) -> list[BaseRoute]:
         """Routes this channel serves itself (webchat's page and API), mounted by the HTTP app
         under ``/channels/{name}/{account}``.  Most channels serve none."""

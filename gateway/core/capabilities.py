@@ -96,6 +96,9 @@ class ChannelCapabilities(BaseModel):
     send_rate_global: SendRate | None = None
     inbound_modes: tuple[InboundMode, ...] = (InboundMode.POLL,)
     ack_deadline_s: float | None = None
+    """How soon a webhook or stream frame must be answered before the platform retries it."""
+    signature_window_s: float | None = None
+    """How far a signed webhook's timestamp may be from now (Slack's 5 minutes); older is refused as stale."""
     redelivery_horizon_s: float = 7 * 24 * 3600.0
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: str = "mention"
