@@ -33,9 +33,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
-from slack_sdk.signature import SignatureVerifier
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels._kit.signatures import SLACK_V0, verify_hmac
 from channels.base import Channel, ChannelContext
 from channels.slack.config import SlackConfig
 from channels.slack.decode import Me, Skipped, decode
@@ -45,7 +45,7 @@ from channels.slack.transport import PLATFORM, call, close_client, download, new
 from gateway.core.capabilities import capabilities_of
 from gateway.core.channel import ChannelState, Heartbeat
 from gateway.core.config import AccountConfig
-from gateway.core.errors import ForgedRequest, InvalidEvent, PeerUnavailable, PermanentError, Unsupported
+from gateway.core.errors import InvalidEvent, PeerUnavailable, PermanentError, Unsupported
 from gateway.core.messages import Address, ConversationKind, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 
@@ -58,6 +58,9 @@ READ_EVENTS = frozenset({"message", "app_mention"})
 ALIVE_CHECK_S = 1.0
 EVENTS_MODE_CHECK_S = 30.0
 UPLOAD_LIMIT = capabilities_of(PLATFORM).media_max_bytes
+SIGNATURE_WINDOW_S = capabilities_of(PLATFORM).signature_window_s
+"""Five minutes (platforms.toml).  No replay memory on top: a replay inside the window is a redelivery,
+which the dedup key answers once, and Slack's own immediate retry may carry the very same signature."""
 
 
 class SlackChannel(Channel):
@@ -186,11 +189,7 @@ class SlackChannel(Channel):
         if self.settings.mode != "events" or secret is None:
             raise Unsupported(PLATFORM, "this account uses Socket Mode; it has no webhook")
         body = await request.body()
-        stamp = request.headers.get("x-slack-request-timestamp", "")
-        verifier = SignatureVerifier(secret.get_secret_value())  # it cannot read a timestamp that is no number
-        if not stamp.isascii() or not stamp.isdigit() or not verifier.is_valid(
-                body, stamp, request.headers.get("x-slack-signature", "")):
-            raise ForgedRequest(f"slack events for account {self.account}: signature missing, wrong or over 5 minutes old")
+        verify_hmac(request.headers, body, secret.get_secret_value(), SLACK_V0, window_s=SIGNATURE_WINDOW_S)
         await self._ready()
         answer = await self._bolt().async_dispatch(AsyncBoltRequest(body=body.decode("utf-8", "replace"),
                                                                     headers=dict(request.headers)))

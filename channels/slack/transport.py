@@ -30,6 +30,7 @@ import aiohttp
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels._kit.http_errors import retry_after
 from channels.slack.config import SlackConfig
 from gateway.core.errors import (
     AuthFailed,
@@ -69,19 +70,6 @@ async def close_client(client: AsyncWebClient) -> None:
         await client.session.close()
 
 
-def _retry_after(headers: Any) -> float:
-    for name in ("Retry-After", "retry-after"):
-        value = (headers or {}).get(name)
-        if isinstance(value, list):
-            value = value[0] if value else None
-        if value is not None:
-            try:
-                return float(value)
-            except ValueError:
-                break
-    return DEFAULT_RETRY_AFTER_S
-
-
 def translate(error: Exception, method: str, endpoint: str) -> GatewayError:
     if isinstance(error, SlackApiError):
         status = error.response.status_code
@@ -89,7 +77,8 @@ def translate(error: Exception, method: str, endpoint: str) -> GatewayError:
         code = str(data.get("error") or f"HTTP {status}")
         where = f"{method} (HTTP {status})"
         if status == 429 or code == "ratelimited":
-            return RateLimited(PLATFORM, _retry_after(error.response.headers), code=429)
+            wait = retry_after(dict(error.response.headers or {}))  # Retry-After in any of its forms (the kit)
+            return RateLimited(PLATFORM, DEFAULT_RETRY_AFTER_S if wait is None else wait, code=429)
         if code in AUTH or status in (401, 403):
             return AuthFailed(PLATFORM, f"{where}: reinstall the app or copy its bot token again", code=code)
         if code in GONE or status == 404:
