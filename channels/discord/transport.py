@@ -59,8 +59,8 @@ class Refused(Exception):
 
 async def _on_response(session: aiohttp.ClientSession, context: Any, params: aiohttp.TraceRequestEndParams) -> None:
     response = params.response
-    if response.status not in RETRIED_BY_US:
-        return
+    if response.status not in RETRIED_BY_US or "Upgrade" in params.headers:
+        return  # the Gateway's websocket upgrade stays discord.py's: it reconnects and resumes the session itself
     body: Any = {}
     try:
         body = await response.json(content_type=None)

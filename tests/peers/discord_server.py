@@ -207,7 +207,8 @@ class DiscordPeer:
             "channel_id": cid, "channel": {k: v for k, v in where.items() if k != "recipients"},
             "data": {"id": snowflake(), "name": name, "type": 1,
                      "options": [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]},
-            "app_permissions": "0", "locale": "en-US", "entitlements": [], "authorizing_integration_owners": {},
+            "app_permissions": "0", "locale": "en-US", "attachment_size_limit": ATTACHMENT_LIMIT, "entitlements": [],
+            "authorizing_integration_owners": {},
             "context": 1 if where["type"] == DM else 0,
         }
         person = user_object(user, f"user{user[-4:]}")
@@ -309,7 +310,8 @@ class DiscordPeer:
                 if data.get("token") != self.token:
                     await socket.close(code=4004, message=b"Authentication failed.")
                     break
-                if data.get("intents", 0) & INTENT_MESSAGE_CONTENT and not self.flags & (FLAG_MESSAGE_CONTENT | FLAG_MESSAGE_CONTENT_LIMITED):
+                enabled = self.flags & (FLAG_MESSAGE_CONTENT | FLAG_MESSAGE_CONTENT_LIMITED)
+                if data.get("intents", 0) & INTENT_MESSAGE_CONTENT and not enabled:
                     await socket.close(code=4014, message=b"Disallowed intent(s).")
                     break
                 self.identifies += 1
@@ -521,7 +523,8 @@ class DiscordPeer:
         content = payload.get("content") or ""
         if len(content.encode("utf-16-le")) // 2 > 2000:
             return 400, {"message": "Invalid Form Body", "code": 50035,
-                         "errors": {"content": {"_errors": [{"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}
+                         "errors": {"content": {"_errors": [
+                             {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}
         if not content and not files:
             return 400, {"message": "Cannot send an empty message", "code": 50006}
         nonce = payload.get("nonce")
@@ -562,7 +565,9 @@ class DiscordPeer:
         if body.get("type") == 5:
             placeholder = self._message(interaction["channel_id"], self.bot, "")
             placeholder["flags"] = LOADING
-            placeholder["interaction_metadata"] = {"id": interaction["id"], "type": 2}
+            person = interaction.get("user") or interaction["member"]["user"]
+            placeholder["interaction_metadata"] = {"id": interaction["id"], "type": 2, "user": person,
+                                                   "authorizing_integration_owners": {}}
             self.messages[interaction["channel_id"]].append(placeholder)
             self.deferred[token] = placeholder
         elif body.get("type") == 4:
