@@ -207,9 +207,7 @@ class DiscordChannel(Channel):
         out = outgoing(part, max_bytes=self.capabilities().media_max_bytes)
         token = interaction_token(referrer, datetime.now(UTC))
         if token is not None:
-            assert client.application_id is not None or client.user is not None
-            hook = discord.Webhook.partial(client.application_id or client.user.id, token, client=client)  # type: ignore[union-attr]
-            sent = await call("followup", hook.send(wait=True, **out.send_kwargs()))
+            sent = await call("followup", self._hook(client, token).send(wait=True, **out.send_kwargs()))
             self._remember(str(sent.id), token)
             return SentMessage(message=MessageId(str(sent.id)))
         where = client.get_partial_messageable(self._where(target))
@@ -220,6 +218,12 @@ class DiscordChannel(Channel):
                                                 **out.send_kwargs()))
         return SentMessage(message=MessageId(str(message.id)))
 
+    @staticmethod
+    def _hook(client: discord.Client, token: str) -> discord.Webhook:
+        """The interaction's follow-up webhook (the application's id, the interaction's token)."""
+        app_id = client.application_id or (client.user.id if client.user else 0)
+        return discord.Webhook.partial(app_id, token, client=client)
+
     def _remember(self, message: str, token: str) -> None:
         self._followups[message] = token
         while len(self._followups) > FOLLOWUPS_KEPT:
@@ -229,8 +233,7 @@ class DiscordChannel(Channel):
         client = await self._ready()
         token = self._followups.get(message)
         if token is not None:
-            hook = discord.Webhook.partial(client.application_id or client.user.id, token, client=client)  # type: ignore[union-attr]
-            await call("edit followup", hook.edit_message(int(message), content=part.text))
+            await call("edit followup", self._hook(client, token).edit_message(int(message), content=part.text))
             return
         partial = client.get_partial_messageable(self._where(target)).get_partial_message(int(message))
         await call("edit", partial.edit(content=part.text))
