@@ -32,18 +32,18 @@ from typing import ClassVar
 import discord
 from discord import app_commands
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels.base import Channel, ChannelContext
 from channels.discord.config import DiscordConfig
 from channels.discord.decode import command_text, decode_interaction, decode_message, interaction_token
 from channels.discord.encode import nonce_for, outgoing
 from channels.discord.probe import check_settings, probe_application
 from channels.discord.transport import PLATFORM, call, new_client
-from gateway.config import AccountConfig
-from gateway.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
-from gateway.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import ProbeResult, Problem
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
+from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
-from gateway.supervisor import ChannelState
 
 log = logging.getLogger(__name__)
 TOKEN_LIFETIME_S = 900.0

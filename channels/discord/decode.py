@@ -25,7 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 import discord
 
-from gateway.messages import (
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

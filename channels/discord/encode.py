@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 
 import discord
 
-from gateway.errors import BadRequest
-from gateway.messages import Attachment, RenderedPart
+from gateway.core.errors import BadRequest
+from gateway.core.messages import Attachment, RenderedPart
 
 PLATFORM = "discord"
 MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True)

@@ -17,9 +17,9 @@ import discord
 
 from channels.discord.config import DISCORD_API, DiscordConfig
 from channels.discord.transport import call, intents_for, point_at, trace
+from gateway.core.errors import AuthFailed, GatewayError, PeerUnreachable
+from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.endpoints import origin, placeholder_host
-from gateway.errors import AuthFailed, GatewayError, PeerUnreachable
-from gateway.probes import Gravity, ProbeResult, Problem
 
 TOKEN_SHAPE = re.compile(r"^[\w-]{20,}\.[\w-]{4,}\.[\w-]{20,}$")
 FROM_PORTAL = "copy the token from Developer Portal > your application > Bot > Reset Token into the variable token: names"

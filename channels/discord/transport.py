@@ -39,8 +39,8 @@ import discord
 import yarl
 
 from channels.discord.config import DiscordConfig
+from gateway.core.errors import AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PeerUnreachable, RateLimited
 from gateway.endpoints import origin, why_unreachable
-from gateway.errors import AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PeerUnreachable, RateLimited
 
 PLATFORM = "discord"
 RETRIED_BY_US = frozenset({429, 500, 502, 503, 504, 524})

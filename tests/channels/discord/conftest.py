@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.discord_harness import DiscordHarness, seen_from
 from tests.contract.harness import ContractResponder, Seen, counter, eventually, settled
 from tests.peers.discord_server import DiscordPeer

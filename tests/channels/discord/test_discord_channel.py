@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from channels.discord.channel import DiscordChannel
-from gateway.errors import BadRequest
-from gateway.messages import Attachment, Media, Quote, Referrer, RenderedPart
+from gateway.core.errors import BadRequest
+from gateway.core.messages import Attachment, Media, Quote, Referrer, RenderedPart
+from gateway.core.probes import Gravity
 from gateway.pipeline.lanes import NOTHING_TO_STOP
-from gateway.probes import Gravity
 from tests.contract.harness import eventually
 
 # --------------------------------------------------------------------------- the session

@@ -12,8 +12,8 @@ from channels.discord.decode import INTERACTION, command_text, interaction_token
 from channels.discord.encode import nonce_for
 from channels.discord.probe import check_settings
 from channels.discord.transport import Refused, redact, translate
-from gateway.errors import PeerUnavailable, RateLimited
-from gateway.messages import Referrer
+from gateway.core.errors import PeerUnavailable, RateLimited
+from gateway.core.messages import Referrer
 from tests.contract.discord_harness import new_token
 
 
