@@ -15,20 +15,33 @@ network, and :meth:`Channel.probe` asks the platform one harmless question
 Delivery guarantees start here: a channel acknowledges the platform (answers
 the webhook, advances the poll offset, acks the stream frame) only after
 ``await sink.accept(...)`` returned, because that is when the event is durable.
+It downloads nothing before that: an inbound file is decoded as a
+:class:`~gateway.messages.MediaRef`, and the pipeline fetches it after the ack
+through :meth:`Channel.fetch_media` (docs/adr/0026-media-after-the-ack.md).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
-from gateway.capabilities import ChannelCapabilities, capabilities_of
+from gateway.capabilities import ChannelCapabilities, capabilities_of, fetch_limit
 from gateway.config import AccountConfig
 from gateway.errors import Unsupported
-from gateway.messages import AccountId, Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.messages import (
+    AccountId,
+    Address,
+    InboundMessage,
+    MediaRef,
+    MessageId,
+    Referrer,
+    RenderedPart,
+    SentMessage,
+)
 from gateway.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starlette at module level
@@ -36,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starl
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
+    from gateway.blobs import BlobStore
     from gateway.supervisor import ChannelState
 
 
@@ -74,6 +88,18 @@ class Heartbeat(Protocol):
 
 
 @dataclass(frozen=True)
+class MediaStream:
+    """An inbound file as it arrives: its bytes in chunks, and what the platform's server says it is.
+
+    ``chunks`` is already bounded by the limit the fetch was asked for (``channels._kit.media.limited``);
+    the blob store counts again, so a channel that forgets cannot fill the disk."""
+
+    chunks: AsyncIterator[bytes]
+    content_type: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
 class ChannelContext:
     """Everything a channel is handed by the composition root; it builds nothing of its own."""
 
@@ -84,6 +110,9 @@ class ChannelContext:
     data_dir: Path
     partner_name: str | None = None
     """The name of the partner bound to the whole account, for a channel that shows one (the web chat's page)."""
+    blobs: BlobStore | None = None
+    """Where inbound files are kept, for a channel whose files arrive with the event itself (email's MIME
+    parts); every other channel leaves its files to the pipeline (:meth:`Channel.fetch_media`)."""
 
 
 class Channel(ABC):
@@ -120,6 +149,20 @@ class Channel(ABC):
         """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``.
 
         Optional: a platform without typing indicators keeps this default, which does nothing."""
+
+    def media_limit(self) -> int:
+        """The most bytes of one inbound file this account fetches: the platform's declared limit, unless
+        the account's settings say otherwise (a self-hosted server that serves more, a teacher who wants less)."""
+        return fetch_limit(self.capabilities())
+
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """Open an inbound file the platform announced, streamed within ``limit`` bytes.
+
+        Called by the pipeline after the event was acknowledged, never on the ack path; the caller bounds
+        the time.  Raises from the error tree: :class:`~gateway.errors.TooLarge` past the limit,
+        ``Unsupported`` (this default) for a channel that cannot fetch files, which the model then reads
+        as a note instead of the file."""
+        raise Unsupported(self.name, "this channel cannot fetch files")
 
     async def handle_webhook(self, request: Request) -> Response:
         """Webhook-mode channels verify, decode, ``await sink.accept`` and only then answer 2xx."""

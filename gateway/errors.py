@@ -16,7 +16,8 @@ first -- and nothing above the channel ever sees a platform exception::
         ├── Unsupported              the platform cannot do this (edit, media kind)
         ├── ReplyWindowClosed        the reply token or window expired
         ├── NotFound                 chat or message is gone
-        └── BadRequest               the platform rejected our payload
+        ├── BadRequest               the platform rejected our payload
+        └── TooLarge                 a file over the size limit (declared, or counted as it arrived)
     InvalidEvent                     an inbound event we cannot decode (logged, dropped with reason)
     ForgedRequest                    an inbound webhook whose signature does not verify
 
@@ -147,6 +148,21 @@ class NotFound(PermanentError):
 
 class BadRequest(PermanentError):
     pass
+
+
+def megabytes(size: int) -> str:
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+class TooLarge(PermanentError):
+    """A file over the limit, by its declared size or by what arrived (a ``Content-Length`` may lie).
+
+    ``str(error.detail)`` is the short reason the model reads: "too large (25.0 MB > 20.0 MB)"."""
+
+    def __init__(self, platform: str, limit: int, size: int | None = None):
+        self.limit, self.size = limit, size
+        shown = f"{megabytes(size)} > {megabytes(limit)}" if size is not None else f"over {megabytes(limit)}"
+        super().__init__(platform, f"too large ({shown})")
 
 
 class InvalidEvent(GatewayError):

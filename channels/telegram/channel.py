@@ -2,7 +2,9 @@
 
 Inbound, in either mode, an update is confirmed to Telegram only after
 ``await sink.accept(...)`` returned: the poll offset is stored and sent past
-an update only then, and a webhook is answered 200 only then.  A crash in
+an update only then, and a webhook is answered 200 only then.  Files are not
+downloaded on that path: the pipeline fetches them after the ack through
+:meth:`TelegramChannel.fetch_media` (getFile, then a streamed download).  A crash in
 between makes Telegram hand the same update (same ``update_id``) out again,
 and the gateway's dedup answers it once.  Updates are fetched as raw JSON and
 parsed one by one, so a single update python-telegram-bot cannot parse is
@@ -20,14 +22,17 @@ import asyncio
 import hmac
 import logging
 import warnings
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import httpx
 from telegram import Bot, BotCommand, Update, User
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels.base import Channel, ChannelContext, Heartbeat, MediaStream
 from channels.telegram.config import TelegramConfig
 from channels.telegram.decode import decode
-from channels.telegram.media import download_media
+from channels.telegram.media import fetch
 from channels.telegram.outbound import Where, draft_id_for, edit_text, send_attachment, send_draft, send_text
 from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.shape import check_shape
@@ -39,6 +44,7 @@ from gateway.messages import (
     Address,
     ConversationKind,
     InboundMessage,
+    MediaRef,
     MessageId,
     Referrer,
     RenderedPart,
@@ -56,6 +62,8 @@ log = logging.getLogger(__name__)
 ALLOWED_UPDATES = ["message"]
 DRAFT = "draft:"
 WEBHOOK_CHECK_S = 30.0
+DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+"""Per read and per connect; the pipeline bounds the whole fetch (``media_fetch_timeout_s``)."""
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 PROGRESS_KEPT = 1000
 """Parts remembered as half on screen at most; beyond, the oldest (long given up by the outbound path) goes."""
@@ -73,6 +81,8 @@ class TelegramChannel(Channel):
         self._ready_lock = asyncio.Lock()
         self._drafts = self.settings.drafts
         self._heartbeat: Heartbeat | None = None
+        self._http: httpx.AsyncClient | None = None
+        """File downloads, apart from PTB's pools: a slow download never holds up a send or the long poll."""
         self._progress: dict[str, dict[str, int]] = {}
         """Idempotency key -> the messages of that part already on screen (text, each attachment)."""
 
@@ -133,7 +143,7 @@ class TelegramChannel(Channel):
             heartbeat.beat()
             if not updates:
                 continue
-            await self._accept(bot, updates, heartbeat)
+            await self._accept(bot, updates)
             heartbeat.event()
             ids = [u["update_id"] for u in updates if isinstance(u, dict) and isinstance(u.get("update_id"), int)]
             if ids:
@@ -154,11 +164,9 @@ class TelegramChannel(Channel):
             heartbeat.beat()
             await asyncio.sleep(WEBHOOK_CHECK_S)
 
-    async def _accept(self, bot: Bot, updates: list[Any], heartbeat: Heartbeat | None = None) -> None:
-        """Decode, download media, and make the batch durable; only then may Telegram forget it.
-
-        Each download is a sign of life: a batch of files can take longer than the supervisor's stall
-        watch, and a run cancelled as stalled fetches the same batch again -- forever."""
+    async def _accept(self, bot: Bot, updates: list[Any]) -> None:
+        """Decode and make the batch durable; only then may Telegram forget it.  Files wait for the
+        pipeline, so a batch of them is acknowledged as fast as a batch of words."""
         batch: list[InboundMessage] = []
         me = bot.bot  # who getMe said the bot is (``_ready`` initialized it)
         for raw in updates:
@@ -174,10 +182,7 @@ class TelegramChannel(Channel):
                 self.context.sink.invalid(f"telegram update {raw.get('update_id')} could not be parsed: "
                                           f"{type(error).__name__}: {str(error)[:200]}")
                 continue
-            batch.append(await download_media(bot, message, self.context.data_dir / "media",
-                                              self.settings.max_download_bytes))
-            if heartbeat is not None:
-                heartbeat.beat()
+            batch.append(message)
         if batch:
             await self.context.sink.accept(batch)
 
@@ -196,6 +201,17 @@ class TelegramChannel(Channel):
         if self._heartbeat is not None:
             self._heartbeat.event()
         return JSONResponse({"ok": True})
+
+    def media_limit(self) -> int:
+        return self.settings.max_download_bytes
+
+    @asynccontextmanager
+    async def fetch_media(self, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:
+        bot, _ = await self._ready()
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=DOWNLOAD_TIMEOUT, trust_env=False)
+        async with fetch(bot, self._http, ref, limit=limit) as stream:
+            yield stream
 
     # ------------------------------------------------------------------ outbound
 
@@ -262,6 +278,9 @@ class TelegramChannel(Channel):
         await call("sendChatAction", bot.send_chat_action(where.chat, "typing", message_thread_id=where.thread))
 
     async def close(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
         if self._bot is not None:
             bot, self._bot = self._bot, None
             try:
