@@ -150,7 +150,12 @@ class BadRequest(PermanentError):
     pass
 
 
-def megabytes(size: int) -> str:
+def human_size(size: int) -> str:
+    """A size as a reader says it: "640 bytes", "10.0 KB", "25.0 MB"."""
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
     return f"{size / (1024 * 1024):.1f} MB"
 
 
@@ -161,7 +166,7 @@ class TooLarge(PermanentError):
 
     def __init__(self, platform: str, limit: int, size: int | None = None):
         self.limit, self.size = limit, size
-        shown = f"{megabytes(size)} > {megabytes(limit)}" if size is not None else f"over {megabytes(limit)}"
+        shown = f"{human_size(size)} > {human_size(limit)}" if size is not None else f"over {human_size(limit)}"
         super().__init__(platform, f"too large ({shown})")
 
 

@@ -85,6 +85,8 @@ class Bot:
     attempts: list[dict] = field(default_factory=list)
     polls: list[int] = field(default_factory=list)
     """The offset of every getUpdates call, in order."""
+    downloads: list[str] = field(default_factory=list)
+    """The path of every file download served, in order."""
     faults: Faults = field(default_factory=Faults)
     generation: int = 0
     wakeup: asyncio.Event | None = None

@@ -177,8 +177,14 @@ def build_app(platform: TelegramPlatform) -> Starlette:
 
     async def file_download(request: Request) -> Response:
         try:
-            platform.authorize(request.path_params["token"])
-            return Response(platform.file_content(request.path_params["path"]), media_type="application/octet-stream")
+            bot = platform.authorize(request.path_params["token"])
+            while bot.faults.file_hold:  # a stuck file server: the bot's download waits, or gives up
+                await asyncio.sleep(0.05)
+            if bot.faults.file_status:
+                raise ApiError(bot.faults.file_status, "file server failure")
+            content = platform.file_content(request.path_params["path"])
+            bot.downloads.append(request.path_params["path"])
+            return Response(content, media_type="application/octet-stream")
         except ApiError as error:
             return failure(error)
 
@@ -219,7 +225,7 @@ def build_app(platform: TelegramPlatform) -> Starlette:
     def bot_info(query: dict) -> dict:
         bot = platform.bot(query.get("token"))
         return {"user": bot.user, "commands": bot.commands, "webhook": bot.webhook, "queued": [u["update_id"] for u in bot.updates],
-                "polling": bot.wakeup is not None, "polls": bot.polls, "drafts": bot.drafts, "actions": dict(bot.actions)}
+                "polling": bot.wakeup is not None, "polls": bot.polls, "downloads": bot.downloads, "drafts": bot.drafts, "actions": dict(bot.actions)}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
