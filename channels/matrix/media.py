@@ -36,7 +36,7 @@ from gateway.messages import Attachment, MediaRef
 log = logging.getLogger(__name__)
 
 
-MXC = re.compile(r"mxc://(?P<server>[A-Za-z0-9.\-:\[\]]+)/(?P<media>[A-Za-z0-9_\-]+)")
+MXC = re.compile(r"mxc://(?P<server>(?:[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?)/(?P<media>[A-Za-z0-9_\-]+)")
 """A content URI: server name and media id, with only the characters the spec allows (no path tricks)."""
 
 

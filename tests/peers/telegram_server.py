@@ -225,7 +225,8 @@ def build_app(platform: TelegramPlatform) -> Starlette:
     def bot_info(query: dict) -> dict:
         bot = platform.bot(query.get("token"))
         return {"user": bot.user, "commands": bot.commands, "webhook": bot.webhook, "queued": [u["update_id"] for u in bot.updates],
-                "polling": bot.wakeup is not None, "polls": bot.polls, "downloads": bot.downloads, "drafts": bot.drafts, "actions": dict(bot.actions)}
+                "polling": bot.wakeup is not None, "polls": bot.polls, "downloads": bot.downloads, "drafts": bot.drafts,
+                "actions": dict(bot.actions)}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
