@@ -35,7 +35,6 @@ NAME_BYTES = 200
 """Longest name kept, in UTF-8 bytes (file systems allow 255; room is left for a prefix)."""
 SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]+")
-CHUNK = 64 * 1024
 
 
 def safe_name(name: str, *, fallback: str = "file") -> str:
@@ -120,7 +119,7 @@ async def download(client: httpx.AsyncClient, url: str, *, limit: int, platform:
                 raise TooLarge(platform, limit, int(length))
             given = attachment_name(response.headers.get("Content-Disposition")) or name
             yield MediaStream(
-                chunks=limited(response.aiter_bytes(CHUNK), limit, platform=platform),
+                chunks=limited(response.aiter_bytes(), limit, platform=platform),  # as they arrive, not re-chunked
                 content_type=content_type(response.headers.get("Content-Type"), declared=declared_type, name=given),
                 name=safe_name(given) if given else "",
             )
