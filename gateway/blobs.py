@@ -8,7 +8,7 @@ temporary file first and are renamed into place, so a crash never leaves a
 truncated file under a real key; the limit is counted again here, whatever the
 channel counted.
 
-:class:`BlobStore` is the seam: :class:`LocalBlobs` keeps a folder under the
+:class:`~gateway.core.channel.BlobStore` is the seam: :class:`LocalBlobs` keeps a folder under the
 data dir, which one machine can read; object storage (S3 and the like) is the
 next implementation behind the same three methods, and ``url`` is where
 ``file://`` gives way to a URL every node can read.
@@ -22,37 +22,19 @@ import logging
 import re
 import uuid
 from collections.abc import AsyncIterable
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Protocol
+from typing import IO
 
-from gateway.errors import TooLarge
+from gateway.core.channel import Blob, BlobStore
+from gateway.core.errors import TooLarge
+
+__all__ = ["Blob", "BlobStore", "LocalBlobs"]
 
 log = logging.getLogger(__name__)
 
 KEY = re.compile(r"[0-9a-f]{64}(\.[a-z0-9]{1,10})?")
 SUFFIX = re.compile(r"\.[a-z0-9]{1,10}")
 WHO = "blob store"
-
-
-@dataclass(frozen=True)
-class Blob:
-    key: str
-    size: int
-
-
-class BlobStore(Protocol):
-    async def put(self, chunks: AsyncIterable[bytes], *, limit: int, suffix: str = "") -> Blob:
-        """Store the bytes (at most ``limit``, else :class:`TooLarge` and nothing kept) under their hash."""
-        ...
-
-    async def get(self, key: str) -> bytes:
-        """The bytes of a stored blob; ``KeyError`` when there is none."""
-        ...
-
-    def url(self, key: str) -> str:
-        """Where the blob can be read from (``file://`` for a local folder)."""
-        ...
 
 
 def check_key(key: str) -> str:

@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.blobs import LocalBlobs
-from gateway.errors import TooLarge
+from gateway.core.errors import TooLarge
 
 
 async def chunks(*parts: bytes, fail_after: int | None = None) -> AsyncIterator[bytes]:

@@ -26,8 +26,8 @@ from pathlib import PurePosixPath
 
 import httpx
 
-from channels.base import MediaStream
-from gateway.errors import AuthFailed, NotFound, PeerUnavailable, PermanentError, RateLimited, TooLarge
+from gateway.core.channel import MediaStream
+from gateway.core.errors import AuthFailed, NotFound, PeerUnavailable, PermanentError, RateLimited, TooLarge
 
 log = logging.getLogger(__name__)
 

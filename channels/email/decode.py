@@ -31,8 +31,8 @@ from email.utils import getaddresses, parseaddr
 
 from channels._kit.media import safe_name
 from channels.email.plaintext import html_to_text
-from gateway.errors import InvalidEvent, TooLarge
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent, TooLarge
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

@@ -30,8 +30,8 @@ from nio import AsyncClient
 from channels._kit.media import download
 from channels.base import MediaStream
 from channels.matrix.transport import call
-from gateway.errors import BadRequest
-from gateway.messages import Attachment, MediaRef
+from gateway.core.errors import BadRequest
+from gateway.core.messages import Attachment, MediaRef
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from gateway.capabilities import capabilities_of, fetch_limit
-from gateway.config import AccountConfig, EnvSecret
+from gateway.core.capabilities import capabilities_of, fetch_limit
+from gateway.core.config import AccountConfig, EnvSecret
 
 CLOUD_API = "https://api.telegram.org"
 CLOUD_DOWNLOAD_LIMIT = fetch_limit(capabilities_of("telegram"))

@@ -24,8 +24,8 @@ from __future__ import annotations
 from telegram import Message, MessageEntity, Update, User
 
 from channels._kit.media import safe_name
-from gateway.errors import InvalidEvent
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

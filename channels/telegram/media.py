@@ -21,8 +21,8 @@ from telegram import Bot
 from channels._kit.media import download
 from channels.base import MediaStream
 from channels.telegram.transport import PLATFORM, call
-from gateway.errors import NotFound, TooLarge
-from gateway.messages import MediaRef
+from gateway.core.errors import NotFound, TooLarge
+from gateway.core.messages import MediaRef
 
 
 @asynccontextmanager

@@ -26,8 +26,8 @@ from collections.abc import Callable
 
 from channels.base import Channel
 from gateway.blobs import BlobStore
-from gateway.errors import GatewayError, PermanentError, TooLarge, TransientError, Unsupported
-from gateway.messages import Element, InboundMessage, Media, MediaRef
+from gateway.core.errors import GatewayError, PermanentError, TooLarge, TransientError, Unsupported
+from gateway.core.messages import Element, InboundMessage, Media, MediaRef
 from gateway.store import Store
 
 log = logging.getLogger(__name__)

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gateway.capabilities import TextUnit
-from gateway.config import Config
-from gateway.events import StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import Attachment
-from gateway.turns import Turn
+from gateway.core.capabilities import TextUnit
+from gateway.core.config import Config
+from gateway.core.events import StreamDelta, StreamEnd, TurnEnd
+from gateway.core.messages import Attachment
+from gateway.core.turns import Turn
 from tests.waits import HANG_S
 
 
@@ -117,6 +117,7 @@ HARNESSES: dict[str, str] = {
     "webchat": "tests.contract.webchat_harness:WebchatHarness",
     "email": "tests.contract.email_harness:EmailHarness",
     "matrix": "tests.contract.matrix_harness:MatrixHarness",
+    "discord": "tests.contract.discord_harness:DiscordHarness",
 }
 """channel name -> harness class.  A new channel adds one line here (and its harness module)."""
 

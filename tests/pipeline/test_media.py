@@ -9,9 +9,9 @@ from datetime import UTC, datetime
 
 from channels.base import MediaStream
 from gateway.app import Gateway
-from gateway.errors import PeerUnavailable
-from gateway.events import StreamEnd, TurnEnd
-from gateway.messages import (
+from gateway.core.errors import PeerUnavailable
+from gateway.core.events import StreamEnd, TurnEnd
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

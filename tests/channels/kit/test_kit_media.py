@@ -12,7 +12,7 @@ import httpx
 import pytest
 
 from channels._kit.media import attachment_name, content_type, download, safe_name
-from gateway.errors import AuthFailed, NotFound, PeerUnavailable, TooLarge
+from gateway.core.errors import AuthFailed, NotFound, PeerUnavailable, TooLarge
 
 URL = "https://files.test/bot123:SECRET/photos/file_1.jpg"
 

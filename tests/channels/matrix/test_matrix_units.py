@@ -12,8 +12,8 @@ from channels.matrix.config import MatrixConfig
 from channels.matrix.decode import RoomView, Skipped, Unreadable, decode
 from channels.matrix.encode import EDIT_FALLBACK_CHARS, edit_content, media_content, plain_body, text_content
 from channels.matrix.transport import translate
-from gateway.errors import AuthFailed, BadRequest, InvalidEvent, NotFound, RateLimited
-from gateway.messages import AccountId, Attachment, ConversationKind, Mention, Quote, plain_text
+from gateway.core.errors import AuthFailed, BadRequest, InvalidEvent, NotFound, RateLimited
+from gateway.core.messages import AccountId, Attachment, ConversationKind, Mention, Quote, plain_text
 
 ME = "@tutor:example.org"
 DM = RoomView(room_id="!dm:example.org", kind=ConversationKind.DIRECT, me=ME, my_names=("Tutor",))
@@ -182,7 +182,7 @@ def test_only_a_well_formed_mxc_url_becomes_a_download_url():
     a media id, so "mxc://[x/y" (which made nio's urlparse raise out of the sync loop) or a path with
     ".." in it is refused with a reason, never fetched."""
     from channels.matrix.media import download_url
-    from gateway.errors import BadRequest
+    from gateway.core.errors import BadRequest
 
     assert download_url("https://hs.test/", "mxc://example.org/AbC_1-2") == \
         "https://hs.test/_matrix/client/v1/media/download/example.org/AbC_1-2"

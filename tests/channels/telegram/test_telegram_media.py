@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from gateway.messages import Attachment, Media
+from gateway.core.messages import Attachment, Media
 from tests.channels.telegram.conftest import new_id
 from tests.contract.harness import eventually
 
@@ -126,8 +126,8 @@ async def test_a_file_telegram_gives_no_path_for_is_not_found_not_a_crash():
     from telegram import File
 
     from channels.telegram.media import fetch
-    from gateway.errors import NotFound
-    from gateway.messages import MediaRef
+    from gateway.core.errors import NotFound
+    from gateway.core.messages import MediaRef
 
     class Bot:
         async def get_file(self, file_id):
