@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from telegram import Bot, BotCommand, Update, User
 
+from channels._kit.longpoll import Batch, poll
 from channels.base import Channel, ChannelContext, Heartbeat
 from channels.telegram.config import TelegramConfig
 from channels.telegram.decode import decode
@@ -121,24 +122,21 @@ class TelegramChannel(Channel):
     async def _poll(self, bot: Bot, heartbeat: Heartbeat) -> None:
         await call("deleteWebhook", bot.delete_webhook(drop_pending_updates=False))  # polling and a webhook exclude each other
         heartbeat.set_state(ChannelState.RUNNING)
-        offset = int(await self.context.cursors.get("offset") or 0)
-        log.info("telegram polling account=%s bot=%s offset=%d", self.account, bot.bot.username, offset)
+        log.info("telegram polling account=%s bot=%s", self.account, bot.bot.username)
         timeout = self.settings.poll_timeout
-        while True:
+
+        async def fetch(cursor: str | None) -> Batch:
+            offset = int(cursor or 0)
             with warnings.catch_warnings():  # raw JSON on purpose (see the module docstring), so PTB's hint is moot
                 warnings.simplefilter("ignore")
                 updates = await call("getUpdates", bot.do_api_request(
                     "getUpdates", api_kwargs={"offset": offset or None, "timeout": timeout, "allowed_updates": ALLOWED_UPDATES},
                     read_timeout=timeout + 10))
             heartbeat.beat()
-            if not updates:
-                continue
-            await self._accept(bot, updates, heartbeat)
-            heartbeat.event()
             ids = [u["update_id"] for u in updates if isinstance(u, dict) and isinstance(u.get("update_id"), int)]
-            if ids:
-                offset = max(offset, max(ids) + 1)
-                await self.context.cursors.put("offset", str(offset))
+            return Batch(await self._decode(bot, updates, heartbeat), str(max(offset, max(ids) + 1)) if ids else None)
+
+        await poll(fetch, sink=self.context.sink, cursors=self.context.cursors, heartbeat=heartbeat, what="telegram getUpdates")
 
     async def _serve_webhook(self, bot: Bot, heartbeat: Heartbeat) -> None:
         url, configured = self.settings.webhook_url, self.settings.webhook_secret
@@ -154,8 +152,8 @@ class TelegramChannel(Channel):
             heartbeat.beat()
             await asyncio.sleep(WEBHOOK_CHECK_S)
 
-    async def _accept(self, bot: Bot, updates: list[Any], heartbeat: Heartbeat | None = None) -> None:
-        """Decode, download media, and make the batch durable; only then may Telegram forget it.
+    async def _decode(self, bot: Bot, updates: list[Any], heartbeat: Heartbeat | None = None) -> list[InboundMessage]:
+        """Decode and download media; the caller makes the batch durable, and only then may Telegram forget it.
 
         Each download is a sign of life: a batch of files can take longer than the supervisor's stall
         watch, and a run cancelled as stalled fetches the same batch again -- forever."""
@@ -178,8 +176,7 @@ class TelegramChannel(Channel):
                                               self.settings.max_download_bytes))
             if heartbeat is not None:
                 heartbeat.beat()
-        if batch:
-            await self.context.sink.accept(batch)
+        return batch
 
     async def handle_webhook(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
@@ -192,7 +189,9 @@ class TelegramChannel(Channel):
             raise ForgedRequest(f"telegram webhook for account {self.account}: secret token does not match")
         update = decode_json(await request.body(), what="telegram webhook body")
         bot, _ = await self._ready()
-        await self._accept(bot, [update])
+        batch = await self._decode(bot, [update])
+        if batch:
+            await self.context.sink.accept(batch)
         if self._heartbeat is not None:
             self._heartbeat.event()
         return JSONResponse({"ok": True})
