@@ -29,15 +29,17 @@ from channels.base import Channel, ChannelContext, Heartbeat
 from channels.telegram.config import TelegramConfig
 from channels.telegram.decode import decode
 from channels.telegram.media import download_media
+from channels.telegram.moves import ChatMoves
 from channels.telegram.outbound import Where, draft_id_for, edit_text, send_attachment, send_draft, send_text
 from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.shape import check_shape
-from channels.telegram.transport import PLATFORM, call, new_bot
+from channels.telegram.transport import PLATFORM, ChatMoved, call, new_bot
 from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
 from gateway.jsonbody import decode_json
 from gateway.messages import (
     Address,
+    ChatId,
     ConversationKind,
     InboundMessage,
     MessageId,
@@ -75,6 +77,7 @@ class TelegramChannel(Channel):
         self._drafts = self.settings.drafts
         self._heartbeat: Heartbeat | None = None
         self._progress: dict[str, dict[str, int]] = {}
+        self._moves = ChatMoves(context.cursors)
         """Idempotency key -> the messages of that part already on screen (text, each attachment)."""
 
     async def _ready(self) -> tuple[Bot, User]:
@@ -164,7 +167,9 @@ class TelegramChannel(Channel):
                 if not isinstance(raw, dict):
                     raise InvalidEvent(f"telegram update is not an object: {str(raw)[:100]}")
                 check_shape(raw)
-                message = decode(Update.de_json(raw, bot), account=self.account, me=me)
+                if await self._learned_a_move(raw):
+                    continue
+                message = await self._filed(decode(Update.de_json(raw, bot), account=self.account, me=me))
             except InvalidEvent as error:
                 self.context.sink.invalid(str(error))
                 continue
@@ -177,6 +182,28 @@ class TelegramChannel(Channel):
             if heartbeat is not None:
                 heartbeat.beat()
         return batch
+
+    async def _learned_a_move(self, raw: dict[str, Any]) -> bool:
+        """Whether ``raw`` is the service message of a group's upgrade to a supergroup (recorded, not a turn)."""
+        message = raw.get("message")
+        if not isinstance(message, dict) or not isinstance(chat := (message.get("chat") or {}).get("id"), int):
+            return False
+        if isinstance(new := message.get("migrate_to_chat_id"), int):
+            await self._moves.record(chat, new)
+            return True
+        if isinstance(old := message.get("migrate_from_chat_id"), int):
+            await self._moves.record(old, chat)
+            return True
+        return False
+
+    async def _filed(self, message: InboundMessage) -> InboundMessage:
+        """A message from a supergroup that was a group is filed under the group's conversation (see moves)."""
+        chat = int(message.address.conversation.chat)
+        original = await self._moves.original(chat)
+        if original == chat:
+            return message
+        conversation = message.address.conversation.model_copy(update={"chat": ChatId(str(original))})
+        return message.model_copy(update={"address": message.address.model_copy(update={"conversation": conversation})})
 
     async def handle_webhook(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
@@ -198,14 +225,19 @@ class TelegramChannel(Channel):
 
     # ------------------------------------------------------------------ outbound
 
-    def _where(self, target: Address, reply_to: MessageId | None = None) -> Where:
+    async def _where(self, target: Address, reply_to: MessageId | None = None) -> Where:
         thread = target.conversation.thread
-        return Where(int(target.conversation.chat), int(thread) if thread else None,
+        return Where(await self._moves.current(int(target.conversation.chat)), int(thread) if thread else None,
                      int(reply_to) if reply_to and reply_to.isdigit() else None)
+
+    async def _moved(self, where: Where, moved: ChatMoved) -> Where:
+        """Record the upgrade a send was refused for, and aim at the supergroup: the one retry to the new chat."""
+        await self._moves.record(where.chat, moved.new_chat)
+        return Where(moved.new_chat, where.thread, where.reply_to)
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         bot, _ = await self._ready()
-        where = self._where(target, referrer.message if part.index == 0 else None)
+        where = await self._where(target, referrer.message if part.index == 0 else None)
         if not part.final and self._drafts and target.conversation.kind is ConversationKind.DIRECT:
             draft = draft_id_for(idempotency_key)
             try:
@@ -215,7 +247,10 @@ class TelegramChannel(Channel):
             except Unsupported as error:
                 self._drafts = False
                 log.info("telegram drafts unavailable, previews are edited messages account=%s reason=%s", self.account, error)
-        return await self._send_part(bot, where, part, idempotency_key)
+        try:
+            return await self._send_part(bot, where, part, idempotency_key)
+        except ChatMoved as moved:
+            return await self._send_part(bot, await self._moved(where, moved), part, idempotency_key)
 
     async def _send_part(self, bot: Bot, where: Where, part: RenderedPart, key: str) -> SentMessage:
         done = self._progress.setdefault(key, {})
@@ -229,6 +264,8 @@ class TelegramChannel(Channel):
                 step = f"file{index}"
                 if step not in done:
                     done[step] = (await send_attachment(bot, where, attachment)).message_id
+        except ChatMoved:
+            raise  # sent again to the supergroup at once: what is on screen already stays remembered
         except PermanentError:
             self._progress.pop(key, None)  # no retry comes for this part: nothing to remember
             raise
@@ -243,13 +280,13 @@ class TelegramChannel(Channel):
         bot, _ = await self._ready()
         if message.startswith(DRAFT):
             draft, _, reply_to = message.removeprefix(DRAFT).partition(":")
-            where = self._where(target, MessageId(reply_to) if reply_to else None)
+            where = await self._where(target, MessageId(reply_to) if reply_to else None)
             if not final:
                 await send_draft(bot, where, int(draft), part.text)
             else:  # a draft is ephemeral: the final text becomes a real message now
                 await self._send_part(bot, where, part, f"final:{message}:{target.conversation.key}")
             return
-        where = self._where(target)
+        where = await self._where(target)
         if part.text.strip():
             await edit_text(bot, where.chat, int(message), part.text)
         if final and part.attachments:
@@ -257,8 +294,12 @@ class TelegramChannel(Channel):
 
     async def typing(self, target: Address) -> None:
         bot, _ = await self._ready()
-        where = self._where(target)
-        await call("sendChatAction", bot.send_chat_action(where.chat, "typing", message_thread_id=where.thread))
+        where = await self._where(target)
+        try:
+            await call("sendChatAction", bot.send_chat_action(where.chat, "typing", message_thread_id=where.thread))
+        except ChatMoved as moved:
+            where = await self._moved(where, moved)
+            await call("sendChatAction", bot.send_chat_action(where.chat, "typing", message_thread_id=where.thread))
 
     async def close(self) -> None:
         if self._bot is not None:
