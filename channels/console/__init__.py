@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from itertools import count
 
 from channels.base import Channel, ChannelContext, Heartbeat
+from gateway.config import AccountConfig
 from gateway.messages import (
     Address,
     ChannelName,
@@ -73,12 +74,13 @@ def os_user() -> str:
         return "console"
 
 
-class ConsoleChannel(Channel):
+class ConsoleChannel(Channel[AccountConfig]):
     name = "console"
+    config_model = AccountConfig
 
     def __init__(
         self,
-        context: ChannelContext,
+        context: ChannelContext[AccountConfig],
         *,
         lines: Callable[[], AsyncIterable[str]] = stdin_lines,
         write: Callable[[str], None] = stdout_write,

@@ -34,7 +34,6 @@ from channels.email.ledger import LEDGER_FILE, SentLedger
 from channels.email.probe import check_settings, probe_mailbox
 from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
-from gateway.config import AccountConfig
 from gateway.errors import BadRequest, InvalidEvent
 from gateway.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.probes import ProbeResult, Problem
@@ -44,13 +43,12 @@ log = logging.getLogger(__name__)
 BATCH = 25
 
 
-class EmailChannel(Channel):
+class EmailChannel(Channel[EmailConfig]):
     name: ClassVar[str] = "email"
-    config_model: ClassVar[type[AccountConfig]] = EmailConfig
+    config_model = EmailConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[EmailConfig]) -> None:
         super().__init__(context)
-        self.settings: EmailConfig = context.config  # type: ignore[assignment]
         self.me = self.settings.address.lower()
         self.screen = SenderScreen(self.settings.allowed_senders, self.settings.allowed_domains,
                                    self.settings.max_mails_per_sender_hour)
@@ -75,8 +73,8 @@ class EmailChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: EmailConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)

@@ -37,7 +37,6 @@ from channels.matrix.encode import edit_content, media_content, text_content
 from channels.matrix.media import download, media_dir, upload
 from channels.matrix.probe import check_settings, probe_homeserver
 from channels.matrix.transport import call, new_client
-from gateway.config import AccountConfig
 from gateway.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
 from gateway.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.probes import ProbeResult, Problem
@@ -50,13 +49,12 @@ GAP_LIMIT = 5000
 """Most events paged in to fill one room's gap after a long outage (beyond it, the rest is logged as dropped)."""
 
 
-class MatrixChannel(Channel):
+class MatrixChannel(Channel[MatrixConfig]):
     name: ClassVar[str] = "matrix"
-    config_model: ClassVar[type[MatrixConfig]] = MatrixConfig
+    config_model = MatrixConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[MatrixConfig]) -> None:
         super().__init__(context)
-        self.settings: MatrixConfig = context.config  # type: ignore[assignment]
         self._client: AsyncClient | None = None
         self._login = asyncio.Lock()
         self._names: tuple[str, ...] = ()
@@ -98,8 +96,8 @@ class MatrixChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: MatrixConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)

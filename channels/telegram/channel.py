@@ -34,7 +34,6 @@ from channels.telegram.outbound import Where, draft_id_for, edit_text, send_atta
 from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, ChatMoved, call, new_bot
-from gateway.config import AccountConfig
 from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
 from gateway.jsonbody import decode_json
 from gateway.messages import (
@@ -64,13 +63,12 @@ PROGRESS_KEPT = 1000
 """Parts remembered as half on screen at most; beyond, the oldest (long given up by the outbound path) goes."""
 
 
-class TelegramChannel(Channel):
+class TelegramChannel(Channel[TelegramConfig]):
     name: ClassVar[str] = "telegram"
-    config_model: ClassVar[type[AccountConfig]] = TelegramConfig
+    config_model = TelegramConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[TelegramConfig]) -> None:
         super().__init__(context)
-        self.settings: TelegramConfig = context.config  # type: ignore[assignment]
         self._bot: Bot | None = None
         self._me: User | None = None
         self._ready_lock = asyncio.Lock()
@@ -93,8 +91,8 @@ class TelegramChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: TelegramConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)

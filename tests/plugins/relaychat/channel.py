@@ -56,13 +56,12 @@ class RelayConfig(AccountConfig):
     """Seconds one getUpdates may wait on the platform (the supervisor's stall limit is 90)."""
 
 
-class RelayChannel(Channel):
+class RelayChannel(Channel[RelayConfig]):
     name: ClassVar[str] = "relay"
-    config_model: ClassVar[type[AccountConfig]] = RelayConfig
+    config_model = RelayConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[RelayConfig]) -> None:
         super().__init__(context)
-        self.settings: RelayConfig = context.config  # type: ignore[assignment]
         self._client: httpx.AsyncClient | None = None
         self._me: str | None = None
 
