@@ -256,4 +256,8 @@ class Session:
             await socket.send(wire)
             return
         pong = asyncio.ensure_future(await socket.ping())  # resolves when the pong arrives
-        pong.add_done_callback(lambda _: setattr(self, "_answered", True))
+        pong.add_done_callback(self._ponged)
+
+    def _ponged(self, pong: asyncio.Future[float]) -> None:
+        if not pong.cancelled() and pong.exception() is None:  # a closed socket fails it: that is no answer
+            self._answered = True
