@@ -26,9 +26,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from channels._kit.retry import RECONNECT, Retries, Sleep
-from channels.base import CursorStore, Heartbeat, InboundSink
-from gateway.messages import InboundMessage
-from gateway.pacing import RetryPolicy
+from gateway.core.channel import CursorStore, Heartbeat, InboundSink
+from gateway.core.messages import InboundMessage
+from gateway.core.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

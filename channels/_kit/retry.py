@@ -7,7 +7,7 @@ would make the supervisor restart the whole channel (log in again, register
 commands again) for a blip.  So the kit's loops retry transient failures in
 place -- a few times -- and then raise, and the supervisor's restart takes over.
 
-The delays are :class:`gateway.pacing.RetryPolicy`'s: full jitter below a cap,
+The delays are :class:`gateway.core.retry.RetryPolicy`'s: full jitter below a cap,
 and a platform's ``retry_after`` honoured as given.  The kit has no formula of
 its own; what it adds is that a long wait stays a sign of life (a ``retry_after``
 of two minutes must not look like a stall to the supervisor's watchdog) and that
@@ -20,10 +20,9 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
-from channels.base import Heartbeat
-from gateway.errors import RateLimited, TransientError
-from gateway.pacing import RetryPolicy
-from gateway.supervisor import ChannelState
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.errors import RateLimited, TransientError
+from gateway.core.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ owns the loop and its guarantees:
   liveness check, not two.
 - **Reconnect.** A dropped socket or a server's "reconnect" is tried again in
   place with the kit's one backoff (:mod:`channels._kit.retry`, which is
-  :class:`gateway.pacing.RetryPolicy`'s formula); websockets' own reconnecting
+  :class:`gateway.core.retry.RetryPolicy`'s formula); websockets' own reconnecting
   iterator is not used.  When the waits run out the error goes to the
   supervisor.
 """
@@ -45,11 +45,10 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from channels._kit.retry import RECONNECT, Retries, Sleep
-from channels.base import CursorStore, Heartbeat, InboundSink
-from gateway.errors import InvalidEvent, PeerUnavailable
-from gateway.messages import InboundMessage
-from gateway.pacing import RetryPolicy
-from gateway.supervisor import ChannelState
+from gateway.core.channel import ChannelState, CursorStore, Heartbeat, InboundSink
+from gateway.core.errors import InvalidEvent, PeerUnavailable
+from gateway.core.messages import InboundMessage
+from gateway.core.retry import RetryPolicy
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ from email.utils import formataddr, formatdate
 from pathlib import Path
 
 from channels.email.plaintext import html_to_text
-from gateway.messages import Attachment, RenderedPart
+from gateway.core.messages import Attachment, RenderedPart
 
 REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)
 REPLY_MARK = '<div class="partners-reply">'

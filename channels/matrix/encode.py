@@ -21,7 +21,7 @@ import json
 import re
 from html.parser import HTMLParser
 
-from gateway.messages import Attachment
+from gateway.core.messages import Attachment
 
 HTML_FORMAT = "org.matrix.custom.html"
 EDIT_FALLBACK_CHARS = 1000

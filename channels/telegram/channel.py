@@ -17,7 +17,6 @@ was lost may still show twice (see docs/adr/0010-telegram-channel.md).
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -25,7 +24,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 from telegram import Bot, BotCommand, Update, User
 
 from channels._kit.longpoll import Batch, poll
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels._kit.signatures import verify_shared_secret
+from channels.base import Channel, ChannelContext
 from channels.telegram.config import TelegramConfig
 from channels.telegram.decode import decode
 from channels.telegram.media import download_media
@@ -34,20 +34,11 @@ from channels.telegram.outbound import Where, draft_id_for, edit_text, send_atta
 from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, ChatMoved, call, new_bot
-from gateway.errors import ForgedRequest, InvalidEvent, PermanentError, Unsupported
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.errors import InvalidEvent, PermanentError, Unsupported
+from gateway.core.messages import Address, ChatId, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
 from gateway.jsonbody import decode_json
-from gateway.messages import (
-    Address,
-    ChatId,
-    ConversationKind,
-    InboundMessage,
-    MessageId,
-    Referrer,
-    RenderedPart,
-    SentMessage,
-)
-from gateway.probes import ProbeResult, Problem
-from gateway.supervisor import ChannelState
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
@@ -209,9 +200,7 @@ class TelegramChannel(Channel[TelegramConfig]):
         secret = self.settings.webhook_secret
         if self.settings.mode != "webhook" or secret is None:
             raise Unsupported(PLATFORM, "this account polls; it has no webhook")
-        given = request.headers.get(SECRET_HEADER, "").encode()
-        if not hmac.compare_digest(given, secret.get_secret_value().encode()):
-            raise ForgedRequest(f"telegram webhook for account {self.account}: secret token does not match")
+        verify_shared_secret(request.headers, SECRET_HEADER, secret.get_secret_value())
         update = decode_json(await request.body(), what="telegram webhook body")
         bot, _ = await self._ready()
         batch = await self._decode(bot, [update])

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 
-from channels.base import CursorStore
+from gateway.core.channel import CursorStore
 
 log = logging.getLogger(__name__)
 

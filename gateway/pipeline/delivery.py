@@ -28,19 +28,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from channels.base import Channel
-from gateway.capabilities import ChannelCapabilities, EditMode
-from gateway.errors import ReplyWindowClosed
-from gateway.messages import (
-    Address,
-    ConversationKind,
-    Element,
-    Link,
-    Media,
-    MessageId,
-    OutboundReply,
-    RenderedPart,
-    plain_text,
-)
+from gateway.core.capabilities import ChannelCapabilities, EditMode
+from gateway.core.errors import ReplyWindowClosed
+from gateway.core.messages import Address, ConversationKind, Element, Link, Media, MessageId, OutboundReply, RenderedPart, plain_text
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.render import degrade, render_reply

@@ -20,16 +20,16 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.capabilities import authenticates_senders
-from gateway.config import AccessPolicy, PartnerConfig, ToolRule
-from gateway.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible, reply_key
+from gateway.core.capabilities import authenticates_senders
+from gateway.core.config import AccessPolicy, PartnerConfig, ToolRule
+from gateway.core.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible, reply_key
+from gateway.core.turns import Role
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
 from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.routing import Router
 from gateway.store import InboundState, ReplyState, Store
-from gateway.turns import Role
 
 log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0

@@ -16,8 +16,8 @@ import logging
 import time
 from contextlib import suppress
 
-from gateway.capabilities import EditMode
-from gateway.messages import MessageId, OutboundReply, RenderedPart, StreamState
+from gateway.core.capabilities import EditMode
+from gateway.core.messages import MessageId, OutboundReply, RenderedPart, StreamState
 from gateway.pipeline.delivery import Outlet, chat_key, is_group
 from gateway.render import render_reply
 from gateway.store import Store

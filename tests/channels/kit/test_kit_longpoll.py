@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 import pytest
 
 from channels._kit.longpoll import Batch, poll
-from gateway.errors import AuthFailed, PeerUnavailable, RateLimited
-from gateway.messages import (
+from gateway.core.channel import ChannelState
+from gateway.core.errors import AuthFailed, PeerUnavailable, RateLimited
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -26,8 +27,7 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.pacing import RetryPolicy
-from gateway.supervisor import ChannelState
+from gateway.core.retry import RetryPolicy
 from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
 
 POLICY = RetryPolicy(base_delay=1.0, max_delay=4.0, max_attempts=3, jitter=0.0)

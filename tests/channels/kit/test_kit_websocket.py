@@ -22,8 +22,9 @@ from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
 from channels._kit.websocket import SEQUENCE_KEY, SESSION_KEY, Frame, FrameKind, Resume, Session, Wire
-from gateway.errors import InvalidEvent
-from gateway.messages import (
+from gateway.core.channel import ChannelState
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -36,8 +37,7 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.pacing import RetryPolicy
-from gateway.supervisor import ChannelState
+from gateway.core.retry import RetryPolicy
 from tests.contract.harness import eventually
 from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
 

@@ -7,7 +7,7 @@ service messages, as Telegram does.
 
 from __future__ import annotations
 
-from gateway.messages import ConversationKind
+from gateway.core.messages import ConversationKind
 from tests.channels.telegram.conftest import new_group, new_id
 from tests.contract.harness import ContractResponder, counter, eventually
 
