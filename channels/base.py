@@ -26,7 +26,7 @@ from abc import ABC, abstractmethod
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
 from gateway.core.capabilities import ChannelCapabilities, capabilities_of, fetch_limit
 from gateway.core.channel import BlobStore, CursorStore, Heartbeat, InboundSink, MediaStream
@@ -41,12 +41,22 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starl
     from starlette.routing import BaseRoute
 
 
+
+ConfigT = TypeVar("ConfigT", bound=AccountConfig)
+"""A channel's settings model: ``TelegramChannel(Channel[TelegramConfig])`` reads ``self.settings.token`` unchecked-cast-free."""
+ConfigT_co = TypeVar("ConfigT_co", bound=AccountConfig, covariant=True)
+OtherT = TypeVar("OtherT", bound=AccountConfig)
+
+
 @dataclass(frozen=True)
-class ChannelContext:
-    """Everything a channel is handed by the composition root; it builds nothing of its own."""
+class ChannelContext(Generic[ConfigT_co]):
+    """Everything a channel is handed by the composition root; it builds nothing of its own.
+
+    Generic over the settings, so a context built from ``cls.config_model`` carries that model's type to the
+    channel; the composition root, which holds channels of every kind, sees ``ChannelContext[AccountConfig]``."""
 
     account: AccountId
-    config: AccountConfig
+    config: ConfigT_co
     sink: InboundSink
     cursors: CursorStore
     data_dir: Path
@@ -56,15 +66,26 @@ class ChannelContext:
     """Where inbound files are kept, for a channel whose files arrive with the event itself (email's MIME
     parts); every other channel leaves its files to the pipeline (:meth:`Channel.fetch_media`)."""
 
+    def with_config(self, config: OtherT) -> ChannelContext[OtherT]:
+        """The same context with settings read into a channel's own model (web chat accepts a bare AccountConfig)."""
+        return ChannelContext(self.account, config, self.sink, self.cursors, self.data_dir, self.partner_name, self.blobs)
 
-class Channel(ABC):
-    """Base of every channel adapter.  Subclasses set the three class attributes."""
+
+class Channel(ABC, Generic[ConfigT]):
+    """Base of every channel adapter: ``class TelegramChannel(Channel[TelegramConfig])``.
+
+    Subclasses set ``name`` and ``config_model`` (the same model as the type argument); the composition root
+    validates the account's settings with ``config_model`` and hands them in, so ``self.settings`` and
+    :meth:`check`'s argument have the channel's own type without a cast.  The registry and the root hold
+    channels of any settings model (a bare ``Channel``)."""
 
     name: ClassVar[str]
-    config_model: ClassVar[type[AccountConfig]] = AccountConfig
+    config_model: type[ConfigT]
+    """Set as a class attribute; not a ``ClassVar`` only because a ``ClassVar`` cannot name a type variable."""
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[ConfigT]) -> None:
         self.context = context
+        self.settings: ConfigT = context.config
 
     @classmethod
     def capabilities(cls) -> ChannelCapabilities:
@@ -87,7 +108,7 @@ class Channel(ABC):
         """Replace the text of a sent message (edit mode) or extend a native stream."""
         raise Unsupported(self.name, "editing messages is not supported")
 
-    async def typing(self, target: Address) -> None:  # noqa: B027 -- an optional hook, not an abstract method
+    async def typing(self, target: Address) -> None:
         """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``.
 
         Optional: a platform without typing indicators keeps this default, which does nothing."""
@@ -121,7 +142,7 @@ class Channel(ABC):
         return []
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
+    def check(cls, settings: ConfigT) -> list[Problem]:
         """Problems the validated settings show without asking the platform: a token that cannot be one,
         a host copied from an example, a webhook URL the platform will refuse.  No network, no side effects."""
         return []
@@ -134,7 +155,7 @@ class Channel(ABC):
         return ProbeResult(checked="served by the gateway itself, nothing to reach",
                            problems=tuple(self.check(self.context.config)))
 
-    async def close(self) -> None:  # noqa: B027 -- an optional hook, not an abstract method
+    async def close(self) -> None:
         """Release sockets and clients.  Called once, after ``run`` ended (or after ``probe``).
 
         Optional: a channel that holds nothing open keeps this default, which does nothing."""

@@ -42,7 +42,6 @@ from channels.email.probe import check_settings, probe_mailbox
 from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.config import AccountConfig
 from gateway.core.errors import BadRequest, InvalidEvent
 from gateway.core.messages import Address, Element, InboundMessage, Media, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
@@ -55,13 +54,12 @@ async def _once(payload: bytes) -> AsyncIterator[bytes]:
     yield payload
 
 
-class EmailChannel(Channel):
+class EmailChannel(Channel[EmailConfig]):
     name: ClassVar[str] = "email"
-    config_model: ClassVar[type[AccountConfig]] = EmailConfig
+    config_model = EmailConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[EmailConfig]) -> None:
         super().__init__(context)
-        self.settings: EmailConfig = context.config  # type: ignore[assignment]
         self.me = self.settings.address.lower()
         self.screen = SenderScreen(self.settings.allowed_senders, self.settings.allowed_domains,
                                    self.settings.max_mails_per_sender_hour)
@@ -86,8 +84,8 @@ class EmailChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: EmailConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)

@@ -41,7 +41,6 @@ from channels.matrix.media import fetch, upload
 from channels.matrix.probe import check_settings, probe_homeserver
 from channels.matrix.transport import call, new_client
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.config import AccountConfig
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
 from gateway.core.messages import (
     Address,
@@ -64,13 +63,12 @@ DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 """Per read and per connect; the pipeline bounds the whole fetch (``media_fetch_timeout_s``)."""
 
 
-class MatrixChannel(Channel):
+class MatrixChannel(Channel[MatrixConfig]):
     name: ClassVar[str] = "matrix"
-    config_model: ClassVar[type[MatrixConfig]] = MatrixConfig
+    config_model = MatrixConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[MatrixConfig]) -> None:
         super().__init__(context)
-        self.settings: MatrixConfig = context.config  # type: ignore[assignment]
         self._client: AsyncClient | None = None
         self._http: httpx.AsyncClient | None = None
         """File downloads (streamed, unlike nio's), apart from the sync connection."""
@@ -114,8 +112,8 @@ class MatrixChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: MatrixConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)

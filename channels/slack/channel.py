@@ -48,7 +48,6 @@ from channels.slack.probe import check_settings, probe_app
 from channels.slack.transport import PLATFORM, call, close_client, new_client
 from gateway.core.capabilities import capabilities_of
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
-from gateway.core.config import AccountConfig
 from gateway.core.errors import InvalidEvent, PeerUnavailable, PermanentError, Unsupported
 from gateway.core.messages import Address, ConversationKind, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
@@ -69,13 +68,12 @@ DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 which the dedup key answers once, and Slack's own immediate retry may carry the very same signature."""
 
 
-class SlackChannel(Channel):
+class SlackChannel(Channel[SlackConfig]):
     name: ClassVar[str] = "slack"
-    config_model: ClassVar[type[AccountConfig]] = SlackConfig
+    config_model = SlackConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[SlackConfig]) -> None:
         super().__init__(context)
-        self.settings: SlackConfig = context.config  # type: ignore[assignment]
         self._client: AsyncWebClient | None = None
         self._me: Me | None = None
         self._app: AsyncApp | None = None
@@ -115,8 +113,8 @@ class SlackChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: SlackConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         client = new_client(self.settings)  # its own: a running account's stays as it is
