@@ -113,6 +113,9 @@ class ChannelCapabilities(BaseModel):
     reactions: bool = False
     media_kinds: frozenset[str] = frozenset()
     media_max_bytes: int = Field(default=0, ge=0)
+    media_fetch_max_bytes: int | None = Field(default=None, gt=0)
+    """The largest inbound file the platform hands out, where it differs from ``media_max_bytes`` (the
+    Telegram cloud Bot API sends up to 50 MB but serves only 20 MB through getFile)."""
     reply_window_s: float | None = Field(default=None, gt=0)
     """How long after the inbound message a reply may be sent (None: no window)."""
     group_reply_window_s: float | None = Field(default=None, gt=0)
@@ -193,6 +196,11 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
 
 def capabilities_of(platform: str) -> ChannelCapabilities:
     return platform_catalog()[platform].capabilities
+
+
+def fetch_limit(capabilities: ChannelCapabilities) -> int:
+    """The most bytes of one inbound file the pipeline fetches from this platform."""
+    return capabilities.media_fetch_max_bytes or capabilities.media_max_bytes
 
 
 def authenticates_senders(platform: str) -> bool:
