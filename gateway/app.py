@@ -35,6 +35,7 @@ from gateway.pipeline.delivery import Delivery, Outlet
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.outbox import reminder_key
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk
@@ -298,7 +299,7 @@ class Gateway:
 
     async def fire_reminders(self) -> int:
         """Hand every due reminder to its conversation's lane (the store marks it fired once)."""
-        due = await self.store.fire_due_reminders(time.time())
+        due = await self.store.fire_due_reminders(time.time(), reminder_key)
         for item in due:
             self.lanes.resume_delivery(item.reply.idempotency_key, item.reply.target)
         return len(due)

@@ -40,7 +40,9 @@ class Dialect(str, Enum):
 
 
 class EditMode(str, Enum):
-    NONE = "none"
+    """How a reply is shown while it is written (docs/adr/0025-the-outbound-contract.md)."""
+
+    NONE = "none"  # the final text only
     EDIT = "edit"  # edit a sent message in place
     NATIVE_STREAM = "native_stream"  # a platform streaming primitive
 
@@ -79,6 +81,8 @@ class ChannelCapabilities(BaseModel):
     reactions: bool = False
     media_kinds: frozenset[str] = frozenset()
     media_max_bytes: int = 0
+    media_with_text: bool = False
+    """Files travel inside the text message (email's MIME parts) rather than as messages of their own."""
     reply_window_s: float | None = None
     """How long after the inbound message a reply may be sent (None: no window)."""
     group_reply_window_s: float | None = None

@@ -26,9 +26,9 @@ from gateway.messages import (
     ConversationKind,
     InboundMessage,
     OutboundReply,
-    reply_key,
 )
 from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.outbox import reply_key
 from gateway.pipeline.routing import Router
 from gateway.store import ReplyState, Store, Takeover
 from gateway.turns import Role

@@ -22,11 +22,12 @@ from typing import Protocol
 
 from gateway.capabilities import authenticates_senders
 from gateway.config import AccessPolicy, PartnerConfig, ToolRule
-from gateway.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible, reply_key
+from gateway.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
 from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
+from gateway.pipeline.outbox import reply_key
 from gateway.pipeline.routing import Router
 from gateway.store import InboundState, ReplyState, Store
 from gateway.turns import Role

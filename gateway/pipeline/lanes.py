@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 
 from gateway.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import Address, Attachment, InboundMessage, OutboundReply, reply_key
+from gateway.messages import Address, Attachment, InboundMessage, OutboundReply
 from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
+from gateway.pipeline.outbox import reply_key
 from gateway.pipeline.streaming import PreviewStream
 from gateway.store import InboundState, ReplyState, Store
 from gateway.turns import Responder, Role, Turn

@@ -18,7 +18,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.config import parse_config
-from gateway.messages import Address, Conversation, ConversationKind, reply_key
+from gateway.messages import Address, Conversation, ConversationKind
+from gateway.pipeline.outbox import reply_key
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import WebLearner, served
 
