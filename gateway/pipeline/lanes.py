@@ -29,9 +29,9 @@ from gateway.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
 from gateway.messages import Address, Attachment, InboundMessage, OutboundReply
 from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
-from gateway.pipeline.outbox import reply_key
+from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.streaming import PreviewStream
-from gateway.store import InboundState, ReplyState, Store
+from gateway.store import InboundState, Store
 from gateway.turns import Responder, Role, Turn
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,15 @@ class Lanes:
     def __init__(
         self,
         store: Store,
+        outbox: Outbox,
         delivery: Delivery,
         responder: Responder,
         settings: PipelineConfig,
         outlet_for: Callable[[str, str], Outlet | None],
     ) -> None:
         self.store = store
+        self.outbox = outbox
+        outbox.on_ready(self.resume_delivery)  # what the dispatcher, the teacher desk and reminders write
         self.delivery = delivery
         self.responder = responder
         self.settings = settings
@@ -257,7 +260,7 @@ class Lanes:
         reply = template.model_copy(
             update={"markdown": markdown, "attachments": attachments, "in_reply_to": tuple(m.event_id for m in covered)}
         )
-        item = await self.store.put_reply(reply, ReplyState.READY, answered=keys)
+        item = await self.outbox.write(reply, answered=keys)  # this lane delivers it: no wake-up
         lane.delivering = key
         await self.delivery.deliver(key, lane.outlet, first_received=message.received_at, item=item)
 

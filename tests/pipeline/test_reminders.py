@@ -54,7 +54,7 @@ async def test_a_refused_reminder_is_reported_to_the_teacher(start_gateway):
     MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"proactive_quota": "none: no active push"})
     gateway, channel = await start_gateway(partner={"owners": [{"channel": "memory", "user": "teacher", "account": "acct"}]})
     message = await channel.inject("remind me", chat="kid", user="kid")
-    outcome = await _ReportedReminders(gateway).schedule(message.address, soon(60), "revise fractions")
+    outcome = await _ReportedReminders(gateway.reminders, gateway.teacher).schedule(message.address, soon(60), "revise fractions")
     assert not outcome.accepted
     await channel.wait_for(lambda sent: any(s.chat == "teacher" for s in sent))
     report = next(s.text for s in channel.sent if s.chat == "teacher")
