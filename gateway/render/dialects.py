@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import builtins
 import re
+import unicodedata
 from collections.abc import Sequence
 from html import escape as html_escape
 from typing import ClassVar
@@ -335,12 +336,14 @@ class MarkdownRenderer(Renderer):
     def inlines(self, nodes: tuple[Inline, ...]) -> str:
         """Spell siblings so delimiter runs cannot merge: ``*a*`` then ``*b*`` is ``*a*_b_``, not ``*a**b*``.
 
-        An emphasis or strong run is spelled with ``*`` unless the text before
-        it already ends in ``*`` (the two runs would merge into one delimiter
-        run) or the same style is open around it with ``*`` (``*a *b**`` does
-        not nest); then ``_`` is used if the flanking rules let ``_`` open and
-        close there (no letter or digit on either side), else the run before
-        is switched to ``_``, else the nested style is dropped.
+        A style already open around a run is not spelled again (italic inside
+        italic reads as italic, and a second spelling only lets the delimiter
+        rules pair the wrong runs: ``*:_0:*:*_*``).  Any other emphasis or
+        strong run is spelled with ``*`` unless the text before it already ends
+        in ``*`` (the two runs would merge into one delimiter run); then ``_``
+        is used if the flanking rules let ``_`` open and close there (nothing
+        inside a word on either side), else the run before is switched to
+        ``_``, else the style is dropped.
         """
         pieces: list[str] = []
         for i, node in enumerate(nodes):
@@ -352,11 +355,13 @@ class MarkdownRenderer(Renderer):
                 continue
             nested = self._families.get(style)
             touching = _ends_with_mark(before, "*")
-            if nested != "*" and not touching:
+            if nested is not None:
+                pieces.append(self.inlines(node.children))  # type: ignore[union-attr]  # italic in italic reads as italic
+            elif not touching:
                 pieces.append(self._styled_with(node, style, "*", before, following))
-            elif nested != "_" and self._under_allowed(before, following) and self._edge_allows_under(i, len(nodes)):
+            elif self._under_allowed(before, following) and self._edge_allows_under(i, len(nodes)):
                 pieces.append(self._styled_with(node, style, "_", before, following))
-            elif nested != "*" and self._switch_previous(pieces, nodes, i - 1, node):
+            elif self._switch_previous(pieces, nodes, i - 1, node):
                 pieces.append(self._styled_with(node, style, "*", before, following))
             else:
                 pieces.append(self.inlines(node.children))  # type: ignore[union-attr]  # no spelling keeps it
@@ -377,12 +382,12 @@ class MarkdownRenderer(Renderer):
     def _under_allowed(self, before: str, following: Inline | None) -> bool:
         """Whether ``_`` delimiters open and close between ``before`` and ``following``.
 
-        Unlike ``*``, ``_`` cannot open after or close before a letter or digit,
+        Unlike ``*``, ``_`` cannot open after or close before a character inside a word,
         and must not touch another ``_`` run; an escaped ``\\_`` is text and fine.
         """
         after = self.escape(following.text)[:1] if isinstance(following, Text) else ""
         last = before[-1:]
-        return not (last.isalnum() or after.isalnum() or _ends_with_mark(before, "_"))
+        return not (_in_word(last) or _in_word(after) or _ends_with_mark(before, "_"))
 
     def _edge_allows_under(self, index: int, count: int) -> bool:
         """Whether a ``_`` run may open or close the run it sits in (``index`` of ``count`` children).
@@ -393,7 +398,7 @@ class MarkdownRenderer(Renderer):
         if not self._edges:
             return True
         before, after = self._edges[-1]
-        return not ((index == 0 and before.isalnum()) or (index == count - 1 and after.isalnum()))
+        return not ((index == 0 and _in_word(before)) or (index == count - 1 and _in_word(after)))
 
     def _styled_with(self, node: Inline, style: Style, family: str, before: str = "", following: Inline | None = None) -> str:
         outer = self._families.get(style)
@@ -438,6 +443,19 @@ class MarkdownRenderer(Renderer):
 
     def line_break(self, hard: bool) -> str:
         return "\\\n" if hard else "\n"
+
+
+def _in_word(char: str) -> bool:
+    """Whether ``char`` keeps a ``_`` run from opening or closing beside it.
+
+    CommonMark lets ``_`` flank only whitespace or punctuation; a letter, a digit and
+    also a combining mark (U+0300) are inside a word.  Symbols count as inside too: that
+    errs towards another spelling, never towards one that does not read back.
+    """
+    if not char or char.isspace():
+        return False
+    ascii_punctuation = char.isascii() and not char.isalnum()
+    return not (ascii_punctuation or unicodedata.category(char).startswith("P"))
 
 
 def _ends_with_mark(rendered: str, mark: str) -> bool:

@@ -177,9 +177,29 @@ def _blocks(nodes: list[SyntaxTreeNode]) -> tuple[Block, ...]:
     out: list[Block] = []
     for node in nodes:
         block = _block(node)
+        if isinstance(block, ListBlock) and out and isinstance(out[-1], Paragraph):
+            block = _without_leading_empty_items(block)
         if block is not None:
             out.append(block)
     return tuple(out)
+
+
+def _without_leading_empty_items(block: ListBlock) -> ListBlock | None:
+    """A list right after a paragraph, minus the empty items it opens with.
+
+    Such an item shows only its bullet, and no spelling can keep it: an empty item cannot
+    interrupt a paragraph, so ``text`` then ``-`` reads back as a heading's underline.
+    (What emptied it was dropped already: an empty heading or code fence.)
+    """
+    items = list(block.items)
+    while items and not items[0].blocks:
+        items.pop(0)
+    if not items:
+        return None
+    if block.ordered:
+        start = block.items[0].number or 1
+        items = [ListItem(start + i, item.blocks, item.continued) for i, item in enumerate(items)]
+    return ListBlock(block.ordered, tuple(items), block.tight)
 
 
 def _block(node: SyntaxTreeNode) -> Block | None:

@@ -264,6 +264,14 @@ def test_javascript_never_becomes_a_link(dialect: Dialect) -> None:
     assert "alert(1)" in out  # shown, as text
 
 
+@pytest.mark.parametrize("markdown", ["- **\n  - ```", "- **\n  - # "])
+def test_markdown_drops_an_empty_item_after_a_paragraph(markdown: str) -> None:
+    # the emptied item would read back as a heading's underline: "\\*\\*\n  -" (found by the property test)
+    once = render(markdown, Dialect.MARKDOWN)
+    assert once == "- \\*\\*"
+    assert render(once, Dialect.MARKDOWN) == once
+
+
 def test_markdown_blank_list_items_stay_tight() -> None:
     # the "\u00a0" paragraph is dropped, so it must not make the list loose ("- \n\n- " parses back tight)
     once = render("- \u00a0\n\n- ", Dialect.MARKDOWN)
