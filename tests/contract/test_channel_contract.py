@@ -215,11 +215,14 @@ def rendered(markdown: str, caps, *, final: bool) -> RenderedPart:
     return RenderedPart(index=0, text=twin.text, plain=twin.plain, final=final)
 
 
-@rigs(ALL)
-async def test_the_declared_stream_mode_shows_one_message_through_the_channel_api(rig: Rig):
+@pytest.mark.parametrize("rig, where", [*((n, "direct") for n in ALL), *((n, "group") for n in with_feature("groups"))],
+                         indirect=["rig"])
+async def test_the_declared_stream_mode_shows_one_message_through_the_channel_api(rig: Rig, where: str):
     """The outbound contract itself, called as the outbound path calls it: send + edit by the returned handle
-    (edit mode), start + append + finish on an opaque stream handle (native streams), or neither (none)."""
-    said = await rig.harness.say("hi")
+    (edit mode), start + append + finish on an opaque stream handle (native streams), or neither (none) --
+    in a direct chat and, where the platform has them, a group (Telegram streams in one, edits in the other)."""
+    group = where == "group"
+    said = await rig.harness.say("hi", group=group, mention=group)
     await rig.replies(said.chat, 1)
     await rig.quiet()
     message = rig.responder.turns[0].messages[0]
