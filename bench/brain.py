@@ -50,8 +50,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests" / "plugins")]
 from brain import factory  # noqa: E402
 from brain.loop import Brain  # noqa: E402
 from brain.types import FinishReason, ModelRequest, ModelResult, TextDelta, ToolCall, Usage  # noqa: E402
-from gateway.config import ModelSettings, PartnerConfig, parse_config  # noqa: E402
-from gateway.messages import (  # noqa: E402
+from gateway.configfile import parse_config  # noqa: E402
+from gateway.core.config import ModelSettings, PartnerConfig  # noqa: E402
+from gateway.core.messages import (  # noqa: E402
     AccountId,
     Address,
     ChannelName,
@@ -64,7 +65,7 @@ from gateway.messages import (  # noqa: E402
     Text,
     UserId,
 )
-from gateway.turns import Role, Turn  # noqa: E402
+from gateway.core.turns import Role, Turn  # noqa: E402
 
 ANSWER = (
     "Good question! Plants catch light with chlorophyll in their leaves and use that energy to turn water and "
@@ -255,7 +256,7 @@ async def serve_stub(app: Any) -> tuple[str, Any, asyncio.Task]:
 
 async def web_first_text(workdir: Path, turns: int, first_token_delay: float, token_gap: float) -> list[float]:
     from gateway.app import Gateway
-    from gateway.config import parse_config
+    from gateway.configfile import parse_config
     from tests.e2e.rig import STUB_KEY_ENV, WebLearner, e2e_config, served
     from tests.peers.model_stub import Reply, StubState, build_app
 

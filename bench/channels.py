@@ -53,7 +53,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, counter
 
 TOKEN = re.compile(r"\bbench\d+\b")

@@ -44,7 +44,7 @@ async def measure_gateway(peer_url: str, accounts: int, settle: float, prefix: s
     import httpx
 
     from gateway.app import Gateway
-    from gateway.config import parse_config
+    from gateway.configfile import parse_config
 
     channels = {}
     for i in range(accounts):

@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
 from gateway.app import Gateway  # noqa: E402
-from gateway.config import parse_config  # noqa: E402
+from gateway.configfile import parse_config  # noqa: E402
 from tests.e2e.rig import STUB_KEY_ENV, WebLearner, e2e_config, served  # noqa: E402
 from tests.peers.model_stub import ModelStub, Reply  # noqa: E402
 

@@ -34,12 +34,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from channels.base import Channel, Heartbeat
+from channels.base import Channel
 from gateway.app import Gateway
-from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, TextUnit
-from gateway.config import parse_config
-from gateway.events import RuntimeEvent, StreamEnd, TurnEnd
-from gateway.messages import (
+from gateway.configfile import parse_config
+from gateway.core.capabilities import ChannelCapabilities, Dialect, EditMode, TextUnit
+from gateway.core.channel import Heartbeat
+from gateway.core.events import RuntimeEvent, StreamEnd, TurnEnd
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -56,7 +57,7 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.turns import Turn
+from gateway.core.turns import Turn
 
 
 class BenchChannel(Channel):

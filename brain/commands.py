@@ -28,8 +28,8 @@ from brain.memory.controls import MemoryControls
 from brain.memory.people import CODE_TTL_S, FORGET_TTL_S
 from brain.memory.scopes import Session, identity_of
 from brain.session_log import CommandRan, SessionLog
-from gateway.messages import ConversationKind, InboundMessage
-from gateway.turns import Turn
+from gateway.core.messages import ConversationKind, InboundMessage
+from gateway.core.turns import Turn
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,8 @@ from brain.session_log import (
     TurnStarted,
     UserSaid,
 )
-from brain.types import ChatMessage, ModelRequest, ModelSettings
+from brain.types import ChatMessage, ModelRequest
+from gateway.core.config import ModelSettings
 
 HOUSE_RULES = """House rules (set by the gateway, they apply to every partner):
 - You are a tutor for learners who may be minors. Be kind, honest and age-appropriate.

@@ -26,10 +26,9 @@ from brain.notes import NotesIndex, NotesResponder
 from brain.session_log import SessionLog
 from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
-from brain.tools.builtin.handoff import Handoff
-from brain.tools.builtin.reminder import Scheduler
+from brain.tools.services import Handoff, Scheduler
 from brain.usage import UsageLedger
-from gateway.config import Config
+from gateway.core.config import Config
 from personas.loader import load_persona, persona_dirs
 
 

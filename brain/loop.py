@@ -66,11 +66,12 @@ from brain.session_log import (
 from brain.tools.base import ToolContext, ToolServices
 from brain.tools.registry import ToolRegistry
 from brain.tools.surface import SurfaceContext, ToolSurface, tool_surface
-from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, ModelSettings, TextDelta, ToolCall, Usage
+from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, TextDelta, ToolCall, Usage
 from brain.usage import UsageLedger
-from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import ConversationKind, InboundMessage
-from gateway.turns import Turn
+from gateway.core.config import ModelSettings
+from gateway.core.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.messages import ConversationKind, InboundMessage
+from gateway.core.turns import Turn
 from personas.loader import Persona
 
 log = logging.getLogger(__name__)
@@ -115,7 +116,7 @@ class NotesFallback(Protocol):
 
 
 class Brain:
-    """Implements ``gateway.turns.Responder``; a partner without a model, or whose model fails, goes to ``fallback``."""
+    """Implements ``gateway.core.turns.Responder``; a partner without a model, or whose model fails, goes to ``fallback``."""
 
     name = "brain"
 

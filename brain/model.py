@@ -82,8 +82,9 @@ import httpx
 
 from brain.health import ModelHealth
 from brain.markup import text_protocol_messages
-from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, ModelSettings, TextDelta, ToolCall, Usage
-from gateway.errors import GatewayError
+from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, TextDelta, ToolCall, Usage
+from gateway.core.config import ModelSettings
+from gateway.core.errors import GatewayError
 
 log = logging.getLogger(__name__)
 

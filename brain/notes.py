@@ -32,12 +32,11 @@ from typing import Protocol
 from brain.knowledge.engine import Hit
 from brain.knowledge.query import MAX_QUERY_WORDS, fts_query, query_words  # noqa: F401 - re-exported
 from brain.knowledge.rank import RELEVANCE_RATIO, Candidate, definition_at, rank, subject_of
-from brain.types import ModelSettings
-from gateway.config import Config, PartnerConfig
-from gateway.errors import ConfigError
-from gateway.events import Progress, RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.config import Config, ModelSettings, PartnerConfig
+from gateway.core.errors import ConfigError
+from gateway.core.events import Progress, RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.turns import Turn
 from gateway.store.schema import Schema, StoreError, open_database
-from gateway.turns import Turn
 from personas.files import NOTE_SUFFIXES  # noqa: F401 - re-exported
 from personas.files import note_files as persona_note_files
 from personas.loader import Persona, load_persona, persona_dirs
@@ -405,7 +404,7 @@ class DocumentSearch(Protocol):
 
 
 class NotesResponder:
-    """The offline :class:`~gateway.turns.Responder`: quotes the partner's documents and its persona's notes.
+    """The offline :class:`~gateway.core.turns.Responder`: quotes the partner's documents and its persona's notes.
 
     The brain hands it the turns of a partner without a model (``NO_MODEL``) and
     those whose model failed (``MODEL_TROUBLE``).  The learner reads one short

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 
 from brain.model import ModelError, ModelErrorKind, classify, load_litellm
-from brain.types import ModelSettings
+from gateway.core.config import ModelSettings
+from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.endpoints import origin, why_unreachable
-from gateway.probes import Gravity, ProbeResult, Problem
 
 PROBE_TIMEOUT_S = 15.0
 OLLAMA_DEFAULT = "http://localhost:11434"

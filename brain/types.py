@@ -11,9 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.config import ModelSettings
-
-__all__ = ["ModelSettings"]  # configured in gateway.config; re-exported for the brain's modules
+from gateway.core.config import ModelSettings
 
 
 class _Model(BaseModel):

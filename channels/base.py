@@ -1,10 +1,10 @@
 """The channel contract: what every transport adapter is, and what it is handed.
 
 A channel runs its transport, decodes platform events into
-:class:`~gateway.messages.InboundMessage`, encodes and sends rendered parts,
+:class:`~gateway.core.messages.InboundMessage`, encodes and sends rendered parts,
 edits, and closes -- nothing else.  It does not retry, split, pace or decide
 policy: the one outbound path does that for all channels, reading the
-channel's :class:`~gateway.capabilities.ChannelCapabilities`.
+channel's :class:`~gateway.core.capabilities.ChannelCapabilities`.
 
 A channel also says whether its settings can work: :meth:`Channel.check` finds
 what the settings alone show (an empty token, a placeholder host) without the
@@ -30,66 +30,30 @@ the webhook, advances the poll offset, acks the stream frame) only after
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar, Protocol
+from typing import TYPE_CHECKING, ClassVar
 
-from gateway.capabilities import ChannelCapabilities, EditMode, capabilities_of
-from gateway.config import AccountConfig
-from gateway.errors import Unsupported
-from gateway.messages import (
+from gateway.core.capabilities import ChannelCapabilities, EditMode, capabilities_of
+from gateway.core.channel import CursorStore, Heartbeat, InboundSink
+from gateway.core.config import AccountConfig
+from gateway.core.errors import Unsupported
+from gateway.core.messages import (
     AccountId,
     Address,
-    InboundMessage,
     Referrer,
     RenderedPart,
     SentMessage,
     StreamChunk,
     StreamHandle,
 )
-from gateway.probes import ProbeResult, Problem
+from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starlette at module level
     from starlette.requests import Request
     from starlette.responses import Response
     from starlette.routing import BaseRoute
 
-    from gateway.supervisor import ChannelState
-
-
-class InboundSink(Protocol):
-    async def accept(self, messages: Sequence[InboundMessage]) -> None:
-        """Persist the messages (dedup + inbox) and return once they are durable."""
-        ...
-
-    def invalid(self, reason: str) -> None:
-        """Record an event that could not be decoded (logged, counted, dropped with a reason)."""
-        ...
-
-    def refused(self, rule: str, detail: str) -> None:
-        """Record an event the channel read but will not pass on by a rule of its platform
-        (automatic mail, an encrypted room): ``rule`` is a short, stable label for the metric,
-        ``detail`` says which event and why, for the log."""
-        ...
-
-
-class CursorStore(Protocol):
-    """Durable per-account positions: poll offsets, sync tokens, UIDVALIDITY/UID."""
-
-    async def get(self, name: str) -> str | None: ...
-
-    async def put(self, name: str, value: str) -> None: ...
-
-
-class Heartbeat(Protocol):
-    """How a running transport tells the supervisor it is alive (see gateway.supervisor)."""
-
-    def beat(self) -> None: ...
-
-    def event(self) -> None: ...
-
-    def set_state(self, state: ChannelState, reason: str | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -167,6 +131,11 @@ class Channel(ABC):
     async def handle_webhook(self, request: Request) -> Response:
         """Webhook-mode channels verify, decode, ``await sink.accept`` and only then answer 2xx."""
         raise Unsupported(self.name, "this channel has no webhook")
+
+    async def verify_webhook(self, request: Request) -> Response:
+        """Answer the platform's GET on the webhook URL: Meta's ``hub.challenge``, WeChat's ``echostr``
+        (see :mod:`channels._kit.challenges`).  The default answers 405: most platforms only POST."""
+        raise Unsupported(self.name, "this channel answers no GET on its webhook")
 
     def http_routes(self) -> list[BaseRoute]:
         """Routes this channel serves itself (webchat's page and API), mounted by the HTTP app

@@ -17,8 +17,8 @@ from functools import cache
 from importlib.metadata import entry_points
 
 from channels.base import Channel
-from gateway.capabilities import PlatformEntry, platform_catalog
-from gateway.errors import ChannelUnavailable
+from gateway.core.capabilities import PlatformEntry, platform_catalog
+from gateway.core.errors import ChannelUnavailable
 from gateway.extras import install_command
 
 ENTRY_POINT_GROUP = "partners.channels"

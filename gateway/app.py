@@ -20,15 +20,17 @@ from contextlib import suppress
 from datetime import UTC, datetime
 
 from brain.health import ModelHealth
-from brain.tools.builtin.reminder import ScheduleResult
+from brain.tools.services import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
-from gateway.capabilities import ChannelCapabilities, authenticates_senders
-from gateway.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig, validate_account
-from gateway.errors import ChannelUnavailable, ConfigError
+from gateway.configfile import validate_account
+from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
+from gateway.core.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig
+from gateway.core.errors import ChannelUnavailable, ConfigError
+from gateway.core.messages import AccountId, Address
+from gateway.core.turns import Responder
 from gateway.http.limits import HttpLoad
-from gateway.messages import AccountId, Address
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.pipeline.delivery import Delivery, Outlet
@@ -45,7 +47,6 @@ from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
 from gateway.takeover import TeacherDesk
-from gateway.turns import Responder
 
 log = logging.getLogger(__name__)
 

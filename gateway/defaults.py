@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.config import DEFAULT_CONFIG_NAME, Config, Secrets, load_config, parse_config
+from gateway.configfile import DEFAULT_CONFIG_NAME, load_config, parse_config
+from gateway.core.config import Config, Secrets
 
 DEFAULT_DATA_DIR = Path("partners-data")
 """Where the embedded default keeps its data, relative to the working directory."""

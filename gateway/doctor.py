@@ -1,7 +1,7 @@
 """`partners doctor`: every check an operator would otherwise do by hand, each with its fix.
 
 A check returns a :class:`CheckResult` and never raises; the command prints
-them all and fails only on errors.  ``serve`` reuses :func:`gateway.config.validate_account`
+them all and fails only on errors.  ``serve`` reuses :func:`gateway.configfile.validate_account`
 and each channel's :meth:`~channels.base.Channel.check` so a broken account stops it
 with the same message doctor would print.
 
@@ -28,10 +28,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway import datadir
-from gateway.config import Config, ModelSettings, account_enabled, validate_account
-from gateway.errors import ChannelUnavailable, ConfigError
+from gateway.configfile import account_enabled, validate_account
+from gateway.core.config import Config, ModelSettings
+from gateway.core.errors import ChannelUnavailable, ConfigError
+from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.extras import install_command
-from gateway.probes import Gravity, ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from gateway.store.schema import Schema
@@ -65,7 +66,7 @@ def _problem(error: ConfigError) -> str:
 
 
 def _unavailable_fix(channel: str) -> str:
-    from gateway.capabilities import platform_catalog
+    from gateway.core.capabilities import platform_catalog
 
     entry = platform_catalog().get(channel)
     if entry is None:
@@ -352,7 +353,7 @@ async def probe_account(config: Config, channel: str, account: str, timeout: flo
     """Build the account's channel as the gateway would, ask it to probe, and close it again."""
     from channels.base import ChannelContext
     from channels.registry import load_channel
-    from gateway.messages import AccountId
+    from gateway.core.messages import AccountId
 
     cls = load_channel(channel)
     settings = validate_account(config, channel, account, cls.config_model)

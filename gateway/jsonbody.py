@@ -8,7 +8,7 @@ So the depth is counted first, in one pass over the bytes without recursion,
 and a body nested past :data:`MAX_DEPTH` is refused before it is parsed;
 ``RecursionError`` is still caught, as a last resort.
 
-Every failure is :class:`~gateway.errors.InvalidEvent`, which the HTTP app
+Every failure is :class:`~gateway.core.errors.InvalidEvent`, which the HTTP app
 answers with a 400 and a one-line ``{"error": ...}`` body; a handler that
 answers on its own catches it and uses ``str(error)``.
 """
@@ -19,7 +19,7 @@ import json
 import re
 from typing import Any
 
-from gateway.errors import InvalidEvent
+from gateway.core.errors import InvalidEvent
 
 MAX_DEPTH = 64
 """Levels of objects and arrays a body may nest.  A Telegram update, the deepest body any platform sends

@@ -29,8 +29,8 @@ from typing import Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gateway.capabilities import ChannelCapabilities, SendRate
-from gateway.errors import ChannelUnavailable, ConfigError, PermanentError, RateLimited
+from gateway.core.capabilities import ChannelCapabilities, SendRate
+from gateway.core.errors import ChannelUnavailable, ConfigError, PermanentError, RateLimited
 
 log = logging.getLogger(__name__)
 

@@ -7,7 +7,8 @@ in it carries the token into a traceback.  The gateway cannot edit those
 libraries, so it masks the values instead.
 
 Every secret the process knows is registered here once: each ``env:NAME``
-setting as the config resolves it (``gateway.config``), and each secret a
+setting as the config resolves it (``gateway.configfile`` subscribes
+:func:`register_secret` to ``gateway.core.config.on_secret_resolved``), and each secret a
 channel obtains at run time (a Matrix access token from a password login) by
 the channel calling :func:`register_secret`.  :func:`protect_logging` then
 puts :func:`scrub` in logging's record factory, so every record of every
@@ -22,7 +23,7 @@ masking ``"ab"`` would blank every word holding those letters, and a secret
 that short protects nothing anyway.
 
 This module imports only the standard library: the CLI installs it before it
-knows which command runs (see ``gateway.cli``).
+knows which command runs (see ``gateway.cli.group``).
 """
 
 from __future__ import annotations

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from gateway.capabilities import ChannelCapabilities
-from gateway.messages import Address, ConversationKind
+from gateway.core.capabilities import ChannelCapabilities
+from gateway.core.messages import Address, ConversationKind
 from gateway.store import Reminder, Store
 
 

@@ -30,12 +30,12 @@ import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from enum import Enum
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from gateway.core.channel import ChannelState
+from gateway.core.errors import AuthFailed, ChannelUnavailable, ConfigError, GatewayError
 from gateway.endpoints import why_unreachable
-from gateway.errors import AuthFailed, ChannelUnavailable, ConfigError, GatewayError
 
 log = logging.getLogger(__name__)
 
@@ -44,16 +44,6 @@ _NEEDS_HUMAN = (AuthFailed, ConfigError, ChannelUnavailable)
 
 _MAX_REASON = 300
 _URL = re.compile(r"(?P<scheme>[a-z][a-z0-9+.-]*://)(?:[^/\s@'\"<>]*@)?(?P<host>[^/\s'\"<>?#]*)[^\s'\"<>]*", re.I)
-
-
-class ChannelState(str, Enum):
-    CONNECTING = "connecting"
-    RUNNING = "running"
-    ACTION_REQUIRED = "action_required"
-    """Only a human can help: revoked token, bad config, a QR code to scan."""
-    ERROR = "error"
-    """Failed; a restart is scheduled (see ``Health.next_restart_at``)."""
-    STOPPED = "stopped"
 
 
 _UNWATCHED = frozenset({ChannelState.ACTION_REQUIRED, ChannelState.STOPPED})

@@ -16,8 +16,8 @@ from __future__ import annotations
 import logging
 import uuid
 
-from gateway.config import OwnerRef, PartnerConfig
-from gateway.messages import (
+from gateway.core.config import OwnerRef, PartnerConfig
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -27,10 +27,10 @@ from gateway.messages import (
     InboundMessage,
     OutboundReply,
 )
+from gateway.core.turns import Role
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.routing import Router
 from gateway.store import Store, Takeover
-from gateway.turns import Role
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
-from gateway.errors import Problem
+from gateway.core.errors import Problem
 
 FIXES = {
     "extra_forbidden": "remove this field or check its spelling",
@@ -118,3 +118,9 @@ def problems(error: ValidationError, root: type[BaseModel], *, raw: Any = None,
         Problem(place(*prefix, *detail["loc"]) or None, detail["msg"].removeprefix("Value error, "), _fix(root, detail))
         for detail in details
     ]
+
+
+def describe(error: ValidationError) -> tuple[str, str]:
+    """The first problem's place and message, for validators that report one (``knowledge.yaml``)."""
+    first = error.errors()[0]
+    return place(*first["loc"]), first["msg"].removeprefix("Value error, ")

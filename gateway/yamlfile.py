@@ -15,7 +15,7 @@ Every YAML file the gateway reads -- ``partners.yaml``, a persona's
 - **UTF-8.**  The bytes are decoded before YAML sees them, so a file saved in
   another encoding is named with the line of its first bad byte.
 
-Each problem is a :class:`~gateway.errors.ConfigError` naming the file, the
+Each problem is a :class:`~gateway.core.errors.ConfigError` naming the file, the
 line and the fix, the shape ``partners doctor`` and ``serve`` print.
 """
 
@@ -28,7 +28,7 @@ import yaml
 from yaml.composer import ComposerError
 from yaml.nodes import Node
 
-from gateway.errors import ConfigError
+from gateway.core.errors import ConfigError
 
 MAX_DEPTH = 64
 """Nesting levels a YAML file may hold.  The deepest real setting (a partner's model's backup) sits

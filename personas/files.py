@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.errors import ConfigError
+from gateway.core.errors import ConfigError
 from gateway.yamlfile import decode_utf8
 
 MAX_SOUL_BYTES = 32 * 1024

@@ -10,7 +10,7 @@ A persona is a folder named after it::
 Folders are looked up by name in the user's folders first (``<config dir>/personas/``)
 and then in the packaged ``personas/`` folder, so a teacher overrides a shipped
 persona by copying its folder next to the config.  Every problem becomes a
-:class:`~gateway.errors.ConfigError` naming the file, the field and the fix.
+:class:`~gateway.core.errors.ConfigError` naming the file, the field and the fix.
 A persona reads only its own files, each under its size cap (:mod:`personas.files`).
 Loaded personas are cached until the folder, ``persona.yaml`` or ``SOUL.md`` changes.
 """
@@ -27,9 +27,8 @@ from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from brain.types import ModelSettings
-from gateway.config import Config, MidTurn, Secrets, ToolRule
-from gateway.errors import ConfigError
+from gateway.core.config import Config, MidTurn, ModelSettings, Secrets, ToolRule
+from gateway.core.errors import ConfigError
 from gateway.yamlfile import read_yaml
 from personas.files import MAX_SOUL_BYTES, confined, note_files, read_capped
 

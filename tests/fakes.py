@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Sequence
 
-from gateway.messages import InboundMessage
+from gateway.core.messages import InboundMessage
 
 
 class RecordingSink:

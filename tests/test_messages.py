@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.messages import (
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

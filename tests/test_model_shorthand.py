@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from brain.types import ModelSettings
-from gateway.config import load_config
-from gateway.errors import ConfigError
+from gateway.configfile import load_config
+from gateway.core.config import ModelSettings
+from gateway.core.errors import ConfigError
 from personas.loader import load_persona, persona_dirs
 
 CONFIG = """\

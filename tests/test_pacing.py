@@ -11,8 +11,8 @@ import itertools
 import pytest
 from pydantic import ValidationError
 
-from gateway.capabilities import ChannelCapabilities, Dialect, SendRate, TextUnit
-from gateway.errors import (
+from gateway.core.capabilities import ChannelCapabilities, Dialect, SendRate, TextUnit
+from gateway.core.errors import (
     AuthFailed,
     BadRequest,
     ChannelUnavailable,

@@ -20,8 +20,8 @@ import pytest
 import yaml
 
 from channels.registry import load_channel
-from gateway.capabilities import platform_catalog
-from gateway.config import parse_config, validate_account
+from gateway.configfile import parse_config, validate_account
+from gateway.core.capabilities import platform_catalog
 from gateway.defaults import INIT_TEMPLATE
 
 ROOT = Path(__file__).resolve().parent.parent

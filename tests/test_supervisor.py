@@ -14,8 +14,9 @@ from collections.abc import Callable
 import pytest
 from pydantic import ValidationError
 
-from gateway.errors import AuthFailed, ChannelUnavailable, ConfigError, PeerUnavailable
-from gateway.supervisor import Backoff, ChannelState, Health, Heartbeat, Supervisor
+from gateway.core.channel import ChannelState
+from gateway.core.errors import AuthFailed, ChannelUnavailable, ConfigError, PeerUnavailable
+from gateway.supervisor import Backoff, Health, Heartbeat, Supervisor
 from tests.waits import HANG_S
 
 RUNNING, ERROR, ACTION_REQUIRED, STOPPED = (

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 
 
 class KnowledgeError(GatewayError):

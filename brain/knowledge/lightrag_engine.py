@@ -44,7 +44,7 @@ from typing import Any
 from brain.knowledge.catalog import Catalog
 from brain.knowledge.engine import Chunk, Document, EngineError, Hit
 from brain.knowledge.settings import CATALOG_FILE, LIGHTRAG_NOT_INSTALLED, EmbeddingSettings, KnowledgeSettings, install_fix
-from gateway.config import ModelSettings
+from gateway.core.config import ModelSettings
 
 log = logging.getLogger(__name__)
 

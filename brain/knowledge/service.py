@@ -37,9 +37,9 @@ from brain.knowledge.settings import (
     save_settings,
 )
 from brain.notes import NotesIndex
-from brain.tools.builtin.knowledge import Passage
-from gateway.config import Config, ModelSettings
-from gateway.errors import ConfigError
+from brain.tools.services import Passage
+from gateway.core.config import Config, ModelSettings
+from gateway.core.errors import ConfigError
 from personas.loader import Persona, load_persona, persona_dirs
 
 log = logging.getLogger(__name__)

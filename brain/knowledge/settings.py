@@ -30,9 +30,10 @@ import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
 from brain.knowledge.engine import EngineError, KnowledgeEngine
-from gateway.config import FIXES, EnvSecret, ModelSettings, describe
-from gateway.errors import ConfigError
+from gateway.core.config import EnvSecret, ModelSettings
+from gateway.core.errors import ConfigError
 from gateway.extras import install_command
+from gateway.validation import FIXES, describe
 from gateway.yamlfile import read_yaml
 
 SETTINGS_FILE = "knowledge.yaml"

@@ -24,7 +24,7 @@ from pathlib import Path
 from brain.memory import people
 from brain.memory.scopes import Identity, person_history_key, teacher_of
 from brain.memory.store import MemoryStore
-from gateway.config import PartnerConfig
+from gateway.core.config import PartnerConfig
 
 MEMORY_FILE = "memory.db"
 

@@ -33,8 +33,9 @@ from brain.memory import trace
 from brain.memory.scopes import Scope, ScopeKind
 from brain.memory.store import MemoryStore
 from brain.model import ModelClient, ModelError
-from brain.types import ChatMessage, ModelRequest, ModelResult, ModelSettings
+from brain.types import ChatMessage, ModelRequest, ModelResult
 from brain.usage import UsageLedger
+from gateway.core.config import ModelSettings
 
 log = logging.getLogger(__name__)
 

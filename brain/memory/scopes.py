@@ -31,9 +31,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from gateway.config import PartnerConfig
-from gateway.messages import Address, ConversationKind
-from gateway.turns import Role, Turn
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, ConversationKind
+from gateway.core.turns import Role, Turn
 
 
 class ScopeKind(str, Enum):

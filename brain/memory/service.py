@@ -35,11 +35,9 @@ from brain.memory.scopes import (
 )
 from brain.memory.store import MemoryStore
 from brain.session_log import AssistantSaid, SessionLog, TurnStarted, UserSaid
-from brain.tools.builtin.history import HistoryHit
-from brain.tools.builtin.memory import MemoryEntry, WriteResult
-from brain.types import ModelSettings
-from gateway.config import PartnerConfig
-from gateway.turns import Turn
+from brain.tools.services import HistoryHit, MemoryEntry, WriteResult
+from gateway.core.config import ModelSettings, PartnerConfig
+from gateway.core.turns import Turn
 
 log = logging.getLogger(__name__)
 

@@ -10,5 +10,5 @@
 This package module imports nothing on purpose: ``surface`` depends only on
 the message vocabulary and pydantic, so configuration code can import its
 ``ToolRule`` without pulling in the brain (and without an import cycle
-through ``gateway.config``).
+through ``gateway.core.config``).
 """

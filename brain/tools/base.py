@@ -8,11 +8,10 @@ vary (a query, a time, a URL), declared as a pydantic model that rejects
 unknown fields, so an argument naming someone else is a validation error the
 model can read, never a silent widening of scope.
 
-Service handles are Protocols defined next to the tools that use them
-(``builtin.knowledge.KnowledgeSearch``, ``builtin.memory.MemoryGates``,
-``builtin.history.HistorySearch``, ``builtin.reminder.Scheduler``,
-``builtin.handoff.Handoff``) and travel
-together as :class:`ToolServices`.  A handle left as ``None`` makes its tools
+Service handles are Protocols defined beside this contract, in
+:mod:`brain.tools.services` (``KnowledgeSearch``, ``MemoryGates``,
+``HistorySearch``, ``Scheduler``, ``Handoff``), and travel together as
+:class:`ToolServices`; the contract never imports a built-in tool.  A handle left as ``None`` makes its tools
 answer with a clear error instead of failing.
 """
 
@@ -20,18 +19,12 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
+from typing import ClassVar, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict
 
-from gateway.turns import Turn
-
-if TYPE_CHECKING:
-    from brain.tools.builtin.handoff import Handoff
-    from brain.tools.builtin.history import HistorySearch
-    from brain.tools.builtin.knowledge import KnowledgeSearch
-    from brain.tools.builtin.memory import MemoryGates
-    from brain.tools.builtin.reminder import Scheduler
+from brain.tools.services import Handoff, HistorySearch, KnowledgeSearch, MemoryGates, Scheduler
+from gateway.core.turns import Turn
 
 
 class ToolArguments(BaseModel):

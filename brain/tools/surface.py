@@ -19,7 +19,7 @@ an unknown field is a validation error, so ``add:`` in a config file fails
 loudly.  Forced tools survive every rule -- forcing is the only way a partner
 keeps a tool a house rule would take -- but not an unaddressed group.
 
-:class:`ToolRule` itself is configuration data and lives in ``gateway.config``
+:class:`ToolRule` itself is configuration data and lives in ``gateway.core.config``
 (a partner's rules are written in the config file); matching lives here.
 
 .. admonition:: Invariant
@@ -36,13 +36,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from gateway.config import ToolRule
-from gateway.messages import ConversationKind
+from gateway.core.config import ToolRule
+from gateway.core.messages import ConversationKind
 
 __all__ = ["ToolRule", "SurfaceContext", "ToolSurface", "tool_surface", "rule_matches"]
 
 if TYPE_CHECKING:
-    from gateway.turns import Role, Turn
+    from gateway.core.turns import Role, Turn
 
 UNADDRESSED = "group message that did not address the bot"
 

@@ -17,8 +17,9 @@ from collections.abc import AsyncIterable, AsyncIterator, Callable
 from datetime import UTC, datetime
 from itertools import count
 
-from channels.base import Channel, ChannelContext, Heartbeat
-from gateway.messages import (
+from channels.base import Channel, ChannelContext
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.messages import (
     Address,
     ChannelName,
     ChatId,
@@ -34,7 +35,6 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.supervisor import ChannelState
 
 QUIT = "/quit"
 CHAT = ChatId("console")

@@ -25,7 +25,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from typing import ClassVar
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels.base import Channel, ChannelContext
 from channels.email.compose import Thread, compose
 from channels.email.config import EmailConfig
 from channels.email.decode import decode, event_id_of, sender_of
@@ -34,11 +34,11 @@ from channels.email.ledger import LEDGER_FILE, SentLedger
 from channels.email.probe import check_settings, probe_mailbox
 from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
-from gateway.config import AccountConfig
-from gateway.errors import BadRequest, InvalidEvent
-from gateway.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import ProbeResult, Problem
-from gateway.supervisor import ChannelState
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import BadRequest, InvalidEvent
+from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
 
 log = logging.getLogger(__name__)
 BATCH = 25

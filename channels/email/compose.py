@@ -33,7 +33,7 @@ from email.policy import Policy
 from email.utils import formataddr, formatdate
 from pathlib import Path
 
-from gateway.messages import Attachment, RenderedPart
+from gateway.core.messages import Attachment, RenderedPart
 
 REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)
 REPLY_MARK = '<div class="partners-reply">'

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from pydantic import Field, ValidationInfo, field_validator
 
-from gateway.config import AccountConfig, EnvSecret
+from gateway.core.config import AccountConfig, EnvSecret
 
 
 def is_loopback(host: str) -> bool:

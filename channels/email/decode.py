@@ -28,8 +28,8 @@ from email.utils import getaddresses, parseaddr
 from pathlib import Path
 
 from channels.email.plaintext import html_to_text
-from gateway.errors import InvalidEvent
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

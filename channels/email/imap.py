@@ -28,8 +28,8 @@ from typing import TypeVar
 import aioimaplib
 
 from channels.email.config import EmailConfig, ImapSecurity
+from gateway.core.errors import AuthFailed, NotFound, PeerUnavailable, PeerUnreachable
 from gateway.endpoints import why_unreachable
-from gateway.errors import AuthFailed, NotFound, PeerUnavailable, PeerUnreachable
 
 PLATFORM = "email"
 FETCH_HEAD = re.compile(rb"^\d+ FETCH \(.*?UID (\d+)")

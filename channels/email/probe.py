@@ -12,9 +12,9 @@ import ssl
 from channels.email.config import EmailConfig
 from channels.email.imap import ImapSession
 from channels.email.smtp import SmtpSubmitter
+from gateway.core.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
+from gateway.core.probes import ProbeResult, Problem
 from gateway.endpoints import placeholder_host
-from gateway.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
-from gateway.probes import ProbeResult, Problem
 
 APP_PASSWORD = ("check username and the password's variable; Gmail and Outlook need an app password "
                 "(account security, App passwords), not the account's own password")

@@ -27,8 +27,8 @@ from email.message import EmailMessage
 import aiosmtplib
 
 from channels.email.config import EmailConfig, SmtpSecurity
+from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 from gateway.endpoints import why_unreachable
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 
 PLATFORM = "email"
 RATE_WORDS = re.compile(r"rate|limit|too many|try again|slow down|throttl", re.I)

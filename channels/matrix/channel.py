@@ -30,19 +30,19 @@ from typing import Any, ClassVar
 
 from nio import AsyncClient, MessageDirection
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels.base import Channel, ChannelContext
 from channels.matrix.config import MatrixConfig
 from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, media_ref, object_at, reply_target
 from channels.matrix.encode import edit_content, media_content, text_content
 from channels.matrix.media import download, media_dir, upload
 from channels.matrix.probe import check_settings, probe_homeserver
 from channels.matrix.transport import call, new_client
-from gateway.config import AccountConfig
-from gateway.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
-from gateway.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import ProbeResult, Problem
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
+from gateway.core.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
-from gateway.supervisor import ChannelState
 
 log = logging.getLogger(__name__)
 CURSOR = "sync_token"

@@ -6,7 +6,7 @@ from enum import Enum
 
 from pydantic import Field, model_validator
 
-from gateway.config import AccountConfig, EnvSecret
+from gateway.core.config import AccountConfig, EnvSecret
 
 
 class InvitePolicy(str, Enum):

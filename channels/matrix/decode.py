@@ -25,8 +25,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from gateway.errors import InvalidEvent
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import html
 import json
 
-from gateway.messages import Attachment
+from gateway.core.messages import Attachment
 
 HTML_FORMAT = "org.matrix.custom.html"
 EDIT_FALLBACK_CHARS = 1000

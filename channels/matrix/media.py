@@ -26,8 +26,8 @@ from pathlib import Path
 from nio import AsyncClient
 
 from channels.matrix.transport import call
-from gateway.errors import BadRequest, GatewayError
-from gateway.messages import Attachment
+from gateway.core.errors import BadRequest, GatewayError
+from gateway.core.messages import Attachment
 
 log = logging.getLogger(__name__)
 SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")

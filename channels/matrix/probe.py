@@ -14,9 +14,9 @@ from nio import AsyncClient
 
 from channels.matrix.config import MatrixConfig
 from channels.matrix.transport import call, new_client
+from gateway.core.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
+from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.endpoints import origin, placeholder_host
-from gateway.errors import AuthFailed, GatewayError, NotFound, PeerUnreachable, PlatformError
-from gateway.probes import Gravity, ProbeResult, Problem
 from gateway.redaction import register_secret
 
 NEW_TOKEN = ("log the bot in again on its own device and export the new access token "

@@ -10,11 +10,13 @@ A connection that fails is said in plain words with the homeserver's address
 aiohttp's "Cannot connect to host ... ssl:default [...]": the client's
 ``send``, which every request passes, knows the homeserver and words it there.
 
-Translation, most specific first::
+Translation, most specific first: the ``errcode`` by the table below, else the
+status by the kit's meanings (``channels._kit.http_errors``) -- except that a
+Matrix 403 still stops the account, as it always has here::
 
     M_LIMIT_EXCEEDED / 429                      -> RateLimited(retry_after_ms / 1000)
     M_UNKNOWN_TOKEN, M_MISSING_TOKEN,
-    M_FORBIDDEN / 401, 403                      -> AuthFailed
+    M_FORBIDDEN, M_USER_DEACTIVATED / 401, 403  -> AuthFailed
     the homeserver cannot be reached            -> PeerUnreachable, naming it and the fix
     5xx, other connection errors, timeouts      -> PeerUnavailable
     M_NOT_FOUND / 404                           -> NotFound
@@ -30,11 +32,19 @@ from typing import Any, TypeVar
 import aiohttp
 from nio import AsyncClient, AsyncClientConfig, ErrorResponse
 
+from channels._kit.http_errors import ErrorKind, error_for, status_kind
+from gateway.core.errors import PeerUnavailable, PeerUnreachable, PlatformError
 from gateway.endpoints import origin, why_unreachable
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PeerUnreachable, PlatformError, RateLimited
 
 PLATFORM = "matrix"
-AUTH_CODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN", "M_FORBIDDEN", "M_USER_DEACTIVATED"}
+ERRCODES = {
+    "M_LIMIT_EXCEEDED": ErrorKind.RATE_LIMITED, "M_UNKNOWN_TOKEN": ErrorKind.AUTH_FAILED,
+    "M_MISSING_TOKEN": ErrorKind.AUTH_FAILED, "M_FORBIDDEN": ErrorKind.AUTH_FAILED,
+    "M_USER_DEACTIVATED": ErrorKind.AUTH_FAILED, "M_NOT_FOUND": ErrorKind.NOT_FOUND,
+}
+STATUS_MEANINGS = {403: ErrorKind.AUTH_FAILED}
+"""Matrix's 403 is M_FORBIDDEN, which this channel has always read as the account's trouble."""
+NEW_TOKEN_CODES = {"M_UNKNOWN_TOKEN", "M_MISSING_TOKEN"}
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
@@ -70,17 +80,12 @@ def translate(action: str, response: ErrorResponse) -> PlatformError:
     errcode = response.status_code or ""
     where = f"{action}: {errcode or 'error'} {response.message or ''}".strip()
     code = status or errcode or None
-    if errcode == "M_LIMIT_EXCEEDED" or status == 429:
-        retry_after = (response.retry_after_ms or 1000) / 1000
-        return RateLimited(PLATFORM, retry_after, code=status or 429)
-    if errcode in AUTH_CODES or status in (401, 403):
-        fix = ": log the bot in again and export the new access token" if errcode in ("M_UNKNOWN_TOKEN", "M_MISSING_TOKEN") else ""
-        return AuthFailed(PLATFORM, where + fix, code=code)
-    if status is not None and status >= 500:
-        return PeerUnavailable(PLATFORM, where, code=status)
-    if errcode == "M_NOT_FOUND" or status == 404:
-        return NotFound(PLATFORM, where, code=code)
-    return BadRequest(PLATFORM, where, code=code)
+    kind = ERRCODES.get(errcode) or status_kind(status, STATUS_MEANINGS) or ErrorKind.BAD_REQUEST
+    if kind is ErrorKind.RATE_LIMITED:
+        return error_for(kind, PLATFORM, where, code=status or 429, retry_after_s=(response.retry_after_ms or 1000) / 1000)
+    if errcode in NEW_TOKEN_CODES:
+        where += ": log the bot in again and export the new access token"
+    return error_for(kind, PLATFORM, where, code=code)
 
 
 async def call(action: str, request: Awaitable[T]) -> T:

@@ -20,14 +20,14 @@ the channel's own and never a message id.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import warnings
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from telegram import Bot, BotCommand, Update, User
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels._kit.signatures import verify_shared_secret
+from channels.base import Channel, ChannelContext
 from channels.telegram.config import TelegramConfig
 from channels.telegram.decode import decode
 from channels.telegram.media import download_media
@@ -35,11 +35,11 @@ from channels.telegram.outbound import Where, draft_id_for, edit_text, send_atta
 from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, call, new_bot
-from gateway.capabilities import EditMode
-from gateway.config import AccountConfig
-from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
-from gateway.jsonbody import decode_json
-from gateway.messages import (
+from gateway.core.capabilities import EditMode
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import InvalidEvent, Unsupported
+from gateway.core.messages import (
     Address,
     ConversationKind,
     InboundMessage,
@@ -50,8 +50,8 @@ from gateway.messages import (
     StreamChunk,
     StreamHandle,
 )
-from gateway.probes import ProbeResult, Problem
-from gateway.supervisor import ChannelState
+from gateway.core.probes import ProbeResult, Problem
+from gateway.jsonbody import decode_json
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
@@ -190,9 +190,7 @@ class TelegramChannel(Channel):
         secret = self.settings.webhook_secret
         if self.settings.mode != "webhook" or secret is None:
             raise Unsupported(PLATFORM, "this account polls; it has no webhook")
-        given = request.headers.get(SECRET_HEADER, "").encode()
-        if not hmac.compare_digest(given, secret.get_secret_value().encode()):
-            raise ForgedRequest(f"telegram webhook for account {self.account}: secret token does not match")
+        verify_shared_secret(request.headers, SECRET_HEADER, secret.get_secret_value())
         update = decode_json(await request.body(), what="telegram webhook body")
         bot, _ = await self._ready()
         await self._accept(bot, [update])

@@ -13,7 +13,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
-from gateway.config import AccountConfig, EnvSecret
+from gateway.core.config import AccountConfig, EnvSecret
 
 CLOUD_API = "https://api.telegram.org"
 CLOUD_DOWNLOAD_LIMIT = 20 * 1024 * 1024

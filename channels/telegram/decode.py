@@ -22,8 +22,8 @@ from __future__ import annotations
 
 from telegram import Message, MessageEntity, Update, User
 
-from gateway.errors import InvalidEvent
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

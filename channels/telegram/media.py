@@ -20,8 +20,8 @@ from pathlib import Path
 from telegram import Bot
 
 from channels.telegram.transport import call
-from gateway.errors import GatewayError
-from gateway.messages import Element, InboundMessage, Media, Text
+from gateway.core.errors import GatewayError
+from gateway.core.messages import Element, InboundMessage, Media, Text
 
 log = logging.getLogger(__name__)
 

@@ -30,9 +30,9 @@ from typing import TypedDict
 from telegram import Bot, InputFile, Message, ReplyParameters
 
 from channels.telegram.transport import PLATFORM, call
-from gateway.capabilities import capabilities_of
-from gateway.errors import BadRequest
-from gateway.messages import Attachment
+from gateway.core.capabilities import capabilities_of
+from gateway.core.errors import BadRequest
+from gateway.core.messages import Attachment
 
 log = logging.getLogger(__name__)
 

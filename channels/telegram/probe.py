@@ -15,9 +15,9 @@ from telegram import Bot
 
 from channels.telegram.config import CLOUD_API, TelegramConfig
 from channels.telegram.transport import call, redact
+from gateway.core.errors import AuthFailed, GatewayError, PeerUnreachable, PlatformError
+from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.endpoints import origin, placeholder_host
-from gateway.errors import AuthFailed, GatewayError, PeerUnreachable, PlatformError
-from gateway.probes import Gravity, ProbeResult, Problem
 
 TOKEN_SHAPE = re.compile(r"^\d+:[A-Za-z0-9_-]+$")
 """Digits, a colon, then letters, digits, - and _: what BotFather hands out (``123456789:AAH...``)."""

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr, ValidationError
 
-from gateway.errors import InvalidEvent
+from gateway.core.errors import InvalidEvent
 
 
 class _Shape(BaseModel):

@@ -13,13 +13,14 @@ PTB turns into ``RetryAfter`` itself.  Translation, most specific first::
 
     RetryAfter (429, parameters.retry_after)    -> RateLimited(retry_after), per chat
     404 "method not found" (an older server)    -> Unsupported
-    401, 404 (bad token)                        -> AuthFailed
-    403 (blocked by the user, kicked)           -> NotFound (that chat is gone for the bot)
     400 "... not found"                         -> NotFound
-    400, other 4xx                              -> BadRequest
-    409 (a webhook or another poller)           -> PeerUnavailable
+    any other status                            -> the kit's meaning (channels._kit.http_errors), where
+                                                   Telegram's own differ: 404 is a bad token (AuthFailed),
+                                                   409 a webhook or another poller (PeerUnavailable);
+                                                   so 401 AuthFailed, 403 (blocked by the user, kicked)
+                                                   Forbidden for that chat, 5xx PeerUnavailable, other 4xx BadRequest
     the server cannot be reached (Unreachable)  -> PeerUnreachable, naming api_url and the fix
-    5xx, TimedOut, NetworkError                 -> PeerUnavailable
+    TimedOut, NetworkError                      -> PeerUnavailable
 
 A connection that fails is said in plain words with the endpoint
 ("cannot reach https://api.telegram.org (connection refused)"), never as
@@ -40,9 +41,9 @@ from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest, RequestData
 from telegram.warnings import PTBDeprecationWarning
 
+from channels._kit.http_errors import ErrorKind, error_for, status_kind
 from channels.telegram.config import CLOUD_API, TelegramConfig
-from gateway.endpoints import origin, why_unreachable
-from gateway.errors import (
+from gateway.core.errors import (
     AuthFailed,
     BadRequest,
     GatewayError,
@@ -53,11 +54,14 @@ from gateway.errors import (
     RateLimited,
     Unsupported,
 )
+from gateway.endpoints import origin, why_unreachable
 
 if TYPE_CHECKING:
     from telegram._utils.types import ODVInput  # PTB's own name for "a value, None, or DEFAULT_NONE"
 
 PLATFORM = "telegram"
+STATUS_MEANINGS = {404: ErrorKind.AUTH_FAILED, 409: ErrorKind.UNAVAILABLE}
+"""Where the Bot API's statuses mean something else than everywhere: 404 is a token it does not know."""
 
 
 class BotApiError(TelegramError):
@@ -155,13 +159,12 @@ def _translate(error: TelegramError, method: str) -> GatewayError:
         status, where = error.status, f"{method}: {error.description}"
         if status == 404 and "method" in error.description.lower():
             return Unsupported(PLATFORM, f"{method}: this Bot API server does not know the method", code=status)
-        if status in (401, 404):
-            return AuthFailed(PLATFORM, f"{where}: the token is invalid or revoked; copy it again from @BotFather", code=status)
-        if status == 403 or (status == 400 and "not found" in error.description.lower()):
+        if status == 400 and "not found" in error.description.lower():
             return NotFound(PLATFORM, where, code=status)
-        if status == 409 or status >= 500:
-            return PeerUnavailable(PLATFORM, where, code=status)
-        return BadRequest(PLATFORM, where, code=status)
+        kind = status_kind(status, STATUS_MEANINGS) or ErrorKind.BAD_REQUEST
+        if kind is ErrorKind.AUTH_FAILED:
+            where += ": the token is invalid or revoked; copy it again from @BotFather"
+        return error_for(kind, PLATFORM, where, code=status)
     if isinstance(error, Unreachable):
         return PeerUnreachable(PLATFORM, error.endpoint, error.why, check="the network or api_url", action=method)
     if isinstance(error, InvalidToken):

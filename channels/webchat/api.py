@@ -59,10 +59,8 @@ from channels.webchat.identity import (
     new_session,
     well_formed,
 )
-from gateway.errors import InvalidEvent
-from gateway.http.body import read_limited
-from gateway.jsonbody import decode_json
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -75,6 +73,8 @@ from gateway.messages import (
     Text,
     UserId,
 )
+from gateway.http.body import read_limited
+from gateway.jsonbody import decode_json
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from channels.webchat.channel import WebchatChannel

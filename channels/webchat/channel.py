@@ -22,13 +22,13 @@ from urllib.parse import urlsplit
 
 from pydantic import Field
 
-from channels.base import Channel, ChannelContext, Heartbeat
+from channels.base import Channel, ChannelContext
 from channels.webchat.feed import FeedsFull, SessionFeeds
 from channels.webchat.identity import LearnerIds
-from gateway.config import AccountConfig
-from gateway.errors import PeerUnavailable
-from gateway.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.supervisor import ChannelState
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import PeerUnavailable
+from gateway.core.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the routes
     from starlette.routing import BaseRoute

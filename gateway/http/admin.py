@@ -29,8 +29,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from gateway.config import AdminToken, Config, PartnerConfig
-from gateway.errors import InvalidEvent
+from gateway.core.config import AdminToken, Config, PartnerConfig
+from gateway.core.errors import InvalidEvent
 from gateway.http.body import read_limited
 from gateway.http.responses import error_response
 from gateway.jsonbody import decode_json

@@ -5,6 +5,7 @@
 ``GET /status``                the gateway's :class:`~gateway.status.StatusReport`
 ``GET /metrics``               Prometheus text
 ``POST /webhooks/{ch}/{acct}`` handed to that channel account's ``handle_webhook``
+``GET /webhooks/{ch}/{acct}``  its ``verify_webhook``: the platform's challenge (405 where it has none)
 ``/channels/{ch}/{acct}/...``  that channel account's own ``http_routes()``
 ``GET /``                      redirect to the first web chat page, if one runs
 =============================  ===============================================
@@ -17,7 +18,9 @@ Requests for a host name the gateway does not know, and writes from another
 site's page, are refused before any route runs (:mod:`gateway.http.hosts`).
 
 Errors are translated here, once, into short JSON bodies: a forged webhook is
-401, an undecodable event 400, something a channel does not do 404.  Anything
+401 (403 for a verify token that does not match, as Meta's challenge asks),
+an undecodable event 400, something a channel does not do 404, a platform
+the gateway needs and cannot reach right now (a key set to fetch) 503.  Anything
 else is logged with its traceback and answered with a generic 500 -- internal
 text never reaches the caller.
 """
@@ -40,7 +43,7 @@ from starlette.routing import Mount, Route, Router
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from gateway import datadir
-from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from gateway.core.errors import ForgedRequest, InvalidEvent, TransientError, Unsupported
 from gateway.http.hosts import AllowedHosts, HostGuard
 from gateway.http.responses import error_response
 from gateway.http.streams import StreamGuard
@@ -109,7 +112,12 @@ def build_app(gateway: ServedGateway) -> Starlette:
         channel = gateway.channel(name, account)
         if channel is None:
             return error_response(404, f"no running channel account {name}/{account}")
-        return await channel.handle_webhook(request)
+        if request.method == "POST":
+            return await channel.handle_webhook(request)
+        try:
+            return await channel.verify_webhook(request)
+        except Unsupported:  # most platforms only ever POST
+            return error_response(405, f"{name} answers no GET on its webhook", {"Allow": "POST"})
 
     async def home(request: Request) -> Response:
         for name, account in gateway.running_channels():
@@ -122,7 +130,7 @@ def build_app(gateway: ServedGateway) -> Starlette:
         Route("/healthz", healthz),
         Route("/status", status),
         Route("/metrics", metrics),
-        Route("/webhooks/{channel}/{account}", webhook, methods=["POST"]),
+        Route("/webhooks/{channel}/{account}", webhook, methods=["GET", "POST"]),
         Mount("/channels/{channel}/{account}", app=ChannelRoutes(gateway)),
     ]
     guards = [Middleware(InternalErrorGuard)]
@@ -142,6 +150,7 @@ def build_app(gateway: ServedGateway) -> Starlette:
             ForgedRequest: _forged,
             InvalidEvent: _invalid,
             Unsupported: _unsupported,
+            TransientError: _transient,
         },
     )
 
@@ -247,8 +256,16 @@ async def _http_error(request: Request, error: Exception) -> Response:
 
 
 async def _forged(request: Request, error: Exception) -> Response:
-    log.warning("webhook refused reason=forged %s", _where(request))
+    assert isinstance(error, ForgedRequest)
+    log.warning("webhook refused reason=forged check=%s %s detail=%s", error.reason, _where(request), _short(error))
+    if error.reason == "bad_token":
+        return error_response(403, "verify token does not match")
     return error_response(401, "request signature does not verify")
+
+
+async def _transient(request: Request, error: Exception) -> Response:
+    log.warning("webhook not taken reason=transient %s detail=%s", _where(request), _short(error))
+    return error_response(503, "try again shortly", {"Retry-After": "5"})
 
 
 async def _invalid(request: Request, error: Exception) -> Response:

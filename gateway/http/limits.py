@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from enum import Enum
 
-from gateway.config import HttpConfig
+from gateway.core.config import HttpConfig
 from gateway.status import HttpStatus
 
 log = logging.getLogger(__name__)

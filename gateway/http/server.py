@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from gateway.config import HttpConfig
+from gateway.core.config import HttpConfig
 from gateway.http.limits import HttpLoad
 
 log = logging.getLogger(__name__)

@@ -1,6 +1,6 @@
 """Access policy: who may talk to a partner, where, and as which role.
 
-Pure decisions over data (the account's :class:`~gateway.config.AccessPolicy`,
+Pure decisions over data (the account's :class:`~gateway.core.config.AccessPolicy`,
 the partner's owners, approved senders) so they can be tested as a table.
 A refusal is not an error: it carries a reason that is logged and counted,
 and optionally a short notice for the sender.
@@ -11,9 +11,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from gateway.config import AccessPolicy, DmPolicy, GroupPolicy, PartnerConfig
-from gateway.messages import ConversationKind, InboundMessage, Quote
-from gateway.turns import Role
+from gateway.core.config import AccessPolicy, DmPolicy, GroupPolicy, PartnerConfig
+from gateway.core.messages import ConversationKind, InboundMessage, Quote
+from gateway.core.turns import Role
 
 
 class Verdict(str, Enum):

@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from channels.base import Channel
-from gateway.capabilities import ChannelCapabilities, EditMode
-from gateway.errors import ReplyWindowClosed
-from gateway.messages import (
+from gateway.core.capabilities import ChannelCapabilities, EditMode
+from gateway.core.errors import ReplyWindowClosed
+from gateway.core.messages import (
     Address,
     ConversationKind,
     Element,

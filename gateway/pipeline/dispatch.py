@@ -20,9 +20,10 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-from gateway.capabilities import authenticates_senders
-from gateway.config import AccessPolicy, PartnerConfig, ToolRule
-from gateway.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible
+from gateway.core.capabilities import authenticates_senders
+from gateway.core.config import AccessPolicy, PartnerConfig, ToolRule
+from gateway.core.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible
+from gateway.core.turns import Role
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
 from gateway.pipeline.greeting import greeting_of, opens_chat
@@ -30,7 +31,6 @@ from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.routing import Router
 from gateway.store import InboundState, Store
-from gateway.turns import Role
 
 log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0

@@ -16,8 +16,8 @@ neither loses it nor sends it twice.
 
 from __future__ import annotations
 
-from gateway.config import PartnerConfig
-from gateway.messages import InboundMessage
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import InboundMessage
 
 START = "/start"
 DEFAULT_GREETING = "Hi! I'm {name}. What would you like to work on today?"

@@ -11,8 +11,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from gateway.capabilities import ChannelCapabilities
-from gateway.messages import InboundMessage
+from gateway.core.capabilities import ChannelCapabilities
+from gateway.core.messages import InboundMessage
 from gateway.metrics import Metrics
 from gateway.store import Store
 

@@ -25,14 +25,14 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from gateway.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
-from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import Address, Attachment, InboundMessage, OutboundReply
+from gateway.core.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
+from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.messages import Address, Attachment, InboundMessage, OutboundReply
+from gateway.core.turns import Responder, Role, Turn
 from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.streaming import PreviewStream
 from gateway.store import InboundState, Store
-from gateway.turns import Responder, Role, Turn
 
 log = logging.getLogger(__name__)
 

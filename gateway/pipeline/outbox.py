@@ -26,7 +26,7 @@ import hashlib
 import logging
 from collections.abc import Callable, Sequence
 
-from gateway.messages import Address, OutboundReply
+from gateway.core.messages import Address, OutboundReply
 from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)

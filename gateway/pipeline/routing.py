@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.config import Binding, PartnerConfig
-from gateway.messages import Address
+from gateway.core.config import Binding, PartnerConfig
+from gateway.core.messages import Address
 
 
 class Router:

@@ -20,9 +20,9 @@ import logging
 import time
 from contextlib import suppress
 
-from gateway.capabilities import EditMode
-from gateway.errors import Unsupported
-from gateway.messages import OutboundReply, RenderedPart, StreamChunk, StreamHandle, StreamState
+from gateway.core.capabilities import EditMode
+from gateway.core.errors import Unsupported
+from gateway.core.messages import OutboundReply, RenderedPart, StreamChunk, StreamHandle, StreamState
 from gateway.pipeline.delivery import Outlet, chat_key, is_group
 from gateway.pipeline.outbox import stream_key
 from gateway.render import render_twins

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from gateway.capabilities import ChannelCapabilities, Dialect
-from gateway.messages import has_visible
+from gateway.core.capabilities import ChannelCapabilities, Dialect
+from gateway.core.messages import has_visible
 from gateway.render.degrade import degrade
 from gateway.render.dialects import PlainRenderer, render_blocks, renderer_for
 from gateway.render.markdown import block_text, parse
@@ -37,7 +37,7 @@ def render_reply(markdown: str, caps: ChannelCapabilities) -> list[str]:
 
     Returns ``[]`` when the reply has nothing visible (empty, whitespace, control
     or format characters such as U+200B, only link definitions or a rule; see
-    :func:`gateway.messages.has_visible`): whether to send nothing or a placeholder is the
+    :func:`gateway.core.messages.has_visible`): whether to send nothing or a placeholder is the
     caller's policy, not the renderer's.  Otherwise every part is non-empty valid markup
     in ``caps.dialect``.  Raises ``ValueError`` if ``caps.text_limit`` is below
     :data:`MIN_LIMIT`.

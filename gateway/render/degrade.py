@@ -1,7 +1,7 @@
 """Written degradation rules: what an element becomes where a platform cannot show it.
 
 A channel declares the element kinds it shows (``ChannelCapabilities.elements``,
-names from ``gateway.messages.ELEMENT_KINDS``).  Everything else is rewritten
+names from ``gateway.core.messages.ELEMENT_KINDS``).  Everything else is rewritten
 here, once, by these rules -- so no channel invents its own fallback, and a
 reader on any platform still gets the content:
 
@@ -28,8 +28,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from gateway.capabilities import ChannelCapabilities, Dialect
-from gateway.messages import Element, Emoji, Link, Media, Mention, Quote, Text
+from gateway.core.capabilities import ChannelCapabilities, Dialect
+from gateway.core.messages import Element, Emoji, Link, Media, Mention, Quote, Text
 from gateway.render.markdown import link_text
 
 

@@ -33,8 +33,8 @@ from collections.abc import Sequence
 from html import escape as html_escape
 from typing import ClassVar
 
-from gateway.capabilities import Dialect
-from gateway.messages import Style
+from gateway.core.capabilities import Dialect
+from gateway.core.messages import Style
 from gateway.render.layout import Renderer, join_nonempty, prefix_lines, wrap_marks
 from gateway.render.markdown import (
     Align,

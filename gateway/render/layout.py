@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import ClassVar
 
-from gateway.capabilities import Dialect
-from gateway.messages import Style
+from gateway.core.capabilities import Dialect
+from gateway.core.messages import Style
 from gateway.render.graphemes import display_width
 from gateway.render.markdown import (
     Align,

@@ -31,7 +31,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
-from gateway.capabilities import TextUnit
+from gateway.core.capabilities import TextUnit
 from gateway.render.cut import Budget, split_code, split_inlines
 from gateway.render.layout import Renderer
 from gateway.render.markdown import (

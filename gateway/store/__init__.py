@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from gateway.messages import Address, InboundMessage, MessageId, OutboundReply
+from gateway.core.messages import Address, InboundMessage, MessageId, OutboundReply
 from gateway.store.health import StoreHealth
 
 

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from gateway.errors import GatewayError
+from gateway.core.errors import GatewayError
 
 MOVE_ASIDE = "stop the gateway, move the file aside (a new, empty one is made at the next start) or restore it from a backup"
 VERSIONS_TABLE = "CREATE TABLE IF NOT EXISTS schema_versions (schema TEXT PRIMARY KEY, version INTEGER NOT NULL)"

@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gateway.messages import Address, InboundMessage, MessageId, OutboundReply
+from gateway.core.messages import Address, InboundMessage, MessageId, OutboundReply
 from gateway.store import (
     InboundState,
     InboxItem,

@@ -13,7 +13,8 @@ from brain.session_log import (
     TurnStarted,
     UserSaid,
 )
-from brain.types import ModelSettings, ToolCall, ToolSpec
+from brain.types import ToolCall, ToolSpec
+from gateway.core.config import ModelSettings
 
 SETTINGS = ModelSettings(model="openai/stub-model")
 SPEC = ToolSpec(name="knowledge_search", description="search notes", parameters={"type": "object", "properties": {}})

@@ -20,9 +20,9 @@ from brain.session_log import AssistantSaid, SessionLog, Summarized, TurnEnded, 
 from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
 from brain.usage import UsageLedger
-from gateway.config import ModelSettings, PartnerConfig
-from gateway.events import StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import (
+from gateway.core.config import ModelSettings, PartnerConfig
+from gateway.core.events import StreamDelta, StreamEnd, TurnEnd
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -35,7 +35,7 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.turns import Role, Turn
+from gateway.core.turns import Role, Turn
 from personas.loader import load_persona
 from tests.peers.model_stub import ModelStub, Reply
 

@@ -26,7 +26,8 @@ from brain.model import (
     classify,
     load_litellm,
 )
-from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, ModelSettings, TextDelta, ToolCall, ToolSpec
+from brain.types import ChatMessage, FinishReason, ModelRequest, ModelResult, TextDelta, ToolCall, ToolSpec
+from gateway.core.config import ModelSettings
 from tests.peers.model_stub import DIMENSIONS, ModelStub, ModelStubProcess, Reply
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")  # as load_litellm() does, per test

@@ -29,10 +29,11 @@ from brain.notes import (
     model_status,
     read_note,
 )
-from gateway.config import PartnerConfig, parse_config
-from gateway.events import Progress, StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.configfile import parse_config
+from gateway.core.config import PartnerConfig
+from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 from personas.loader import PACKAGED_DIR, load_persona
 
 NOTICE = "No language model is configured"

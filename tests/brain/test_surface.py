@@ -10,9 +10,9 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from brain.tools.surface import HOUSE_RULES, UNADDRESSED, SurfaceContext, ToolRule, tool_surface
-from gateway.config import PartnerConfig
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 DIRECT, GROUP = ConversationKind.DIRECT, ConversationKind.GROUP
 ALL = frozenset(

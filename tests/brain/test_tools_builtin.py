@@ -14,13 +14,12 @@ from brain.memory.store import MemoryStore
 from brain.session_log import SessionLog
 from brain.tools.base import Citation, ToolContext, ToolServices
 from brain.tools.builtin import default_registry
-from brain.tools.builtin.knowledge import Passage
-from brain.tools.builtin.memory import MemoryEntry
-from brain.tools.builtin.reminder import ScheduleResult, parse_when
+from brain.tools.builtin.reminder import parse_when
+from brain.tools.services import MemoryEntry, Passage, ScheduleResult
 from brain.types import ToolCall
-from gateway.config import PartnerConfig
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 NOW = datetime(2025, 3, 10, 12, 0, tzinfo=UTC)
 EVERY_TOOL = {

@@ -20,9 +20,9 @@ import pytest
 from brain.tools.base import Citation, ToolContext
 from brain.tools.builtin.fetch import FetchPageTool, refusal, resolve_host
 from brain.tools.builtin.page_text import html_to_text
-from gateway.config import PartnerConfig
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 LOOPBACK = [ipaddress.ip_network("127.0.0.0/8"), ipaddress.ip_network("::1/128")]
 NAMES = {

@@ -12,12 +12,13 @@ import pytest
 from pydantic import BaseModel, ConfigDict, Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult, ToolServices
-from brain.tools.builtin.knowledge import KnowledgeSearchTool, Passage
+from brain.tools.builtin.knowledge import KnowledgeSearchTool
 from brain.tools.registry import ToolRegistry, parameters_schema
+from brain.tools.services import Passage
 from brain.types import ToolCall
-from gateway.config import PartnerConfig
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 
 def make_context(tools: set[str], **services: Any) -> ToolContext:

@@ -8,10 +8,10 @@ from pathlib import Path
 from channels.base import ChannelContext
 from channels.console import ConsoleChannel
 from channels.registry import load_channel
-from gateway.capabilities import Dialect, EditMode
-from gateway.config import AccountConfig
-from gateway.messages import AccountId, ConversationKind, Referrer, RenderedPart
-from gateway.supervisor import ChannelState
+from gateway.core.capabilities import Dialect, EditMode
+from gateway.core.channel import ChannelState
+from gateway.core.config import AccountConfig
+from gateway.core.messages import AccountId, ConversationKind, Referrer, RenderedPart
 from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import channels.registry as registry
-from gateway.capabilities import PlatformEntry, platform_catalog
-from gateway.errors import ChannelUnavailable
+from gateway.core.capabilities import PlatformEntry, platform_catalog
+from gateway.core.errors import ChannelUnavailable
 
 
 @pytest.fixture

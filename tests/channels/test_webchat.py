@@ -18,18 +18,8 @@ import channels.webchat.api as webchat_api
 from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.identity import COOKIE
+from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, MessageId, Referrer, RenderedPart
 from gateway.http.server import serve_http
-from gateway.messages import (
-    AccountId,
-    Address,
-    ChannelName,
-    ChatId,
-    Conversation,
-    ConversationKind,
-    MessageId,
-    Referrer,
-    RenderedPart,
-)
 from tests.fakes import MemoryCursors, RecordingSink
 from tests.waits import HANG_S, HTTP_S, tries
 
@@ -312,7 +302,7 @@ async def test_a_disconnected_page_stops_following(served: Served) -> None:
 
 
 async def test_attachments_with_web_urls_ride_along(served: Served) -> None:
-    from gateway.messages import Attachment
+    from gateway.core.messages import Attachment
 
     with_media = RenderedPart(
         index=0,
@@ -355,7 +345,7 @@ async def test_run_reports_running_and_beats(tmp_path: Path) -> None:
 
 
 def test_a_plain_account_config_is_read_as_webchat_settings(tmp_path: Path) -> None:
-    from gateway.config import AccountConfig
+    from gateway.core.config import AccountConfig
 
     channel = WebchatChannel(ChannelContext(AccountId("default"), AccountConfig(), RecordingSink(), MemoryCursors(), tmp_path))
     assert channel.settings == WebchatConfig()

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import PipelineConfig
+from gateway.core.config import PipelineConfig
+from gateway.core.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.turns import Turn
 from gateway.defaults import SAMPLE_GREETING, default_config
-from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
-from gateway.turns import Turn
 from tests.e2e.rig import served
 from tests.waits import HANG_S
 

@@ -11,8 +11,8 @@ import pytest
 from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.feed import FeedsFull, SessionFeeds
-from gateway.errors import PeerUnavailable
-from gateway.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Referrer, RenderedPart
+from gateway.core.errors import PeerUnavailable
+from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Referrer, RenderedPart
 
 
 async def test_ids_grow_across_sessions_and_start_above_any_earlier_run() -> None:

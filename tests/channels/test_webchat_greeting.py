@@ -17,8 +17,8 @@ import httpx
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
-from gateway.messages import Address, Conversation, ConversationKind
+from gateway.configfile import parse_config
+from gateway.core.messages import Address, Conversation, ConversationKind
 from gateway.pipeline.outbox import reply_key
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import WebLearner, served

@@ -282,8 +282,9 @@ def test_doctor_still_reports_the_missing_model_key(invoke, workdir, monkeypatch
 
 
 def test_a_deferred_secret_fails_clearly_when_it_is_used(monkeypatch, tmp_path):
-    from gateway.config import Secrets, load_config
-    from gateway.errors import ConfigError
+    from gateway.configfile import load_config
+    from gateway.core.config import Secrets
+    from gateway.core.errors import ConfigError
 
     monkeypatch.delenv("PARTNERS_TEST_UNSET_KEY", raising=False)
     (tmp_path / "partners.yaml").write_text(NEEDS_A_KEY, encoding="utf-8")

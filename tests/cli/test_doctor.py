@@ -6,9 +6,9 @@ import socket
 
 import pytest
 
-from gateway.config import parse_config, validate_account
+from gateway.configfile import parse_config, validate_account
+from gateway.core.errors import ConfigError
 from gateway.doctor import Severity, check_data_dir, check_port
-from gateway.errors import ConfigError
 
 GOOD = """\
 data_dir: data
@@ -407,7 +407,7 @@ def test_a_dead_backup_is_reported_as_the_backup(invoke, workdir, monkeypatch, k
 
 
 def test_a_peer_that_never_answers_is_bounded_by_the_probe_timeout(workdir, monkeypatch):
-    from gateway.config import load_config
+    from gateway.configfile import load_config
     from gateway.doctor import run_checks
 
     with socket.socket() as silent:  # accepts connections (the backlog) and never says a word

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.config import DmPolicy, GroupPolicy, load_config, parse_config
+from gateway.configfile import load_config, parse_config
+from gateway.core.config import DmPolicy, GroupPolicy
 from gateway.defaults import INIT_TEMPLATE, default_config
 
 from .conftest import uncomment

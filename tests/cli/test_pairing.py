@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.messages import (
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

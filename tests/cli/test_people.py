@@ -16,9 +16,9 @@ import pytest
 from brain.memory.service import MemoryService
 from brain.memory.store import MemoryStore
 from brain.session_log import AssistantSaid, SessionLog, TurnStarted, UserSaid
-from gateway.config import load_config
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.configfile import load_config
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 CONFIG = """\
 data_dir: data

@@ -5,8 +5,8 @@ from __future__ import annotations
 import socket
 from datetime import UTC, datetime
 
-from gateway.cli import base_url, format_status
-from gateway.config import parse_config
+from gateway.cli.status import base_url, format_status
+from gateway.configfile import parse_config
 from gateway.status import AccountStatus, StatusReport, UnavailableChannel
 
 

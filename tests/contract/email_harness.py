@@ -38,7 +38,8 @@ from email.utils import make_msgid, parseaddr
 from pathlib import Path
 from typing import Any
 
-from gateway.config import Config, parse_config
+from gateway.configfile import parse_config
+from gateway.core.config import Config
 from tests.contract.harness import Said, Seen
 from tests.peers.email_peer import EmailPeer
 from tests.waits import HTTP_S

@@ -34,11 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from gateway.capabilities import TextUnit
-from gateway.config import Config
-from gateway.events import StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import Attachment
-from gateway.turns import Turn
+from gateway.core.capabilities import TextUnit
+from gateway.core.config import Config
+from gateway.core.events import StreamDelta, StreamEnd, TurnEnd
+from gateway.core.messages import Attachment
+from gateway.core.turns import Turn
 from tests.waits import HANG_S
 
 

@@ -18,7 +18,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from gateway.config import Config, parse_config
+from gateway.configfile import parse_config
+from gateway.core.config import Config
 from tests.contract.harness import Said, Seen
 from tests.peers.matrix_client import MatrixUser, shown_messages
 from tests.peers.matrix_proxy import MatrixFaultProxy

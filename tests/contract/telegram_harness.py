@@ -21,7 +21,8 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from gateway.config import Config, parse_config
+from gateway.configfile import parse_config
+from gateway.core.config import Config
 from tests.contract.harness import Said, Seen
 from tests.peers.telegram_peer import TelegramUsers
 

@@ -14,11 +14,11 @@ import pytest
 from channels.base import Channel
 from channels.registry import load_channel
 from gateway.app import Gateway
-from gateway.capabilities import Dialect, EditMode, TextUnit
+from gateway.core.capabilities import Dialect, EditMode, TextUnit
+from gateway.core.errors import AuthFailed, BadRequest, PeerUnavailable, RateLimited, TransientError, Unsupported
+from gateway.core.messages import ELEMENT_KINDS, Attachment, ConversationKind, Mention, Referrer, RenderedPart, StreamChunk
+from gateway.core.probes import Gravity
 from gateway.doctor import probe_account
-from gateway.errors import AuthFailed, BadRequest, PeerUnavailable, RateLimited, TransientError, Unsupported
-from gateway.messages import ELEMENT_KINDS, Attachment, ConversationKind, Mention, Referrer, RenderedPart, StreamChunk
-from gateway.probes import Gravity
 from gateway.render import render_twins
 from tests.contract.harness import (
     HARNESSES,

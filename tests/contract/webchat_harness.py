@@ -19,7 +19,8 @@ from typing import Any
 
 import httpx
 
-from gateway.config import Config, parse_config
+from gateway.configfile import parse_config
+from gateway.core.config import Config
 from tests.contract.harness import Said, Seen
 from tests.waits import HANG_S, HTTP_S
 

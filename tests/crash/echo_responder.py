@@ -17,8 +17,8 @@ import asyncio
 import os
 from collections.abc import AsyncIterator
 
-from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
-from gateway.turns import Turn
+from gateway.core.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.turns import Turn
 
 
 class EchoResponder:

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import Config, parse_config
+from gateway.configfile import parse_config
+from gateway.core.config import Config
 from tests.e2e.rig import STUB_KEY_ENV, WebLearner, accepting, e2e_config, served
 from tests.peers.model_stub import ModelStub
 from tests.peers.relay_platform import RelayClient

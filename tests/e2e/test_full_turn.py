@@ -28,8 +28,8 @@ from brain.loop import BrainSettings
 from brain.session_log import AssistantSaid, Entry, ModelRequested, SessionLog, TurnEnded
 from brain.types import ChatMessage
 from gateway.app import Gateway
-from gateway.config import Config
-from gateway.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind
+from gateway.core.config import Config
+from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind
 from gateway.pipeline.lanes import STOPPED
 from gateway.pipeline.outbox import reply_key
 from personas.loader import load_persona

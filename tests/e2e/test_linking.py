@@ -11,7 +11,7 @@ import re
 import uuid
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.harness import eventually
 from tests.e2e.rig import PARTNER, WebLearner, accepting, e2e_config, served
 from tests.peers.model_stub import Reply

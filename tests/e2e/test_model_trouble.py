@@ -20,8 +20,9 @@ from click.testing import CliRunner
 
 from brain.notes import TROUBLE_NOTICE
 from gateway.app import Gateway
-from gateway.cli import STATUS_PROBLEMS_EXIT, cli
-from gateway.config import parse_config
+from gateway.cli import cli
+from gateway.cli.status import STATUS_PROBLEMS_EXIT
+from gateway.configfile import parse_config
 from tests.e2e.rig import PARTNER, WebLearner, e2e_config, served
 from tests.peers.model_stub import ModelStub, Reply
 

@@ -10,12 +10,12 @@ import pytest
 from brain.memory.service import MemoryService
 from brain.memory.store import MemoryStore
 from brain.session_log import SessionLog
-from brain.tools.builtin.memory import MemoryEntry
+from brain.tools.services import MemoryEntry
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 from gateway.http.app import build_app
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
 
 URL = "/api/v1/partners/tutor/learners/webchat:default:ann/memory"
 

@@ -15,11 +15,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from channels.base import Channel, ChannelContext, Heartbeat
-from gateway.config import AccountConfig
-from gateway.errors import ForgedRequest, InvalidEvent, Unsupported
+from channels.base import Channel, ChannelContext
+from gateway.core.channel import Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import ForgedRequest, InvalidEvent, PeerUnavailable, Unsupported
+from gateway.core.messages import AccountId, Address, Referrer, RenderedPart, SentMessage
 from gateway.http.app import build_app
-from gateway.messages import AccountId, Address, Referrer, RenderedPart, SentMessage
 from gateway.metrics import Metrics
 from gateway.status import AccountStatus, StatusReport
 from tests.fakes import MemoryCursors, RecordingSink
@@ -39,10 +40,12 @@ class HookChannel(Channel):
 
     name = "hooks"
 
-    def __init__(self, ctx: ChannelContext, handler: Handler | None = None, routes: list[BaseRoute] | None = None) -> None:
+    def __init__(self, ctx: ChannelContext, handler: Handler | None = None, routes: list[BaseRoute] | None = None,
+                 get: Handler | None = None) -> None:
         super().__init__(ctx)
         self.handler = handler
         self.routes = routes or []
+        self.get = get
 
     async def run(self, heartbeat: Heartbeat) -> None:
         await asyncio.Event().wait()
@@ -54,6 +57,11 @@ class HookChannel(Channel):
         if self.handler is None:
             return await super().handle_webhook(request)
         return await self.handler(request)
+
+    async def verify_webhook(self, request: Request) -> Response:
+        if self.get is None:
+            return await super().verify_webhook(request)
+        return await self.get(request)
 
     def http_routes(self) -> list[BaseRoute]:
         return list(self.routes)
@@ -162,6 +170,57 @@ async def test_forged_webhook_is_401_without_details(client: httpx.AsyncClient, 
     response = await client.post("/webhooks/hooks/main", content=b"{}")
     assert response.status_code == 401
     assert response.json() == {"error": "request signature does not verify"}
+
+
+async def test_a_get_on_a_webhook_reaches_the_channels_verify_hook(client: httpx.AsyncClient, gateway: FakeGateway) -> None:
+    async def challenge(request: Request) -> Response:
+        return PlainTextResponse(request.query_params["hub.challenge"])
+
+    hook(gateway, None).get = challenge
+    response = await client.get("/webhooks/hooks/main", params={"hub.challenge": "1158201444"})
+    assert response.status_code == 200 and response.text == "1158201444"
+
+
+async def test_a_get_on_a_channel_without_a_challenge_is_405(client: httpx.AsyncClient, gateway: FakeGateway) -> None:
+    hook(gateway, None)
+    response = await client.get("/webhooks/hooks/main")
+    assert response.status_code == 405 and response.headers["allow"] == "POST"
+    assert response.json() == {"error": "hooks answers no GET on its webhook"}
+
+
+async def test_a_wrong_verify_token_is_403_and_the_log_names_the_check(
+    client: httpx.AsyncClient, gateway: FakeGateway, caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def refuse(request: Request) -> Response:
+        raise ForgedRequest("hub.verify_token is not this account's verify token", reason="bad_token")
+
+    hook(gateway, None).get = refuse
+    with caplog.at_level(logging.WARNING, logger="gateway.http.app"):
+        response = await client.get("/webhooks/hooks/main")
+    assert response.status_code == 403 and response.json() == {"error": "verify token does not match"}
+    assert "check=bad_token" in caplog.text and "Traceback" not in caplog.text
+
+
+async def test_a_stale_signature_is_401_with_the_reason_in_the_log_only(
+    client: httpx.AsyncClient, gateway: FakeGateway, caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def handler(request: Request) -> Response:
+        raise ForgedRequest("signed 900 s from now, outside the 300 s window", reason="stale")
+
+    hook(gateway, handler)
+    with caplog.at_level(logging.WARNING, logger="gateway.http.app"):
+        response = await client.post("/webhooks/hooks/main", content=b"{}")
+    assert response.status_code == 401 and response.json() == {"error": "request signature does not verify"}
+    assert "check=stale" in caplog.text
+
+
+async def test_a_platform_the_webhook_needs_and_cannot_reach_is_503(client: httpx.AsyncClient, gateway: FakeGateway) -> None:
+    async def handler(request: Request) -> Response:
+        raise PeerUnavailable("msteams", "cannot fetch the key set")
+
+    hook(gateway, handler)
+    response = await client.post("/webhooks/hooks/main", content=b"{}")
+    assert response.status_code == 503 and response.headers["retry-after"] == "5"
 
 
 async def test_invalid_event_is_400_with_the_reason(client: httpx.AsyncClient, gateway: FakeGateway) -> None:

@@ -15,7 +15,7 @@ from brain.knowledge.engine import Chunk, Hit
 from brain.knowledge.lightrag_engine import indexed_text
 from brain.knowledge.service import KnowledgeService
 from gateway.cli import cli
-from gateway.config import load_config
+from gateway.configfile import load_config
 from tests.waits import HANG_S
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -22,8 +22,9 @@ from brain.knowledge.engine import Chunk, Document, EngineError
 from brain.knowledge.lightrag_engine import load_lightrag
 from brain.knowledge.service import KnowledgeService
 from brain.knowledge.settings import CATALOG_FILE, SETTINGS_FILE
-from gateway.cli import _preflight, cli
-from gateway.config import load_config
+from gateway.cli import cli
+from gateway.cli.serve import _preflight
+from gateway.configfile import load_config
 from gateway.extras import install_command
 
 LIGHTRAG_FIX = install_command("lightrag")

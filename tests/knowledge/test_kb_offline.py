@@ -16,10 +16,11 @@ import pytest
 from brain.knowledge.rank import Candidate, defines, rank, stems
 from brain.knowledge.service import KnowledgeService
 from brain.notes import NO_MODEL_NOTICE, TROUBLE_NOTICE, NotesIndex, NotesResponder, OfflineReason
-from gateway.config import PartnerConfig, parse_config
-from gateway.events import StreamEnd
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from gateway.configfile import parse_config
+from gateway.core.config import PartnerConfig
+from gateway.core.events import StreamEnd
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 from personas.loader import PACKAGED_DIR
 
 pytestmark = pytest.mark.timeout(60)

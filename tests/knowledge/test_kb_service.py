@@ -13,10 +13,12 @@ from brain.knowledge.engine import KnowledgeError
 from brain.knowledge.service import KnowledgeService, interleave
 from brain.notes import NotesIndex
 from brain.tools.base import Citation, ToolContext, ToolServices
-from brain.tools.builtin.knowledge import KnowledgeSearchTool, Passage
-from gateway.config import PartnerConfig, parse_config
-from gateway.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
-from gateway.turns import Role, Turn
+from brain.tools.builtin.knowledge import KnowledgeSearchTool
+from brain.tools.services import Passage
+from gateway.configfile import parse_config
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 
 
 @pytest.fixture
@@ -160,7 +162,7 @@ async def test_an_edited_knowledge_yaml_reopens_the_engine(service, worksheet, l
 ])
 def test_knowledge_yaml_errors_name_the_file_and_the_field(raw, message):
     from brain.knowledge.settings import parse_settings
-    from gateway.errors import ConfigError
+    from gateway.core.errors import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         parse_settings(raw, "k.yaml")

@@ -33,9 +33,9 @@ from brain.session_log import SessionLog
 from brain.tools.base import ToolServices
 from brain.tools.builtin import default_registry
 from brain.usage import UsageLedger
-from gateway.config import ModelSettings, OwnerRef, PartnerConfig
-from gateway.events import StreamEnd, TurnEnd
-from gateway.messages import (
+from gateway.core.config import ModelSettings, OwnerRef, PartnerConfig
+from gateway.core.events import StreamEnd, TurnEnd
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -48,7 +48,7 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.turns import Role, Turn
+from gateway.core.turns import Role, Turn
 from personas.loader import load_persona
 from tests.peers.model_stub import ModelStub
 

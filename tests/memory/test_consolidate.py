@@ -8,7 +8,7 @@ import sqlite3
 from brain.memory import consolidate, trace
 from brain.memory.consolidate import Document, keep_known, strip_footnotes
 from brain.memory.scopes import Scope, ScopeKind
-from brain.tools.builtin.memory import MemoryEntry
+from brain.tools.services import MemoryEntry
 from tests.peers.model_stub import Reply
 
 FACTS = ("Ann prepares for the chemistry exam", "Ann likes chess", "Ann finds moles confusing")

@@ -14,8 +14,8 @@ from brain.memory.scopes import (
 )
 from brain.memory.store import MemoryStore
 from brain.memory.trace import Provenance
-from gateway.config import OwnerRef, PartnerConfig
-from gateway.turns import Role
+from gateway.core.config import OwnerRef, PartnerConfig
+from gateway.core.turns import Role
 
 SCOPE = Scope(ScopeKind.LEARNER, "console:teacher", "p1")
 HERE = Provenance(partner="tutor", conversation="webchat:default:dm", event_id="e1", speaker="p1")

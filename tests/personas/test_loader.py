@@ -10,9 +10,9 @@ import pytest
 from pydantic import ValidationError
 
 from brain.tools.surface import ToolRule
-from brain.types import ModelSettings
-from gateway.config import MidTurn, parse_config
-from gateway.errors import ConfigError
+from gateway.configfile import parse_config
+from gateway.core.config import MidTurn, ModelSettings
+from gateway.core.errors import ConfigError
 from personas.loader import (
     PACKAGED_DIR,
     AnswerStyle,

@@ -6,9 +6,9 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
-from gateway.events import StreamDelta, StreamEnd, TurnEnd
-from gateway.turns import Turn
+from gateway.configfile import parse_config
+from gateway.core.events import StreamDelta, StreamEnd, TurnEnd
+from gateway.core.turns import Turn
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
 
 

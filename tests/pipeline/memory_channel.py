@@ -12,9 +12,10 @@ import itertools
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from channels.base import Channel, Heartbeat
-from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, SendRate, TextUnit
-from gateway.messages import (
+from channels.base import Channel
+from gateway.core.capabilities import ChannelCapabilities, Dialect, EditMode, SendRate, TextUnit
+from gateway.core.channel import Heartbeat
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

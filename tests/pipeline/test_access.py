@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.config import AccessPolicy, DmPolicy, GroupPolicy, GroupSettings, OwnerRef, PartnerConfig
-from gateway.messages import (
+from gateway.core.config import AccessPolicy, DmPolicy, GroupPolicy, GroupSettings, OwnerRef, PartnerConfig
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -22,8 +22,8 @@ from gateway.messages import (
     Text,
     UserId,
 )
+from gateway.core.turns import Role
 from gateway.pipeline.access import Verdict, decide
-from gateway.turns import Role
 
 PARTNER = PartnerConfig(id="p", name="P", owners=(OwnerRef(channel="relay", user="teacher"),))
 

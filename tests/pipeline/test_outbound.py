@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 
 from gateway.app import Gateway
-from gateway.capabilities import EditMode
-from gateway.errors import PeerUnavailable
-from gateway.events import StreamEnd, TurnEnd
-from gateway.messages import Attachment, OutboundReply
+from gateway.core.capabilities import EditMode
+from gateway.core.errors import PeerUnavailable
+from gateway.core.events import StreamEnd, TurnEnd
+from gateway.core.messages import Attachment, OutboundReply
 from gateway.pipeline.outbox import part_key, reply_key, stream_key
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder, make_config

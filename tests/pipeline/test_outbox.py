@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from gateway.config import parse_config
-from gateway.messages import OutboundReply
+from gateway.configfile import parse_config
+from gateway.core.messages import OutboundReply
 from gateway.pipeline.outbox import Outbox, part_key, reminder_key, reply_key, stream_key
 from gateway.pipeline.routing import Router
 from gateway.store import Reminder, ReplyState

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from gateway.capabilities import EditMode
-from gateway.errors import BadRequest, PeerUnavailable, RateLimited
-from gateway.messages import ConversationKind
+from gateway.core.capabilities import EditMode
+from gateway.core.errors import BadRequest, PeerUnavailable, RateLimited
+from gateway.core.messages import ConversationKind
 from gateway.pipeline.lanes import APOLOGY
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder
@@ -77,7 +77,7 @@ async def test_message_during_a_turn_merges_into_it_for_merge_partners(start_gat
             self.turns.append(turn)
             await self.gate.wait()  # a round boundary comes after the learner typed again
             extra = turn.take_arrivals()
-            from gateway.events import StreamEnd, TurnEnd
+            from gateway.core.events import StreamEnd, TurnEnd
             yield StreamEnd(markdown="re: " + " | ".join(m.text for m in [*turn.messages, *extra]))
             yield TurnEnd()
 
@@ -248,8 +248,8 @@ async def test_status_reports_accounts_and_queues(start_gateway):
 
 
 async def test_attachments_the_platform_cannot_carry_become_links(start_gateway):
-    from gateway.events import StreamEnd, TurnEnd
-    from gateway.messages import Attachment
+    from gateway.core.events import StreamEnd, TurnEnd
+    from gateway.core.messages import Attachment
 
     class WithWorksheet(ScriptedResponder):
         async def respond(self, turn):

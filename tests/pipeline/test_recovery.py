@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 
 from gateway.app import Gateway
-from gateway.messages import OutboundReply
+from gateway.core.messages import OutboundReply
 from gateway.pipeline.outbox import reply_key
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder, make_config
@@ -17,7 +17,7 @@ async def test_turn_cut_short_is_rerun_and_reuses_the_preview(tmp_path):
 
     class Hang(ScriptedResponder):
         async def respond(self, turn):
-            from gateway.events import StreamDelta
+            from gateway.core.events import StreamDelta
             yield StreamDelta(text="thinking about it")
             await asyncio.Event().wait()
 

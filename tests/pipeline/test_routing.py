@@ -1,7 +1,7 @@
 """Routing: the most specific binding wins; unbound accounts route nowhere."""
 
-from gateway.config import Binding, PartnerConfig
-from gateway.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind
+from gateway.core.config import Binding, PartnerConfig
+from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind
 from gateway.pipeline.routing import Router
 
 PARTNERS = [PartnerConfig(id=i, name=i) for i in ("account", "group", "topic")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-from gateway.capabilities import Dialect
+from gateway.core.capabilities import Dialect
 from gateway.render.dialects import HtmlRenderer
 from gateway.render.markdown import (
     Block,

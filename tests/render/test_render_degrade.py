@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from gateway.capabilities import ChannelCapabilities, Dialect, TextUnit
-from gateway.messages import ELEMENT_KINDS, Element, Emoji, Link, Media, Mention, MessageId, Quote, Style, Text, UserId
+from gateway.core.capabilities import ChannelCapabilities, Dialect, TextUnit
+from gateway.core.messages import ELEMENT_KINDS, Element, Emoji, Link, Media, Mention, MessageId, Quote, Style, Text, UserId
 from gateway.render import degrade
 
 

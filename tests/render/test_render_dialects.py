@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from render_checks import html_text
 
-from gateway.capabilities import Dialect
+from gateway.core.capabilities import Dialect
 from gateway.render import render_markdown
 from gateway.render.dialects import renderer_for
 from gateway.render.markdown import Inline, LineBreak, Link, Paragraph, Text, parse

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from gateway.capabilities import Dialect
+from gateway.core.capabilities import Dialect
 from gateway.render.dialects import renderer_for
 from gateway.render.markdown import parse
 

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from render_checks import html_text, is_subsequence, shown_text, visible_text, without_space
 
-from gateway.capabilities import Dialect, TextUnit
+from gateway.core.capabilities import Dialect, TextUnit
 from gateway.render import MIN_LIMIT, measure
 from gateway.render.dialects import renderer_for
 from gateway.render.markdown import parse

@@ -7,7 +7,7 @@ import re
 import pytest
 from render_checks import html_text
 
-from gateway.capabilities import ChannelCapabilities, Dialect, TextUnit, platform_catalog
+from gateway.core.capabilities import ChannelCapabilities, Dialect, TextUnit, platform_catalog
 from gateway.render import MIN_LIMIT, measure, render_reply
 from gateway.render.dialects import renderer_for
 from gateway.render.graphemes import is_boundary

@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_render_properties import hostile_text
 
-from gateway.capabilities import ChannelCapabilities, Dialect, TextUnit
+from gateway.core.capabilities import ChannelCapabilities, Dialect, TextUnit
 from gateway.render import render_reply, render_twins
 from gateway.render.dialects import PlainRenderer
 from gateway.render.markdown import parse

@@ -20,7 +20,7 @@ import pytest
 @pytest.fixture
 def cli_logging() -> Iterator[Callable[[str], io.StringIO]]:
     """``configure(level)`` sets logging up as ``partners serve --log-level LEVEL`` does; returns what it writes."""
-    from gateway import cli
+    from gateway.cli import group
 
     root = logging.getLogger()
     saved = (root.level, logging.getLogRecordFactory(), logging.getLogger("httpx").level)
@@ -32,7 +32,7 @@ def cli_logging() -> Iterator[Callable[[str], io.StringIO]]:
         before = list(root.handlers)
         root.handlers.clear()  # basicConfig only acts on a bare root; pytest's capture handlers go back below
         with contextlib.redirect_stderr(written):  # the CLI logs to the stderr of the moment it sets up
-            cli._configure_logging(level)
+            group.configure_logging(level)
         added.extend(root.handlers)
         root.handlers[:] = before + added
         return written

@@ -18,21 +18,15 @@ import pytest
 from brain.memory.service import MemoryService
 from brain.memory.store import MemoryStore
 from brain.session_log import SessionLog
-from brain.tools.builtin.memory import MemoryEntry
+from brain.tools.services import MemoryEntry
 from gateway.app import Gateway
-from gateway.config import Config, parse_config
-from gateway.errors import ConfigError
+from gateway.configfile import parse_config
+from gateway.core.config import Config
+from gateway.core.errors import ConfigError
+from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.turns import Role, Turn
 from gateway.http.admin import MAX_NOTES_BYTES
 from gateway.http.app import build_app
-from gateway.messages import (
-    Address,
-    Conversation,
-    ConversationKind,
-    InboundMessage,
-    Sender,
-    Text,
-)
-from gateway.turns import Role, Turn
 
 OPERATOR, ADA, ADA_ALGEBRA, BEN = "operator-token-0001", "ada-token-0002", "ada-algebra-only-0003", "ben-token-0004"
 ANN = "webchat:default:ann"

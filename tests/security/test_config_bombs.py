@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from brain.knowledge.settings import load_settings
-from gateway.config import load_config
-from gateway.errors import ConfigError
+from gateway.configfile import load_config
+from gateway.core.errors import ConfigError
 from gateway.yamlfile import MAX_DEPTH
 from personas.loader import load_persona
 from tests.waits import HANG_S

@@ -36,21 +36,13 @@ from channels.base import ChannelContext
 from channels.webchat import WebchatChannel, WebchatConfig
 from channels.webchat.feed import SessionFeeds
 from channels.webchat.identity import COOKIE
-from gateway.cli import format_status
-from gateway.config import HttpConfig, parse_config
-from gateway.errors import ConfigError
+from gateway.cli.status import format_status
+from gateway.configfile import parse_config
+from gateway.core.config import HttpConfig
+from gateway.core.errors import ConfigError
+from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Referrer, RenderedPart
 from gateway.http.limits import HttpLoad
 from gateway.http.server import serve_http
-from gateway.messages import (
-    AccountId,
-    Address,
-    ChannelName,
-    ChatId,
-    Conversation,
-    ConversationKind,
-    Referrer,
-    RenderedPart,
-)
 from gateway.status import HttpStatus, StatusReport
 from tests.fakes import MemoryCursors, RecordingSink
 from tests.http.test_server import APP as TICKING_APP

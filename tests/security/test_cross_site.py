@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.e2e.rig import WebLearner, served
 from tests.pipeline.conftest import ScriptedResponder
 from tests.waits import HTTP_S

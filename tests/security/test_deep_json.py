@@ -14,8 +14,8 @@ import pytest
 
 from channels.webchat.identity import COOKIE
 from gateway.app import Gateway
-from gateway.config import parse_config
-from gateway.errors import InvalidEvent
+from gateway.configfile import parse_config
+from gateway.core.errors import InvalidEvent
 from gateway.http.app import build_app
 from gateway.jsonbody import MAX_DEPTH, decode_json, too_deep
 from tests.channels.telegram.conftest import open_rig  # noqa: F401 -- the fixture, for the webhook rig

@@ -7,7 +7,7 @@ and marked the reply delivered: the learner waited for an answer that never
 came, and the outbox said all was well.  Other invisible answers went out as
 an empty-looking bubble (or were refused by the platform as "message text is
 empty").  Now the shared delivery path sends the fixed apology instead, on
-every channel, judged by ``gateway.messages.has_visible`` after rendering.
+every channel, judged by ``gateway.core.messages.has_visible`` after rendering.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import pytest
 
 from gateway.app import Gateway
-from gateway.capabilities import capabilities_of
+from gateway.core.capabilities import capabilities_of
 from gateway.pipeline.lanes import APOLOGY
 from gateway.pipeline.outbox import reply_key
 from gateway.render import render_reply

@@ -30,8 +30,8 @@ import pytest
 
 from brain.tools.base import ToolContext, ToolResult
 from brain.tools.builtin.fetch import FetchPageTool, resolve_host
-from gateway.config import PartnerConfig
-from gateway.messages import (
+from gateway.core.config import PartnerConfig
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -44,7 +44,7 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.turns import Role, Turn
+from gateway.core.turns import Role, Turn
 from tests.security.probes.listeners import CANARY_BODY, Listener, listening
 
 STUB_HOST = "127.0.0.3"

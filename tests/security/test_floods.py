@@ -26,7 +26,7 @@ import pytest
 
 from channels.webchat.identity import COOKIE
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
 from tests.e2e.rig import served
 from tests.security.probes.registry import WEBHOOK_CHANNELS

@@ -9,7 +9,7 @@ command at all -- it went to the model instead of the "send it in a direct
 chat" refusal.  Now the dispatcher, for every channel, drops the invisible
 message with a recorded reason, and ``InboundMessage.text`` -- what every
 command check and the model's input read -- sets a leading mention of the bot
-aside (``gateway.messages.without_bot_mention``), so the brain's command
+aside (``gateway.core.messages.without_bot_mention``), so the brain's command
 detection sees "/export".
 
 Telegram through python-telegram-bot against the Bot API emulator, and the
@@ -24,16 +24,7 @@ import pytest
 
 from brain.commands import command_of
 from gateway.app import Gateway
-from gateway.messages import (
-    ConversationKind,
-    Element,
-    Media,
-    Mention,
-    MessageId,
-    Quote,
-    Text,
-    UserId,
-)
+from gateway.core.messages import ConversationKind, Element, Media, Mention, MessageId, Quote, Text, UserId
 from tests.channels.telegram import conftest as telegram_rigs
 from tests.channels.telegram.conftest import TelegramRig, new_group, new_id
 from tests.contract.harness import eventually, settled

@@ -12,7 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from gateway.app import Gateway
-from gateway.config import Config, parse_config
+from gateway.configfile import parse_config
+from gateway.core.config import Config
 from tests.e2e.rig import WebLearner, served
 from tests.pipeline.conftest import ScriptedResponder
 

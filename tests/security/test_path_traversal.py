@@ -28,7 +28,7 @@ from channels.telegram.media import _suffix
 from channels.webchat.api import STATIC_DIR
 from gateway.app import Gateway
 from gateway.cli import cli
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder
 from tests.e2e.rig import served as served_http
 from tests.security.probes.raw_http import raw_request

@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from brain.notes import NotesIndex, note_files
 from gateway.cli import cli
-from gateway.errors import ConfigError
+from gateway.core.errors import ConfigError
 from personas.files import MAX_NOTE_BYTES, MAX_SOUL_BYTES
 from personas.loader import find_persona, load_persona
 

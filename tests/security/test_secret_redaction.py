@@ -27,7 +27,7 @@ import pytest
 from pydantic import SecretStr
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.channels.telegram.conftest import free_port
 from tests.contract.harness import ContractResponder, eventually, harness_class
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config

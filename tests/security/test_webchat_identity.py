@@ -19,8 +19,9 @@ import httpx
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import Config, parse_config
-from gateway.errors import ConfigError
+from gateway.configfile import parse_config
+from gateway.core.config import Config
+from gateway.core.errors import ConfigError
 from tests.e2e.rig import WebLearner, served
 from tests.pipeline.conftest import ScriptedResponder, make_config
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel, Sent
@@ -61,7 +62,7 @@ def to_teacher(sent: list[Sent]) -> list[str]:
 
 
 def test_web_chat_and_email_do_not_authenticate_their_senders_and_telegram_does():
-    from gateway.capabilities import authenticates_senders
+    from gateway.core.capabilities import authenticates_senders
 
     assert not authenticates_senders("webchat")
     assert not authenticates_senders("email")

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import PipelineConfig
+from gateway.core.config import PipelineConfig
+from gateway.core.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.messages import Attachment
+from gateway.core.turns import Turn
 from gateway.defaults import default_config
-from gateway.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
-from gateway.messages import Attachment
-from gateway.turns import Turn
 from tests.e2e.rig import served
 from tests.waits import HANG_S
 

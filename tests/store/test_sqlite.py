@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.messages import (
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

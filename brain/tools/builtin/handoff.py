@@ -6,18 +6,9 @@ the reason, which the teacher reads.
 
 from __future__ import annotations
 
-from typing import Protocol
-
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.messages import Address
-
-
-class Handoff(Protocol):
-    async def hand_to_teacher(self, address: Address, reason: str) -> str:
-        """Notify the teacher; return a short confirmation to pass on (e.g. a reference)."""
-        ...
 
 
 class HandoffTool(Tool["HandoffTool.Arguments"]):

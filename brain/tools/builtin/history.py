@@ -9,30 +9,11 @@ validation error, and a query naming Ann only finds what was said *here*.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Protocol
-
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.turns import Turn
 
 EXCERPT_CHARS = 300
-
-
-@dataclass(frozen=True)
-class HistoryHit:
-    at: datetime
-    speaker: str
-    """Who said it: the learner's display name, or "you" for the partner's own words."""
-    text: str
-
-
-class HistorySearch(Protocol):
-    async def search_history(self, turn: Turn, query: str, limit: int) -> list[HistoryHit]:
-        """Messages of the turn's own history matching ``query``, best first; the current turn left out."""
-        ...
 
 
 class HistorySearchTool(Tool["HistorySearchTool.Arguments"]):

@@ -1,33 +1,16 @@
 """``knowledge_search``: passages from the partner's own course material, with sources.
 
-The search service is a seam (:class:`KnowledgeSearch`); the partner id comes
+The search service is a seam (:class:`~brain.tools.services.KnowledgeSearch`); the partner id comes
 from the turn, so a model can only ever search the partner it speaks for.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Protocol
 
 from pydantic import Field
 
 from brain.tools.base import Citation, Tool, ToolArguments, ToolContext, ToolResult
 
 MAX_PASSAGE_CHARS = 1_500
-
-
-@dataclass(frozen=True)
-class Passage:
-    title: str
-    text: str
-    source: str
-    """Where the passage lives: a URL, or a document name and page."""
-
-
-class KnowledgeSearch(Protocol):
-    async def search(self, partner_id: str, query: str, limit: int) -> list[Passage]:
-        """The best passages for ``query`` in this partner's material, best first."""
-        ...
 
 
 class KnowledgeSearchTool(Tool["KnowledgeSearchTool.Arguments"]):

@@ -7,7 +7,7 @@ on whichever linked channel; in a group the group.  The tools' argument
 models reject unknown fields, so a model that tries ``{"user": "bob"}`` gets
 a validation error, not Bob's memories.
 
-:class:`MemoryGates` is the seam to the memory service
+:class:`~brain.tools.services.MemoryGates` is the seam to the memory service
 (``brain.memory.service.MemoryService``).  Its contract: reads never leave
 the turn's readable scopes; a fact or preference already held is not written
 again and the entry that was there is reported.
@@ -15,48 +15,16 @@ again and the entry that was there is reported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Literal, Protocol
+from typing import Literal
 
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.messages import ConversationKind
-from gateway.turns import Turn
+from brain.tools.services import MemoryEntry
+from gateway.core.messages import ConversationKind
+from gateway.core.turns import Turn
 
 KEY_PATTERN = r"^[A-Za-z0-9_.-]{1,64}$"
-
-
-@dataclass(frozen=True)
-class MemoryEntry:
-    text: str
-    key: str | None = None
-    """An optional topic label (``exam_date``) that ``read(key=...)`` finds exactly."""
-    kind: Literal["fact", "preference"] = "fact"
-    created_at: datetime | None = None
-    """Set by the service when the entry is stored."""
-
-
-@dataclass(frozen=True)
-class WriteResult:
-    created: bool
-    existing: MemoryEntry | None = None
-    """When ``created`` is False: the entry already holding this fact."""
-    replaced: MemoryEntry | None = None
-    """A preference of the same topic that this one replaced."""
-    refused: str | None = None
-    """Why nothing was written, when the service refused (not a duplicate)."""
-
-
-class MemoryGates(Protocol):
-    async def read(self, turn: Turn, *, query: str | None = None, key: str | None = None, limit: int = 10) -> list[MemoryEntry]:
-        """Entries of the turn's own scope only: by exact ``key``, by ``query`` relevance, or newest first."""
-        ...
-
-    async def write(self, turn: Turn, entry: MemoryEntry) -> WriteResult:
-        """Store ``entry`` in the turn's writable scope unless it is held already; idempotent."""
-        ...
 
 
 def _whose(turn: Turn) -> str:

@@ -11,31 +11,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Protocol
 
 from pydantic import Field
 
 from brain.tools.base import Tool, ToolArguments, ToolContext, ToolResult
-from gateway.messages import Address
 
 MAX_AHEAD = timedelta(days=30)
 _RELATIVE = re.compile(r"^in\s+(\d+|an?|one)\s+(minute|min|hour|hr|day|week)s?$", re.IGNORECASE)
 _UNITS = {"minute": "minutes", "min": "minutes", "hour": "hours", "hr": "hours", "day": "days", "week": "weeks"}
-
-
-@dataclass(frozen=True)
-class ScheduleResult:
-    accepted: bool
-    reason: str = ""
-    """Why a reminder was not accepted (quota, conversation closed); shown to the model."""
-
-
-class Scheduler(Protocol):
-    async def schedule(self, address: Address, at: datetime, text: str) -> ScheduleResult:
-        """Send ``text`` to ``address`` at ``at`` (timezone-aware)."""
-        ...
 
 
 def parse_when(when: str, now: datetime) -> datetime:

@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.email_harness import EmailHarness, account_settings
 from tests.contract.harness import ContractResponder, Seen, counter, eventually, settled
 from tests.peers.email_peer import EmailPeer

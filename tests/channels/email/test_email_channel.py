@@ -14,8 +14,8 @@ from email.utils import make_msgid
 
 import pytest
 
-from gateway.errors import AuthFailed, BadRequest
-from gateway.messages import (
+from gateway.core.errors import AuthFailed, BadRequest
+from gateway.core.messages import (
     AccountId,
     Address,
     Attachment,

@@ -6,7 +6,7 @@ import email
 import email.policy
 
 from channels.email.compose import Thread, compose
-from gateway.messages import RenderedPart
+from gateway.core.messages import RenderedPart
 
 
 def test_message_id_headers_go_out_whole_under_a_policy_without_a_line_limit():

@@ -17,7 +17,7 @@ from email.utils import formatdate, make_msgid
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.email_harness import account_settings
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config

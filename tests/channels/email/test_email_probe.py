@@ -6,7 +6,7 @@ import socket
 
 import pytest
 
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from gateway.doctor import probe_account
 from tests.contract.email_harness import account_settings
 from tests.contract.harness import eventually

@@ -15,9 +15,10 @@ from channels.email.decode import attachments, decode, strip_quoted, thread_root
 from channels.email.plaintext import html_to_text
 from channels.email.screening import SenderScreen, automatic_reason
 from channels.email.smtp import translate_reply
-from gateway.config import ConfigError, parse_config, validate_account
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited
-from gateway.messages import AccountId, Attachment, Media, RenderedPart, Text
+from gateway.configfile import parse_config, validate_account
+from gateway.core.config import ConfigError
+from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited
+from gateway.core.messages import AccountId, Attachment, Media, RenderedPart, Text
 
 
 def mail(sender: str = "ann@school.test", **headers: str) -> EmailMessage:

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
 from tests.contract.matrix_harness import MatrixHarness
 from tests.peers.matrix_client import MatrixUser

@@ -11,7 +11,7 @@ import logging
 
 import pytest
 
-from gateway.messages import (
+from gateway.core.messages import (
     AccountId,
     Address,
     Attachment,

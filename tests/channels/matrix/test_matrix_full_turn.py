@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.contract.harness import eventually, settled
 from tests.contract.matrix_harness import MatrixHarness
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config

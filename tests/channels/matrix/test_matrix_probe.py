@@ -7,9 +7,9 @@ import uuid
 import httpx
 import pytest
 
-from gateway.config import parse_config
+from gateway.configfile import parse_config
+from gateway.core.probes import Gravity
 from gateway.doctor import probe_account
-from gateway.probes import Gravity
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -12,8 +12,8 @@ from channels.matrix.config import MatrixConfig
 from channels.matrix.decode import RoomView, Skipped, Unreadable, decode
 from channels.matrix.encode import EDIT_FALLBACK_CHARS, edit_content, media_content, text_content
 from channels.matrix.transport import translate
-from gateway.errors import AuthFailed, BadRequest, InvalidEvent, NotFound, RateLimited
-from gateway.messages import AccountId, Attachment, ConversationKind, Mention, Quote, plain_text
+from gateway.core.errors import AuthFailed, BadRequest, InvalidEvent, NotFound, RateLimited
+from gateway.core.messages import AccountId, Attachment, ConversationKind, Mention, Quote, plain_text
 
 ME = "@tutor:example.org"
 DM = RoomView(room_id="!dm:example.org", kind=ConversationKind.DIRECT, me=ME, my_names=("Tutor",))

@@ -10,7 +10,7 @@ from telegram.error import NetworkError, RetryAfter, TimedOut
 
 from channels.telegram.config import TelegramConfig
 from channels.telegram.transport import BotApiError, translate
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited, Unsupported
+from gateway.core.errors import AuthFailed, BadRequest, Forbidden, NotFound, PeerUnavailable, RateLimited, Unsupported
 
 
 @pytest.fixture(autouse=True)
@@ -46,7 +46,7 @@ def test_bad_settings_are_refused_with_the_fix(settings, complaint):
     (BotApiError(401, "Unauthorized"), AuthFailed, 401),
     (BotApiError(404, "Not Found"), AuthFailed, 404),
     (BotApiError(404, "Not Found: method not found"), Unsupported, 404),
-    (BotApiError(403, "Forbidden: bot was blocked by the user"), NotFound, 403),
+    (BotApiError(403, "Forbidden: bot was blocked by the user"), Forbidden, 403),  # a NotFound, as it always was
     (BotApiError(400, "Bad Request: chat not found"), NotFound, 400),
     (BotApiError(400, "Bad Request: message is too long"), BadRequest, 400),
     (BotApiError(409, "Conflict: terminated by other getUpdates request"), PeerUnavailable, 409),
@@ -57,6 +57,7 @@ def test_bad_settings_are_refused_with_the_fix(settings, complaint):
 def test_bot_api_failures_are_translated_most_specific_first(error, expected, code):
     translated = translate(error, "sendMessage")
     assert type(translated) is expected
+    assert isinstance(translated, NotFound) == (expected in (NotFound, Forbidden))
     assert translated.platform == "telegram" and translated.code == code
     if expected is RateLimited:
         assert translated.retry_after in (3, 2) and translated.scope == "chat"

@@ -11,8 +11,8 @@ import pytest
 from telegram import Update, User
 
 from channels.telegram.decode import decode
-from gateway.errors import InvalidEvent
-from gateway.messages import AccountId, ConversationKind, Media, Mention, Quote, plain_text
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import AccountId, ConversationKind, Media, Mention, Quote, plain_text
 
 ME = User(id=4242, is_bot=True, first_name="Tutor", username="tutor_bot")
 LEARNER = {"id": 77, "is_bot": False, "first_name": "Ann"}

@@ -13,7 +13,7 @@ import pytest
 from telegram import Bot
 
 from channels.telegram.transport import BotApiError, StatusKeepingRequest
-from gateway.capabilities import capabilities_of
+from gateway.core.capabilities import capabilities_of
 from gateway.render import render_reply
 from tests.channels.telegram.conftest import new_id
 from tests.peers.telegram_html import EntityError, parse_html

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from tests.channels.telegram.conftest import new_group, new_id
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config

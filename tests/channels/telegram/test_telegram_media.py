@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from gateway.messages import Attachment, Media
+from gateway.core.messages import Attachment, Media
 from tests.channels.telegram.conftest import new_id
 from tests.contract.harness import eventually
 
@@ -137,7 +137,17 @@ async def test_a_file_telegram_gives_no_path_for_is_a_note_not_a_crash(tmp_path)
     from telegram import File
 
     from channels.telegram.media import download_media
-    from gateway.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, InboundMessage, Sender, UserId
+    from gateway.core.messages import (
+        AccountId,
+        Address,
+        ChannelName,
+        ChatId,
+        Conversation,
+        ConversationKind,
+        InboundMessage,
+        Sender,
+        UserId,
+    )
 
     class Bot:
         async def get_file(self, file_id):

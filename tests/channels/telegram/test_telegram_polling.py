@@ -6,7 +6,7 @@ bot posted where (chat, forum topic, what they reply to), after edits.
 
 from __future__ import annotations
 
-from gateway.messages import ConversationKind, Referrer, RenderedPart
+from gateway.core.messages import ConversationKind, Referrer, RenderedPart
 from tests.channels.telegram.conftest import new_group, new_id
 from tests.contract.harness import counter, eventually
 

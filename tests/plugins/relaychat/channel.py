@@ -20,13 +20,13 @@ from typing import ClassVar
 
 import httpx
 
-from channels.base import Channel, ChannelContext, Heartbeat
-from gateway.capabilities import ChannelCapabilities, Dialect, EditMode, InboundMode, SendRate, TextUnit
-from gateway.config import AccountConfig, EnvSecret
-from gateway.errors import AuthFailed, BadRequest, GatewayError, InvalidEvent
-from gateway.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.probes import ProbeResult
-from gateway.supervisor import ChannelState
+from channels.base import Channel, ChannelContext
+from gateway.core.capabilities import ChannelCapabilities, Dialect, EditMode, InboundMode, SendRate, TextUnit
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig, EnvSecret
+from gateway.core.errors import AuthFailed, BadRequest, GatewayError, InvalidEvent
+from gateway.core.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult
 from relaychat.decode import decode
 from relaychat.transport import call, new_client
 

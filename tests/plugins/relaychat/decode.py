@@ -11,8 +11,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from gateway.errors import InvalidEvent
-from gateway.messages import (
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,

@@ -31,7 +31,7 @@ from typing import Any
 import certifi
 import httpx
 
-from gateway.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited
+from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited
 
 PLATFORM = "relay"
 log = logging.getLogger(__name__)

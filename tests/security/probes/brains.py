@@ -37,11 +37,11 @@ from brain.notes import NotesIndex, NotesResponder
 from brain.session_log import SessionLog, ToolReturned, TurnStarted
 from brain.tools.base import ToolServices
 from brain.tools.builtin import TOOL_NAMES, default_registry
-from brain.tools.builtin.reminder import ScheduleResult
+from brain.tools.services import ScheduleResult
 from brain.usage import UsageLedger
-from gateway.config import ModelSettings, OwnerRef, PartnerConfig
-from gateway.events import StreamEnd, TurnEnd
-from gateway.messages import (
+from gateway.core.config import ModelSettings, OwnerRef, PartnerConfig
+from gateway.core.events import StreamEnd, TurnEnd
+from gateway.core.messages import (
     AccountId,
     Address,
     ChannelName,
@@ -54,7 +54,7 @@ from gateway.messages import (
     Text,
     UserId,
 )
-from gateway.turns import Role, Turn
+from gateway.core.turns import Role, Turn
 from personas.loader import Persona, load_persona
 from tests.peers.model_stub import ModelStub
 from tests.security.probes.listeners import Listener, listening

@@ -25,7 +25,7 @@ import pytest
 
 from channels.telegram.channel import SECRET_HEADER
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configfile import parse_config
 from gateway.http.app import build_app
 from gateway.http.server import serve_http
 from tests.channels.telegram.conftest import new_id

@@ -1,6 +1,6 @@
 """``partners kb``: a partner's course material -- add files, list them, search them, remove one.
 
-Registered on the ``partners`` group when :mod:`gateway.cli` is imported; like
+Registers itself on the ``partners`` group (:mod:`gateway.cli.group`) when :mod:`gateway.cli` imports it; like
 it, this module imports only click, and each command imports the knowledge
 code (and, for lightrag, LightRAG) when it runs.  Works on the data dir of
 the loaded config, so a running gateway sees what is added here at its next
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from gateway.cli import _load, _table, cli
+from gateway.cli.group import cli, config_of, format_table
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.knowledge.ingest import Outcome
     from brain.knowledge.service import KnowledgeService
-    from gateway.config import Config
+    from gateway.core.config import Config
 
 SHOWN_CHARS = 320
 
@@ -109,7 +109,7 @@ def _describe(outcome: Outcome) -> str:
 def kb_add(ctx: click.Context, partner: str, files: tuple[Path, ...], engine: str | None, embedding_model: str | None,
            embedding_dimensions: int | None, embedding_api_base: str | None, embedding_api_key: str | None) -> None:
     """Add FILES (Markdown, text, PDF, DOCX, HTML) to PARTNER's knowledge; unchanged files are skipped."""
-    config = _load(ctx, resolve_secrets=False)
+    config = config_of(ctx, resolve_secrets=False)
     _partner(config, partner)
     embedding = {key: value for key, value in (
         ("model", embedding_model), ("dimensions", embedding_dimensions),
@@ -148,7 +148,7 @@ def kb_list(ctx: click.Context, partner: str) -> None:
     """Show PARTNER's documents and the engine that indexes them."""
     import time
 
-    config = _load(ctx, resolve_secrets=False)
+    config = config_of(ctx, resolve_secrets=False)
     _partner(config, partner)
     service = _service(config)
 
@@ -164,7 +164,7 @@ def kb_list(ctx: click.Context, partner: str) -> None:
     rows = [(d.doc_id, d.title, d.kind, str(d.passages), time.strftime("%Y-%m-%d %H:%M", time.localtime(d.added_at)))
             for d in documents]
     click.echo(f"{partner}: {len(documents)} document(s), {engine} engine\n")
-    click.echo(_table(("ID", "TITLE", "KIND", "PASSAGES", "ADDED"), rows))
+    click.echo(format_table(("ID", "TITLE", "KIND", "PASSAGES", "ADDED"), rows))
 
 
 @kb.command("search")
@@ -176,7 +176,7 @@ def kb_search(ctx: click.Context, partner: str, query: str, limit: int) -> None:
     """Search PARTNER's documents and notes as its knowledge_search tool does, with citations."""
     from brain.notes import excerpt, query_words
 
-    config = _load(ctx, resolve_secrets=False)
+    config = config_of(ctx, resolve_secrets=False)
     _partner(config, partner)
     service = _service(config, with_notes=True)
     passages = _run(ctx, service, service.search(partner, query, limit))
@@ -195,7 +195,7 @@ def kb_search(ctx: click.Context, partner: str, query: str, limit: int) -> None:
 @click.pass_context
 def kb_rm(ctx: click.Context, partner: str, doc_id: str) -> None:
     """Remove document DOC_ID (see `partners kb list`) and its passages from PARTNER's knowledge."""
-    config = _load(ctx, resolve_secrets=False)
+    config = config_of(ctx, resolve_secrets=False)
     _partner(config, partner)
     service = _service(config)
     if not _run(ctx, service, service.remove(partner, doc_id)):

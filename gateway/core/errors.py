@@ -16,9 +16,10 @@ first -- and nothing above the channel ever sees a platform exception::
         ├── Unsupported              the platform cannot do this (edit, media kind)
         ├── ReplyWindowClosed        the reply token or window expired
         ├── NotFound                 chat or message is gone
+        │   └── Forbidden            403: the bot may not act in that chat (blocked, kicked, no right)
         └── BadRequest               the platform rejected our payload
     InvalidEvent                     an inbound event we cannot decode (logged, dropped with reason)
-    ForgedRequest                    an inbound webhook whose signature does not verify
+    ForgedRequest                    an inbound webhook whose signature does not verify (with a reason)
 
 A message names who spoke and the platform's code, e.g.
 ``telegram says 429: retry after 3 s``.  A policy drop is not an error; it is
@@ -145,6 +146,16 @@ class NotFound(PermanentError):
     pass
 
 
+class Forbidden(NotFound):
+    """HTTP 403: the platform knows the bot but will not let it act on *that* target (blocked by the
+    learner, kicked from the group, no right to post in the channel).
+
+    One meaning everywhere: permanent for that target, never a failure of the whole account --
+    credentials that stopped working are 401, :class:`AuthFailed`, which stops the account for a
+    human.  A :class:`NotFound` because, for the outbound path, a chat the bot may not speak in is
+    as good as gone."""
+
+
 class BadRequest(PermanentError):
     pass
 
@@ -153,5 +164,18 @@ class InvalidEvent(GatewayError):
     """An inbound event that cannot be decoded; it is logged and dropped with this reason."""
 
 
+ForgeryReason = Literal["missing_header", "malformed", "bad_signature", "stale", "replayed", "bad_token"]
+"""Why an inbound request was refused: a header or parameter absent, a value that cannot be one,
+a signature that does not verify, a timestamp outside the window, a signature seen before, or a
+shared verify token that does not match (answered 403, as Meta's challenge asks; the rest 401)."""
+
+
 class ForgedRequest(GatewayError):
-    """An inbound request whose signature or secret does not verify."""
+    """An inbound request whose signature or secret does not verify; ``reason`` says which check failed.
+
+    The HTTP app answers it with 401 (403 for ``bad_token``) and logs the reason, never a traceback;
+    ``detail`` is for the log and never holds the secret or the expected signature."""
+
+    def __init__(self, detail: str, *, reason: ForgeryReason = "bad_signature") -> None:
+        self.detail, self.reason = detail, reason
+        super().__init__(f"{reason}: {detail}")

@@ -1,8 +1,16 @@
-"""The one configuration file, validated by pydantic.
+"""The configuration's models: what a valid ``partners.yaml`` is, as typed objects.
 
 Unknown fields are rejected, secrets are read from the environment
-(``env:NAME``) and never printed, and every error names the file, the field
-and the fix.  Code receives these typed objects, never dicts.
+(``env:NAME``) and never printed.  Code receives these typed objects, never
+dicts.  Reading the file, turning pydantic's errors into a teacher's words and
+validating an account's channel settings is the application's job
+(:mod:`gateway.configfile`): this module is part of the vocabulary and imports
+nothing else of the project but the vocabulary.
+
+Every secret a model resolves is told to the listeners of
+:func:`on_secret_resolved` -- the application's log scrubber
+(``gateway.redaction``) listens, so no log line can show it; the vocabulary
+declares the event and does not know who masks the value.
 
 Channel-specific settings of an account are validated by that channel's own
 model (``Channel.config_model``) when the channel is loaded, so reading the
@@ -12,7 +20,7 @@ config never imports a platform SDK.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable
 from enum import Enum
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -24,20 +32,30 @@ from pydantic import (
     Field,
     PrivateAttr,
     SecretStr,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
-from gateway.capabilities import authenticates_senders, platform_catalog
-from gateway.errors import ConfigError, Problem
-from gateway.redaction import register_secret
-from gateway.validation import FIXES, place, problems  # noqa: F401 -- FIXES: brain.knowledge.settings reads it
-from gateway.yamlfile import read_yaml
+from gateway.core.capabilities import authenticates_senders, platform_catalog
+from gateway.core.errors import ConfigError
 
-DEFAULT_CONFIG_NAME = "partners.yaml"
+SecretListener = Callable[[SecretStr | str, str], None]
+"""Called with each secret value a model resolves and a label for it (the field, the variable)."""
+
+_listeners: list[SecretListener] = []
+
+
+def on_secret_resolved(listener: SecretListener) -> None:
+    """Tell ``listener`` every secret resolved from now on (the log scrubber registers itself here)."""
+    if listener not in _listeners:
+        _listeners.append(listener)
+
+
+def _resolved(value: SecretStr | str, label: str) -> None:
+    for listener in _listeners:
+        listener(value, label)
 
 
 class Secrets(str, Enum):
@@ -75,16 +93,16 @@ class UnsetSecret(SecretStr):
 
 
 def _secret_from_env(value: Any, info: ValidationInfo) -> Any:
-    """Resolve ``env:NAME``; every secret resolved is registered, so no log line can show it (gateway.redaction)."""
+    """Resolve ``env:NAME``; every secret resolved is registered, so no log line can show it (see on_secret_resolved)."""
     if isinstance(value, UnsetSecret) or value is None:
         return value
     if isinstance(value, SecretStr):
-        register_secret(value, info.field_name or "secret")
+        _resolved(value, info.field_name or "secret")
         return value
     if isinstance(value, str) and value.startswith("env:"):
         name = value[4:]
         if name in os.environ:
-            register_secret(os.environ[name], f"{info.field_name or 'secret'} (env:{name})")
+            _resolved(os.environ[name], f"{info.field_name or 'secret'} (env:{name})")
             return SecretStr(os.environ[name])
         if info.context is Secrets.DEFER:
             return UnsetSecret(name)
@@ -407,78 +425,3 @@ class Config(_Model):
         raw = self.channels.get(channel, {}).get(account, {})
         common = {k: v for k, v in raw.items() if k in AccountConfig.model_fields}
         return AccountConfig.model_validate(common)
-
-
-def describe(error: ValidationError) -> tuple[str, str]:
-    """The first problem's place and message, for validators that report one (``knowledge.yaml``)."""
-    first = error.errors()[0]
-    return place(*first["loc"]), first["msg"].removeprefix("Value error, ")
-
-
-def parse_config(raw: Any, *, source: str = "<config>", secrets: Secrets = Secrets.RESOLVE) -> Config:
-    """Validate a config's settings; a :class:`ConfigError` lists every problem of the file at once."""
-    if raw is None:
-        raw = {}
-    if not isinstance(raw, dict):
-        raise ConfigError("the file must hold a mapping of settings", file=source, fix="start from `partners init`")
-    try:
-        config = Config.model_validate(raw, context=secrets)
-    except ValidationError as error:
-        raise ConfigError.of(problems(error, Config, raw=raw), file=source) from None
-    config._secrets = secrets  # not a setting: a file cannot choose it
-    return config
-
-
-def _env_references(value: Any, path: str) -> Iterator[tuple[str, str]]:
-    if isinstance(value, str) and value.startswith("env:"):
-        yield path, value[4:]
-    elif isinstance(value, dict):
-        for key, item in value.items():
-            yield from _env_references(item, f"{path}.{key}")
-    elif isinstance(value, list):
-        for index, item in enumerate(value):
-            yield from _env_references(item, f"{path}.{index}")
-
-
-def account_enabled(config: Config, channel: str, account: str) -> bool:
-    return (config.channels[channel][account] or {}).get("enabled", True) is not False
-
-
-def validate_account(config: Config, channel: str, account: str, model: type[AccountConfig] | None) -> AccountConfig:
-    """Validate one account's settings; ``model`` None checks only the common part.
-
-    Every ``env:NAME`` reference must resolve, whether or not the channel can
-    load here, so a missing secret is reported before anything starts.
-    Raises one :class:`ConfigError` listing every problem of the account, each
-    with its field and fix; secret values never appear in it.
-    """
-    source = str(config.source or "<embedded default>")
-    prefix = ("channels", channel, account)
-    raw = config.channels[channel][account] or {}
-    found = [
-        Problem(field, f"environment variable {name} is not set", f"export {name}=... in the gateway's environment before starting it")
-        for field, name in _env_references(raw, place(*prefix)) if name not in os.environ
-    ]
-    settings = raw if model is not None else {k: v for k, v in raw.items() if k in AccountConfig.model_fields}
-    try:
-        validated = (model or AccountConfig).model_validate(settings)
-    except ValidationError as error:
-        unset = {p.field for p in found}  # already reported, with the variable's name
-        found += [p for p in problems(error, model or AccountConfig, raw=settings, prefix=prefix) if p.field not in unset]
-    if found:
-        raise ConfigError.of(found, file=source)
-    return validated
-
-
-def load_config(path: Path, *, secrets: Secrets = Secrets.RESOLVE) -> Config:
-    """Read and validate a config file; relative ``data_dir`` resolves against the file's folder.
-
-    ``secrets``: :attr:`Secrets.DEFER` for commands that never use the secrets (see :class:`Secrets`).
-    """
-    try:
-        raw = read_yaml(path)
-    except FileNotFoundError:
-        raise ConfigError("file not found", file=str(path), fix="run `partners init` to write one") from None
-    config = parse_config(raw, source=str(path), secrets=secrets)
-    data_dir = config.data_dir if config.data_dir.is_absolute() else (path.parent / config.data_dir)
-    return config.model_copy(update={"data_dir": data_dir.resolve(), "source": path})

@@ -5,6 +5,11 @@ rates, reply windows, edit intervals) live in one place:
 ``channels/platforms.toml``.  A channel class points at its entry; the
 outbound path reads the declaration to split, pace, stream and degrade --
 channels never retry, split or decide policy themselves.
+
+The declarations are data, not code: this module reads the file by its path in
+the source tree (:data:`PLATFORMS_FILE`, or a path handed to
+:func:`platform_catalog`) and never imports ``channels`` -- the vocabulary stays
+a leaf, and listing what a platform can do loads no channel and no SDK.
 """
 
 from __future__ import annotations
@@ -16,7 +21,8 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-PLATFORMS_FILE = Path(__file__).resolve().parent.parent / "channels" / "platforms.toml"
+PLATFORMS_FILE = Path(__file__).resolve().parents[2] / "channels" / "platforms.toml"
+"""The declarations beside the channels they describe (gateway/core/ -> the source root -> channels/)."""
 
 
 class TextUnit(str, Enum):
@@ -94,6 +100,9 @@ class ChannelCapabilities(BaseModel):
     send_rate_global: SendRate | None = None
     inbound_modes: tuple[InboundMode, ...] = (InboundMode.POLL,)
     ack_deadline_s: float | None = None
+    """How soon a webhook or stream frame must be answered before the platform retries it."""
+    signature_window_s: float | None = None
+    """How far a signed webhook's timestamp may be from now (Slack's 5 minutes); older is refused as stale."""
     redelivery_horizon_s: float = 7 * 24 * 3600.0
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: str = "mention"

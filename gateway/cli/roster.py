@@ -1,6 +1,6 @@
 """``partners people list`` and ``partners conversations list``: who talks to which partner.
 
-Registered on the ``partners`` group when :mod:`gateway.cli` is imported; like
+Registers itself on the ``partners`` group (:mod:`gateway.cli.group`) when :mod:`gateway.cli` imports it; like
 it, this module imports only click until a command runs.  Both read
 ``memory.db`` and the session log in the config's data dir
 (:mod:`brain.memory.roster`), so they work beside a running gateway or
@@ -16,12 +16,12 @@ from typing import TYPE_CHECKING
 
 import click
 
-from gateway.cli import _load, _table, cli
-from gateway.cli_memory import _account_label, _partner, people
+from gateway.cli.group import cli, config_of, format_table
+from gateway.cli.memory import _account_label, _partner, people
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.memory.roster import Conversation, Person, Roster
-    from gateway.config import Config
+    from gateway.core.config import Config
 
 NOBODY = "No one has talked to a partner yet."
 
@@ -68,7 +68,7 @@ def _teacher_filter(config: Config, partner_id: str | None) -> tuple[str | None,
 @click.pass_context
 def people_list(ctx: click.Context, partner_id: str | None) -> None:
     """Everyone who talked to a partner: their linked identities, and per partner their messages."""
-    config = _load(ctx, resolve_secrets=False)
+    config = config_of(ctx, resolve_secrets=False)
     partner, teacher = _teacher_filter(config, partner_id)
     roster = _roster(config)
     persons: list[Person] = [p for p in roster.people if teacher is None or p.teacher == teacher] if roster else []
@@ -86,7 +86,7 @@ def people_list(ctx: click.Context, partner_id: str | None) -> None:
                 talk.partner if talk else "-", ", ".join(talk.channels) if talk else "-",
                 str(talk.messages) if talk else "0", _when(talk.last_message_at) if talk else "-",
             ))
-    click.echo(_table(("PERSON", "IDENTITIES", "PARTNER", "CHANNEL", "MESSAGES", "LAST MESSAGE"), rows))
+    click.echo(format_table(("PERSON", "IDENTITIES", "PARTNER", "CHANNEL", "MESSAGES", "LAST MESSAGE"), rows))
 
 
 @cli.group()
@@ -99,7 +99,7 @@ def conversations() -> None:
 @click.pass_context
 def conversations_list(ctx: click.Context, partner_id: str | None) -> None:
     """Every conversation, newest message first: partner, kind, who, channel, messages, last message."""
-    config = _load(ctx, resolve_secrets=False)
+    config = config_of(ctx, resolve_secrets=False)
     partner, _teacher = _teacher_filter(config, partner_id)
     roster = _roster(config)
     talks = [c for c in roster.conversations if partner is None or c.partner == partner] if roster else []
@@ -108,4 +108,4 @@ def conversations_list(ctx: click.Context, partner_id: str | None) -> None:
         return
     rows = [(c.partner or "-", c.kind.value, _with(c), ", ".join(c.channels) or "-", str(c.messages), _when(c.last_message_at))
             for c in talks]
-    click.echo(_table(("PARTNER", "KIND", "WITH", "CHANNEL", "MESSAGES", "LAST MESSAGE"), rows))
+    click.echo(format_table(("PARTNER", "KIND", "WITH", "CHANNEL", "MESSAGES", "LAST MESSAGE"), rows))

@@ -1,8 +1,8 @@
 """``partners memory`` and ``partners people``: a teacher's controls over what partners remember.
 
-``people list`` and ``conversations list`` live in :mod:`gateway.cli_roster`.
+``people list`` and ``conversations list`` live in :mod:`gateway.cli.roster`.
 
-Registered on the ``partners`` group when :mod:`gateway.cli` is imported; like
+Registers itself on the ``partners`` group (:mod:`gateway.cli.group`) when :mod:`gateway.cli` imports it; like
 it, this module imports only click, and each command imports the memory code
 when it runs.  Every command works on the data dir of the loaded config
 (``memory.db`` and ``brain.db``) and names a partner, whose teacher scope it
@@ -26,12 +26,12 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
-from gateway.cli import _load, cli
+from gateway.cli.group import cli, config_of
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.memory.controls import MemoryControls
     from brain.memory.scopes import Identity, Scope
-    from gateway.config import Config, PartnerConfig
+    from gateway.core.config import Config, PartnerConfig
 
 T = TypeVar("T")
 
@@ -62,7 +62,7 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
     if rewrites:
         from gateway.datadir import DataDirBusy, exclusive
 
-        config = _load(ctx, resolve_secrets=False)
+        config = config_of(ctx, resolve_secrets=False)
         try:
             with exclusive(config.data_dir):
                 return _controlled(ctx, partner_id, work)
@@ -77,7 +77,7 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryContr
     from brain.session_log import SessionLog
     from brain.usage import UsageLedger
 
-    config = _load(ctx, resolve_secrets=False)
+    config = config_of(ctx, resolve_secrets=False)
     partner = _partner(config, partner_id)
     store = MemoryStore(config.data_dir / MEMORY_FILE)
     log, usage = SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")

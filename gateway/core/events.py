@@ -10,7 +10,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from gateway.messages import Attachment
+from gateway.core.messages import Attachment
 
 
 class _Event(BaseModel):

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
-from gateway.config import PartnerConfig, ToolRule
-from gateway.events import RuntimeEvent
-from gateway.messages import Address, InboundMessage, Sender
+from gateway.core.config import PartnerConfig, ToolRule
+from gateway.core.events import RuntimeEvent
+from gateway.core.messages import Address, InboundMessage, Sender
 
 
 class Role(str, Enum):

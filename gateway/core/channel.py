@@ -1,0 +1,61 @@
+"""What a channel and the supervisor say to each other, and what a channel is handed to keep its events.
+
+A running transport proves life through a :class:`Heartbeat` and says which
+:class:`ChannelState` it is in; it hands every decoded event to an
+:class:`InboundSink` and keeps its positions (poll offsets, sync tokens,
+UIDVALIDITY/UID) in a :class:`CursorStore`.  These are vocabulary: a channel
+codes against them, the supervisor and the inbound pipeline implement them,
+and neither side imports the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from enum import Enum
+from typing import Protocol
+
+from gateway.core.messages import InboundMessage
+
+
+class ChannelState(str, Enum):
+    CONNECTING = "connecting"
+    RUNNING = "running"
+    ACTION_REQUIRED = "action_required"
+    """Only a human can help: revoked token, bad config, a QR code to scan."""
+    ERROR = "error"
+    """Failed; a restart is scheduled (see ``Health.next_restart_at``)."""
+    STOPPED = "stopped"
+
+
+class InboundSink(Protocol):
+    async def accept(self, messages: Sequence[InboundMessage]) -> None:
+        """Persist the messages (dedup + inbox) and return once they are durable."""
+        ...
+
+    def invalid(self, reason: str) -> None:
+        """Record an event that could not be decoded (logged, counted, dropped with a reason)."""
+        ...
+
+    def refused(self, rule: str, detail: str) -> None:
+        """Record an event the channel read but will not pass on by a rule of its platform
+        (automatic mail, an encrypted room): ``rule`` is a short, stable label for the metric,
+        ``detail`` says which event and why, for the log."""
+        ...
+
+
+class CursorStore(Protocol):
+    """Durable per-account positions: poll offsets, sync tokens, UIDVALIDITY/UID."""
+
+    async def get(self, name: str) -> str | None: ...
+
+    async def put(self, name: str, value: str) -> None: ...
+
+
+class Heartbeat(Protocol):
+    """How a running transport tells the supervisor it is alive (implemented by gateway.supervisor)."""
+
+    def beat(self) -> None: ...
+
+    def event(self) -> None: ...
+
+    def set_state(self, state: ChannelState, reason: str | None = None) -> None: ...
