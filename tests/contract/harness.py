@@ -117,6 +117,8 @@ HARNESSES: dict[str, str] = {
     "webchat": "tests.contract.webchat_harness:WebchatHarness",
     "email": "tests.contract.email_harness:EmailHarness",
     "matrix": "tests.contract.matrix_harness:MatrixHarness",
+    "slack": "tests.contract.slack_harness:SlackHarness",
+    "discord": "tests.contract.discord_harness:DiscordHarness",
 }
 """channel name -> harness class.  A new channel adds one line here (and its harness module)."""
 

@@ -1,0 +1,250 @@
+"""DiscordChannel: one bot on Discord's Gateway and REST API, through discord.py.
+
+Inbound is the Gateway connection discord.py keeps: it identifies with the
+account's intents, heartbeats, and after a dropped socket or an op 7 RECONNECT
+resumes the session with its ``session_id`` and last sequence, and Discord
+replays what was dispatched meanwhile.  The Gateway has no per-event
+acknowledgement; an event counts as handled once ``await sink.accept(...)``
+returned, and one that is replayed (or dispatched twice) carries the same
+snowflake, so the gateway's dedup answers it once.  While discord.py
+reconnects the account reports ``error`` with the reason, and ``running``
+again once the session is back.
+
+Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
+same connection.  Each is made durable first, then deferred (Discord wants an
+answer within 3 s; accepting takes milliseconds), and answered by follow-up
+through the interaction's webhook while its token lives (15 min); after that
+the answer goes to the channel as a plain message.
+
+Outbound: a part is a message in the channel (or the thread) that replies to
+the learner's message; streaming edits it in place, no faster than the
+declared ``min_edit_interval``.  Sends carry a nonce Discord deduplicates.
+Rate limits belong to the outbound path's pacer: see channels/discord/transport.py.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from datetime import UTC, datetime
+from typing import ClassVar
+
+import discord
+from discord import app_commands
+
+from channels.base import Channel, ChannelContext
+from channels.discord.config import DiscordConfig
+from channels.discord.decode import command_text, decode_interaction, decode_message, interaction_token
+from channels.discord.encode import nonce_for, outgoing
+from channels.discord.probe import check_settings, probe_application
+from channels.discord.transport import PLATFORM, call, new_client
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
+from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
+from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
+from gateway.redaction import register_secret
+
+log = logging.getLogger(__name__)
+TOKEN_LIFETIME_S = 900.0
+"""An interaction token answers follow-ups for 15 minutes (platform-facts D4)."""
+BEAT_S = 5.0
+FOLLOWUPS_KEPT = 500
+
+
+class DiscordChannel(Channel):
+    name: ClassVar[str] = "discord"
+    config_model: ClassVar[type[AccountConfig]] = DiscordConfig
+
+    def __init__(self, context: ChannelContext) -> None:
+        super().__init__(context)
+        self.settings: DiscordConfig = context.config  # type: ignore[assignment]
+        register_secret(self.settings.token, "discord bot token")
+        self._client: discord.Client | None = None
+        self._login = asyncio.Lock()
+        self._heartbeat: Heartbeat | None = None
+        self._followups: dict[str, str] = {}
+        """Message id -> the interaction token it was sent through, so a streaming edit goes the same way."""
+
+    @property
+    def me(self) -> str:
+        assert self._client is not None and self._client.user is not None
+        return str(self._client.user.id)
+
+    async def _ready(self) -> discord.Client:
+        """The logged-in client (REST only until ``run`` connects); sends may come before ``run``."""
+        async with self._login:
+            if self._client is None:
+                client = new_client(self.settings)
+                try:
+                    await call("login", client.login(self.settings.token.get_secret_value()), endpoint=self.settings.api_base)
+                except BaseException:
+                    await client.close()
+                    raise
+                self._client = client
+                log.info("discord logged in account=%s bot=%s", self.account, client.user)
+            return self._client
+
+    # ------------------------------------------------------------------ doctor
+
+    @classmethod
+    def check(cls, settings: AccountConfig) -> list[Problem]:
+        return check_settings(settings)  # type: ignore[arg-type]
+
+    async def probe(self) -> ProbeResult:
+        problems = self.check(self.settings)
+        if problems:
+            return ProbeResult(checked="the Discord bot token", problems=tuple(problems))
+        return await probe_application(self.settings)
+
+    # ------------------------------------------------------------------ inbound
+
+    async def run(self, heartbeat: Heartbeat) -> None:
+        """Connect and stay connected; a run that ends leaves a fresh client (and session) to the next."""
+        client = await self._ready()
+        self._heartbeat = heartbeat
+        heartbeat.set_state(ChannelState.CONNECTING)
+        app = client.application
+        if self.settings.message_content and app is not None and not (
+                app.flags.gateway_message_content or app.flags.gateway_message_content_limited):
+            raise AuthFailed(PLATFORM, "the account asks for the MESSAGE CONTENT intent, which is not enabled for this "
+                             "application: turn it on (Developer Portal > Bot > Privileged Gateway Intents) or set "
+                             "message_content: false", code=4014)
+        self._listen(client, heartbeat)
+        if self.settings.slash_commands:
+            await self._register_commands(client)
+        beating = asyncio.create_task(self._beat(client, heartbeat))
+        try:
+            await call("gateway", client.connect(reconnect=True), endpoint=self.settings.gateway_url)
+            raise PeerUnavailable(PLATFORM, "the Gateway connection ended")
+        finally:
+            beating.cancel()
+            await self.close()
+
+    def _listen(self, client: discord.Client, heartbeat: Heartbeat) -> None:
+        async def on_ready() -> None:
+            heartbeat.set_state(ChannelState.RUNNING)
+            log.info("discord connected account=%s bot=%s guilds=%d", self.account, client.user, len(client.guilds))
+
+        async def on_resumed() -> None:
+            heartbeat.set_state(ChannelState.RUNNING)
+            log.info("discord session resumed account=%s", self.account)
+
+        async def on_disconnect() -> None:
+            heartbeat.set_state(ChannelState.ERROR, "the Discord Gateway connection dropped; reconnecting to resume the session")
+
+        async def on_message(message: discord.Message) -> None:
+            try:
+                inbound = decode_message(message, account=self.account, me=self.me)
+            except (InvalidEvent, ValueError, AttributeError) as error:
+                self.context.sink.invalid(f"discord message {message.id}: {error}")
+                return
+            await self._accept(inbound, heartbeat)
+
+        for handler in (on_ready, on_resumed, on_disconnect, on_message):
+            setattr(client, handler.__name__, handler)  # discord.py's documented Client.event, by attribute
+
+    async def _accept(self, inbound: InboundMessage, heartbeat: Heartbeat | None) -> bool:
+        """Hand one event to the sink; False (logged) when it could not be stored."""
+        try:
+            await self.context.sink.accept([inbound])
+        except Exception:
+            log.exception("discord event not stored account=%s event=%s", self.account, inbound.event_id)
+            return False
+        if heartbeat is not None:
+            heartbeat.event()
+        return True
+
+    async def _beat(self, client: discord.Client, heartbeat: Heartbeat) -> None:
+        """Beat while discord.py's connection lives: its own heartbeat/ACK watch catches a silent socket."""
+        while True:
+            await asyncio.sleep(BEAT_S)
+            if not client.is_closed():
+                heartbeat.beat()
+
+    async def _register_commands(self, client: discord.Client) -> None:
+        tree = app_commands.CommandTree(client)
+        channel = self
+
+        @tree.command(name="ask", description="Ask your partner a question")
+        @app_commands.describe(question="what you want to ask")
+        async def ask(interaction: discord.Interaction, question: str) -> None:
+            await channel._command(interaction, command_text("ask", {"question": question}))
+
+        @tree.command(name="stop", description="Stop the answer being written")
+        async def stop(interaction: discord.Interaction) -> None:
+            await channel._command(interaction, command_text("stop", {}))
+
+        @tree.command(name="link", description="Link this chat to your learner profile with a code")
+        @app_commands.describe(code="the code your teacher or another chat gave you")
+        async def link(interaction: discord.Interaction, code: str) -> None:
+            await channel._command(interaction, command_text("link", {"code": code}))
+
+        del ask, stop, link
+        try:
+            await call("register commands", tree.sync(), endpoint=self.settings.api_base)
+        except GatewayError as error:  # the bot still works by messages; say why the commands are missing
+            log.warning("discord slash commands not registered account=%s reason=%s", self.account, error)
+
+    async def _command(self, interaction: discord.Interaction, text: str) -> None:
+        inbound = decode_interaction(interaction, text, account=self.account, token_lifetime_s=TOKEN_LIFETIME_S)
+        assert self._client is not None
+        if not await self._accept(inbound, self._heartbeat):
+            return  # not deferred: Discord shows the learner that the command failed
+        try:
+            await call("defer", interaction.response.defer(thinking=True))
+        except GatewayError as error:  # stored: the answer comes as a channel message instead of a follow-up
+            log.warning("discord interaction not deferred account=%s interaction=%s reason=%s",
+                        self.account, interaction.id, error)
+
+    # ------------------------------------------------------------------ outbound
+
+    def _where(self, target: Address) -> int:
+        return int(target.conversation.thread or target.conversation.chat)
+
+    async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
+        client = await self._ready()
+        out = outgoing(part, max_bytes=self.capabilities().media_max_bytes)
+        token = interaction_token(referrer, datetime.now(UTC))
+        if token is not None:
+            sent = await call("followup", self._hook(client, token).send(wait=True, **out.send_kwargs()))
+            self._remember(str(sent.id), token)
+            return SentMessage(message=MessageId(str(sent.id)))
+        where = client.get_partial_messageable(self._where(target))
+        reference = None
+        if part.index == 0 and referrer.message:
+            reference = discord.MessageReference(message_id=int(referrer.message), channel_id=where.id, fail_if_not_exists=False)
+        message = await call("send", where.send(reference=reference, nonce=nonce_for(idempotency_key),  # type: ignore[arg-type]
+                                                **out.send_kwargs()))
+        return SentMessage(message=MessageId(str(message.id)))
+
+    @staticmethod
+    def _hook(client: discord.Client, token: str) -> discord.Webhook:
+        """The interaction's follow-up webhook (the application's id, the interaction's token)."""
+        app_id = client.application_id or (client.user.id if client.user else 0)
+        return discord.Webhook.partial(app_id, token, client=client)
+
+    def _remember(self, message: str, token: str) -> None:
+        self._followups[message] = token
+        while len(self._followups) > FOLLOWUPS_KEPT:
+            self._followups.pop(next(iter(self._followups)))
+
+    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+        client = await self._ready()
+        token = self._followups.get(message)
+        if token is not None:
+            await call("edit followup", self._hook(client, token).edit_message(int(message), content=part.text))
+            return
+        partial = client.get_partial_messageable(self._where(target)).get_partial_message(int(message))
+        await call("edit", partial.edit(content=part.text))
+
+    async def typing(self, target: Address) -> None:
+        client = await self._ready()
+        await call("typing", client.get_partial_messageable(self._where(target)).typing().wrapped_typer())
+
+    async def close(self) -> None:
+        if self._client is not None:
+            client, self._client = self._client, None
+            await client.close()
+
+

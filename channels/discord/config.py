@@ -1,0 +1,23 @@
+"""DiscordConfig: one bot (one Discord application) and the endpoints it talks to."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from gateway.core.config import AccountConfig, EnvSecret
+
+DISCORD_API = "https://discord.com/api/v10"
+DISCORD_GATEWAY = "wss://gateway.discord.gg/"
+
+
+class DiscordConfig(AccountConfig):
+    token: EnvSecret = Field(description="the bot token from the Developer Portal's Bot page (env:DISCORD_TOKEN)")
+    message_content: bool = True
+    """Ask for the privileged MESSAGE_CONTENT intent (enable it on the Bot page first).  Without it the
+    bot still reads DMs, messages that mention it and replies to it, but not other guild chatter."""
+    slash_commands: bool = True
+    """Register ``/ask``, ``/stop`` and ``/link`` for the application when the account starts."""
+    api_base: str = DISCORD_API
+    """Discord's REST base; a test peer or a proxy sets its own.  One per process (discord.py keeps it per class)."""
+    gateway_url: str = DISCORD_GATEWAY
+    """Discord's Gateway address; after the first connection Discord's ``resume_gateway_url`` is used."""

@@ -1,0 +1,74 @@
+"""Rendered parts -> what discord.py sends: content, files, image embeds, reply reference, allowed mentions.
+
+The renderer has already written Discord markdown within 2,000 UTF-16 units;
+this module only decides how each attachment travels.  A file on disk is
+uploaded (multipart ``files[n]``) after its size is checked against the
+declared limit; an image known only by URL is shown as an embed image; any
+other URL-only attachment goes as its link on a line of its own.
+
+Mentions in the model's text never ping ``@everyone``, ``@here`` or roles: only
+users, and the learner being replied to.
+
+``nonce`` is Discord's send deduplication: with ``enforce_nonce`` (which
+discord.py sets), a second message with the same nonce from the bot within a
+few minutes returns the first instead of posting again, so a retry after a lost
+answer shows one message.  It must be at most 25 characters; the idempotency key
+is hashed to 24.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass, field
+
+import discord
+
+from gateway.core.errors import BadRequest
+from gateway.core.messages import Attachment, RenderedPart
+
+PLATFORM = "discord"
+MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True)
+
+
+def nonce_for(idempotency_key: str) -> str:
+    return hashlib.blake2b(idempotency_key.encode(), digest_size=12).hexdigest()
+
+
+@dataclass
+class Outgoing:
+    content: str
+    files: list[discord.File] = field(default_factory=list)
+    embeds: list[discord.Embed] = field(default_factory=list)
+
+    def send_kwargs(self) -> dict:
+        kwargs: dict = {"content": self.content or None, "allowed_mentions": MENTIONS}
+        if self.files:
+            kwargs["files"] = self.files
+        if self.embeds:
+            kwargs["embeds"] = self.embeds
+        return kwargs
+
+
+def _file(attachment: Attachment, max_bytes: int) -> discord.File:
+    assert attachment.path is not None
+    size = os.path.getsize(attachment.path)
+    if size > max_bytes:
+        raise BadRequest(PLATFORM, f"{attachment.name or 'the file'} is {size} bytes; Discord takes at most {max_bytes} "
+                         "per message from a bot", code=413)
+    return discord.File(attachment.path, filename=attachment.name or os.path.basename(attachment.path))
+
+
+def outgoing(part: RenderedPart, *, max_bytes: int) -> Outgoing:
+    out = Outgoing(content=part.text)
+    links: list[str] = []
+    for attachment in part.attachments:
+        if attachment.path:
+            out.files.append(_file(attachment, max_bytes))
+        elif attachment.url and attachment.kind == "image" and len(out.embeds) < 10:
+            out.embeds.append(discord.Embed().set_image(url=attachment.url))
+        elif attachment.url:
+            links.append(attachment.url)
+    if links:
+        out.content = "\n".join(filter(None, [out.content, *links]))
+    return out

@@ -1,0 +1,270 @@
+"""The Discord channel through discord.py against the emulator: sessions, intents, threads, commands, limits."""
+
+from __future__ import annotations
+
+import pytest
+
+from channels.discord.channel import DiscordChannel
+from gateway.core.errors import BadRequest
+from gateway.core.messages import Attachment, Media, Quote, Referrer, RenderedPart
+from gateway.core.probes import Gravity
+from gateway.pipeline.lanes import NOTHING_TO_STOP
+from tests.contract.harness import eventually
+
+# --------------------------------------------------------------------------- the session
+
+
+async def test_a_dropped_socket_resumes_the_session_and_what_was_said_meanwhile_is_answered_once(open_rig):
+    rig = await open_rig()
+    first = await rig.peer.say("before the drop")
+    await rig.replies(first["channel_id"], 1)
+    await rig.peer.drop()
+    meanwhile = await rig.peer.say("said while the socket was down", user=first["author"]["id"])
+    shown = await rig.replies(first["channel_id"], 2, what="the answer replayed by the resume")
+    await rig.quiet()
+    assert rig.peer.identifies == 1 and rig.peer.resumes == 1
+    assert [s.text for s in shown] == ["echo: before the drop", "echo: said while the socket was down"]
+    assert shown[1].reply_to == meanwhile["id"]
+    assert len(rig.responder.turns) == 2
+
+
+async def test_a_replayed_dispatch_is_answered_once(open_rig):
+    rig = await open_rig()
+    said = await rig.peer.say("only once, please")
+    await rig.replies(said["channel_id"], 1)
+    session = next(iter(rig.peer.sessions.values()))
+    frame = next(f for f in session.buffer if f["t"] == "MESSAGE_CREATE" and f["d"]["id"] == said["id"])
+    await rig.peer.drop()
+    session.buffer.append({**frame, "s": session.seq + 1})  # the Gateway replays it on resume
+    session.seq += 1
+    await eventually(lambda: rig.peer.resumes == 1, what="the resume")
+    await eventually(lambda: rig.metric("partners_dedup_hits_total") >= 1, what="the replay to be recognised")
+    await rig.quiet()
+    assert len(rig.responder.turns) == 1 and len(rig.peer.seen(said["channel_id"])) == 1
+
+
+async def test_an_invalidated_session_identifies_again_and_keeps_answering(open_rig):
+    rig = await open_rig()
+    await rig.peer.invalidate()
+    await eventually(lambda: rig.peer.identifies == 2 and rig.peer.connected(), what="a new session")
+    said = await rig.peer.say("new session?")
+    [reply] = await rig.replies(said["channel_id"], 1)
+    assert reply.text == "echo: new session?"
+
+
+async def test_a_reconnect_request_resumes(open_rig):
+    rig = await open_rig()
+    await rig.peer.request_reconnect()
+    await eventually(lambda: rig.peer.resumes == 1 and rig.peer.connected(), what="the resume after op 7")
+    said = await rig.peer.say("still there?")
+    await rig.replies(said["channel_id"], 1)
+
+
+async def test_an_outage_is_reported_and_the_session_resumes_with_nothing_lost(open_rig):
+    rig = await open_rig()
+    said = await rig.peer.say("hello")
+    await rig.replies(said["channel_id"], 1)
+    await rig.peer.outage(True)
+
+    async def failing():
+        account = await rig.account()
+        return account if account.state == "error" else None
+
+    account = await eventually(failing, what="the account to report the dropped connection")
+    assert "Gateway" in account.reason
+    during = await rig.peer.say("anyone home?", user=said["author"]["id"])
+    await rig.peer.outage(False)
+    shown = await rig.replies(said["channel_id"], 2, what="the answer after the outage")
+    assert shown[1].reply_to == during["id"]
+    await eventually(lambda: rig.account(), what="status")
+    assert (await rig.account()).state == "running"
+
+
+# --------------------------------------------------------------------------- intents
+
+
+async def test_without_message_content_it_answers_dms_mentions_and_replies_and_drops_chatter(open_rig):
+    rig = await open_rig(peer={"message_content": False}, message_content=False)
+    dm = await rig.peer.say("a DM is read in full")
+    assert (await rig.replies(dm["channel_id"], 1))[0].text == "echo: a DM is read in full"
+    room = await rig.peer.new_channel()
+    await rig.peer.say("chatter the bot cannot read", channel=room)
+    await eventually(lambda: rig.metric("partners_dropped_total") >= 1, what="the chatter to be dropped")
+    await rig.peer.say("what is a noun?", channel=room, mention=True)
+    [answer] = await rig.replies(room, 1)
+    assert answer.text == "echo: what is a noun?"  # the leading mention is set aside
+    bot_message = rig.peer.seen(room)[0]
+    await rig.peer.say("and a verb?", channel=room, reply_to=bot_message)
+    shown = await rig.replies(room, 2)
+    await rig.quiet()
+    assert shown[1].text == "echo: and a verb?"
+    quote = rig.responder.turns[-1].messages[0].elements[0]
+    assert isinstance(quote, Quote) and quote.is_self
+    assert len(rig.responder.turns) == 3
+
+
+async def test_doctor_says_which_intent_is_missing(open_rig):
+    rig = await open_rig(peer={"message_content": False}, message_content=False)
+    result = await rig.channel.probe()
+    assert result.ok
+    [warning] = result.problems
+    assert warning.gravity is Gravity.WARNING and "MESSAGE CONTENT" in warning.message
+    asked = DiscordChannel(rig.channel.context.__class__(**{**rig.channel.context.__dict__,
+                                                            "config": rig.channel.settings.model_copy(update={"message_content": True})}))
+    try:
+        result = await asked.probe()
+    finally:
+        await asked.close()
+    assert not result.ok
+    [error] = result.problems
+    assert "MESSAGE CONTENT" in error.message and "4014" in error.message and "Privileged Gateway Intents" in error.fix
+
+
+async def test_asking_for_an_intent_the_application_lacks_waits_for_a_human(open_rig):
+    rig = await open_rig(peer={"message_content": False}, connect=False)
+
+    async def parked():
+        account = await rig.account()
+        return account if account.state == "action_required" else None
+
+    account = await eventually(parked, what="the account to wait for the intent")
+    assert "MESSAGE CONTENT" in account.reason
+    assert rig.peer.identifies == 0  # not refused by the Gateway over and over: found before connecting
+
+
+# --------------------------------------------------------------------------- where answers go
+
+
+async def test_an_answer_to_a_thread_stays_in_the_thread_and_replies_to_the_learner(open_rig):
+    rig = await open_rig()
+    thread = await rig.peer.open_thread("Homework")
+    asked = await rig.peer.say("help with question 3", channel=thread, mention=True)
+    [answer] = await rig.replies(thread, 1)
+    await rig.quiet()
+    assert answer.reply_to == asked["id"] and answer.text == "echo: help with question 3"
+    [message] = rig.responder.turns[0].messages
+    assert message.address.conversation.chat == rig.peer.channel_id
+    assert message.address.conversation.thread == thread
+    assert rig.peer.seen(rig.peer.channel_id) == []
+
+
+async def test_a_streamed_answer_is_edited_in_place_no_faster_than_the_declared_interval(open_rig):
+    rig = await open_rig()
+    rig.responder.stream = [f"part {i}. " for i in range(24)]
+    rig.responder.delta_delay = 0.15
+    said = await rig.peer.say("stream it")
+    await rig.replies(said["channel_id"], 1)
+    await rig.quiet()
+    [message] = rig.peer.seen(said["channel_id"])
+    assert message["content"].strip() == "".join(rig.responder.stream).strip()
+    edits = [r["at"] for r in rig.peer.requests if r["method"] == "PATCH" and r["channel"] == said["channel_id"]]
+    assert message["edits"] == len(edits) >= 1
+    interval = DiscordChannel.capabilities().min_edit_interval
+    previews = edits[:-1]  # the final edit goes as soon as the answer is complete
+    assert len(previews) >= 2
+    assert all(b - a >= interval * 0.9 for a, b in zip(previews, previews[1:], strict=False)), edits
+
+
+async def test_typing_is_shown_while_the_partner_writes(open_rig):
+    rig = await open_rig()
+    rig.responder.stream = ["thinking", " done"]
+    rig.responder.delta_delay = 0.5
+    said = await rig.peer.say("type first")
+    await rig.replies(said["channel_id"], 1)
+    assert any(r["route"].endswith("/typing") and r["channel"] == said["channel_id"] for r in rig.peer.requests)
+
+
+# --------------------------------------------------------------------------- rate limits: one layer
+
+
+async def test_one_429_is_one_rate_limited_and_one_paced_retry(open_rig):
+    rig = await open_rig()
+    rig.peer.fail_next(429, retry_after=0.4)
+    said = await rig.peer.say("busy?")
+    [reply] = await rig.replies(said["channel_id"], 1)
+    await rig.quiet()
+    posts = [r for r in rig.peer.requests if r["method"] == "POST" and r["route"] == "channels/{id}/messages"
+             and r["channel"] == said["channel_id"]]
+    assert [p["status"] for p in posts] == [429, 200]  # discord.py did not retry it on its own
+    assert posts[1]["at"] - posts[0]["at"] >= 0.4 * 0.9  # the outbound path waited retry_after
+    assert rig.metric("partners_errors_total", kind="RateLimited") == 1
+    assert reply.text == "echo: busy?"
+
+
+async def test_a_5xx_is_retried_by_the_outbound_path_only(open_rig):
+    rig = await open_rig()
+    rig.peer.fail_next(502)
+    said = await rig.peer.say("flaky?")
+    await rig.replies(said["channel_id"], 1)
+    await rig.quiet()
+    posts = [r["status"] for r in rig.peer.requests if r["method"] == "POST" and r["channel"] == said["channel_id"]
+             and r["route"] == "channels/{id}/messages"]
+    assert posts == [502, 200]
+    assert rig.metric("partners_errors_total", kind="PeerUnavailable") == 1
+
+
+# --------------------------------------------------------------------------- slash commands
+
+
+async def test_slash_commands_are_registered_deferred_and_answered_by_follow_up(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    assert sorted(c["name"] for c in rig.peer.commands) == ["ask", "link", "stop"]
+    interaction = await rig.peer.command("ask", {"question": "what is 2 + 2?"})
+    await eventually(lambda: any(m["content"] for m in rig.peer.seen(interaction["channel_id"])),
+                     what="the placeholder to be filled")
+    await rig.quiet()
+    [shown] = rig.peer.seen(interaction["channel_id"])
+    assert shown["content"] == "echo: what is 2 + 2?" and not shown["flags"] & 128
+    assert interaction["answered"] == 5  # deferred (type 5), then the follow-up filled the placeholder
+    order = [r["route"] for r in rig.peer.requests if r["route"].startswith(("interactions", "webhooks"))]
+    assert order[0] == "interactions/{id}/{id}/callback" and order[1].startswith("webhooks/")
+    [message] = rig.responder.turns[0].messages
+    assert message.event_id == interaction["id"] and message.addressed
+
+
+async def test_stop_and_link_commands_read_as_the_gateway_commands(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    user = "4242"
+    stop = await rig.peer.command("stop", user=user)
+    await eventually(lambda: any(m["content"] for m in rig.peer.seen(stop["channel_id"])), what="the answer to /stop")
+    assert rig.peer.seen(stop["channel_id"])[0]["content"] == NOTHING_TO_STOP  # the gateway's own /stop, in its follow-up
+    await rig.peer.command("link", {"code": "ABCD1234"}, user=user)
+    await rig.replies(stop["channel_id"], 2)
+    await rig.quiet()
+    assert [m.text for t in rig.responder.turns for m in t.messages] == ["/link ABCD1234"]  # the brain reads it as /link
+
+
+# --------------------------------------------------------------------------- attachments
+
+
+async def test_a_file_goes_out_as_an_upload_and_one_over_the_limit_is_refused(open_rig, tmp_path):
+    rig = await open_rig()
+    said = await rig.peer.say("send me the worksheet")
+    await rig.replies(said["channel_id"], 1)
+    target = rig.responder.turns[0].messages[0].address
+    sheet = tmp_path / "sheet.txt"
+    sheet.write_text("1. 2 + 2 = ?\n")
+    part = RenderedPart(index=0, text="here it is", attachments=(Attachment(kind="file", path=str(sheet), name="sheet.txt"),))
+    await rig.channel.send(target, part, referrer=Referrer(), idempotency_key="sheet-1")
+    uploaded = rig.peer.seen(said["channel_id"])[-1]
+    assert uploaded["content"] == "here it is"
+    assert [(a["filename"], a["size"]) for a in uploaded["attachments"]] == [("sheet.txt", sheet.stat().st_size)]
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * (DiscordChannel.capabilities().media_max_bytes + 1))
+    with pytest.raises(BadRequest, match="at most"):
+        await rig.channel.send(target, RenderedPart(index=0, text="", attachments=(Attachment(kind="file", path=str(big)),)),
+                               referrer=Referrer(), idempotency_key="big-1")
+
+
+async def test_an_attachment_in_is_carried_by_reference(open_rig):
+    rig = await open_rig()
+    picture = {"id": "1", "filename": "leaf.png", "size": 2048, "url": "https://cdn.example/leaf.png",
+               "proxy_url": "https://media.example/leaf.png", "content_type": "image/png"}
+    said = await rig.peer.say("what leaf is this?", attachments=(picture,))
+    await rig.replies(said["channel_id"], 1)
+    [message] = rig.responder.turns[0].messages
+    [media] = [e for e in message.elements if isinstance(e, Media)]
+    assert (media.kind, media.platform_ref, media.name, media.size) == ("image", picture["url"], "leaf.png", 2048)
+    assert media.url is None  # nothing was downloaded before the event was durable

@@ -1,0 +1,594 @@
+"""A loopback emulator of Discord's Gateway (WebSocket) and REST API, written from Discord's documentation.
+
+What it speaks, as docs.discord.com describes it:
+
+Gateway (``/gateway``, JSON text frames): op 10 HELLO with ``heartbeat_interval``;
+op 1 HEARTBEAT answered by op 11; op 2 IDENTIFY -> ``READY`` (guilds unavailable,
+``session_id``, ``resume_gateway_url``, ``application.flags``) then a full
+``GUILD_CREATE``; op 6 RESUME with ``session_id`` + ``seq`` replays every dispatch
+the session missed, then ``RESUMED``; an unknown session gets op 9 INVALID_SESSION
+(``d: false``); op 7 RECONNECT on request.  Dispatches carry a sequence number per
+session, and a session outlives its socket, so events said while the bot is
+disconnected are replayed on resume.  A bad token closes with 4004; asking for the
+privileged MESSAGE_CONTENT intent (1 << 15) the application has not enabled closes
+with 4014.  Without that intent, guild messages arrive with empty ``content``,
+``embeds`` and ``attachments`` unless they mention the bot or reply to it (DMs
+always carry content).
+
+REST (``/api/v10``): ``users/@me``, ``oauth2/applications/@me`` (with ``flags``),
+``channels/{id}/messages`` POST (JSON or multipart ``payload_json`` + ``files[n]``,
+``nonce`` + ``enforce_nonce`` deduplicated per author) and PATCH, ``typing``, threads
+from a message, DM channel creation, interaction callbacks (type 5 defers: a
+placeholder the first follow-up fills) and follow-up webhooks, command
+registration.  Every answer carries ``X-RateLimit-Limit/Remaining/Reset-After/Bucket``
+from a per-route, per-channel bucket; an exhausted bucket answers 429 with
+``{retry_after, global}``, ``Retry-After``, ``X-RateLimit-Scope`` and ``Via`` (as
+Discord's edge does).  Every JSON answer is ``Content-Type: application/json``
+exactly.
+
+The control API is this class's Python methods (the peer runs in the test's own
+event loop): users say things and run slash commands, the socket can be dropped,
+a reconnect or an invalid session requested, the next requests failed with a
+status, and every request and bot message read back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import math
+import time
+from collections import defaultdict, deque
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+DISCORD_EPOCH_MS = 1420070400000
+INTENT_GUILDS, INTENT_GUILD_MESSAGES, INTENT_DIRECT_MESSAGES, INTENT_MESSAGE_CONTENT = 1, 1 << 9, 1 << 12, 1 << 15
+FLAG_MESSAGE_CONTENT, FLAG_MESSAGE_CONTENT_LIMITED = 1 << 18, 1 << 19
+TEXT, DM, PUBLIC_THREAD = 0, 1, 11
+ATTACHMENT_LIMIT = 10 * 1024 * 1024
+LOADING = 1 << 7
+"""Message flag of a deferred interaction's "is thinking..." placeholder."""
+
+_ids = itertools.count(1)
+
+
+def snowflake() -> str:
+    """A time-ordered id, as Discord makes them: milliseconds since 2015 in the high bits."""
+    return str(((int(time.time() * 1000) - DISCORD_EPOCH_MS) << 22) | (next(_ids) % 4096))
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat()
+
+
+def user_object(user_id: str, name: str, *, bot: bool = False) -> dict:
+    return {"id": user_id, "username": name, "discriminator": "0", "global_name": name, "avatar": None, "bot": bot}
+
+
+@dataclass
+class Session:
+    id: str
+    intents: int
+    seq: int = 0
+    buffer: list[dict] = field(default_factory=list)
+    socket: web.WebSocketResponse | None = None
+
+
+@dataclass
+class Fault:
+    status: int
+    retry_after: float = 1.0
+    is_global: bool = False
+
+
+class DiscordPeer:
+    """One application with its bot user, one guild with a text channel, and whoever talks to it."""
+
+    def __init__(self, *, token: str = "peer-token", message_content: bool = True, heartbeat_ms: int = 41250,
+                 bucket: tuple[int, float] = (5, 5.0)) -> None:
+        self.token = token
+        self.app_id = snowflake()
+        self.bot = user_object(self.app_id, "Tutor", bot=True)
+        self.flags = FLAG_MESSAGE_CONTENT if message_content else 0
+        self.heartbeat_ms = heartbeat_ms
+        self.bucket_limit, self.bucket_window = bucket
+        self.guild_id = snowflake()
+        self.channel_id = snowflake()
+        self.channels: dict[str, dict] = {self.channel_id: {"id": self.channel_id, "type": TEXT, "guild_id": self.guild_id,
+                                                             "name": "class", "position": 0, "permission_overwrites": []}}
+        self.messages: dict[str, list[dict]] = defaultdict(list)
+        self.sessions: dict[str, Session] = {}
+        self.faults: deque[Fault] = deque()
+        self.down = False
+        self.send_latency = 0.0
+        self.requests: list[dict] = []
+        """Every REST request: method, route, channel, status, and (for 429) retry_after."""
+        self.identifies = self.resumes = 0
+        self.commands: list[dict] = []
+        self.deferred: dict[str, dict] = {}
+        """interaction token -> the placeholder message its first follow-up fills."""
+        self.interactions: dict[str, dict] = {}
+        self._buckets: dict[str, tuple[float, int]] = {}
+        self._nonces: dict[tuple[str, str], dict] = {}
+        self._runner: web.AppRunner | None = None
+        self.url = ""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self, port: int = 0) -> DiscordPeer:
+        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", port)
+        await site.start()
+        bound = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.url = f"http://127.0.0.1:{bound}"
+        return self
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.url}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return self.url.replace("http://", "ws://") + "/gateway"
+
+    async def stop(self) -> None:
+        for session in self.sessions.values():
+            if session.socket is not None:
+                await session.socket.close()
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    # ------------------------------------------------------------------ control: users
+
+    def dm_channel(self, user_id: str) -> str:
+        for channel in self.channels.values():
+            if channel["type"] == DM and channel["recipients"][0]["id"] == user_id:
+                return channel["id"]
+        cid = snowflake()
+        self.channels[cid] = {"id": cid, "type": DM, "recipients": [user_object(user_id, f"user{user_id[-4:]}")],
+                              "last_message_id": None}
+        return cid
+
+    async def open_thread(self, name: str = "Homework", *, parent: str | None = None) -> str:
+        tid = snowflake()
+        self.channels[tid] = {"id": tid, "type": PUBLIC_THREAD, "guild_id": self.guild_id, "parent_id": parent or self.channel_id,
+                              "name": name, "owner_id": self.app_id, "message_count": 0, "member_count": 1,
+                              "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
+                                                  "archive_timestamp": now_iso(), "locked": False}}
+        await self.dispatch("THREAD_CREATE", {**self.channels[tid], "newly_created": True})
+        return tid
+
+    async def new_channel(self, name: str = "class") -> str:
+        """Another text channel in the guild (CHANNEL_CREATE), so tests do not share one."""
+        cid = snowflake()
+        self.channels[cid] = {"id": cid, "type": TEXT, "guild_id": self.guild_id, "name": name, "position": len(self.channels),
+                              "permission_overwrites": []}
+        await self.dispatch("CHANNEL_CREATE", self.channels[cid])
+        return cid
+
+    async def say_as_bot(self, text: str, *, channel: str) -> dict:
+        """A message by the bot's own account (another program on the same token, or the bot's echo)."""
+        status, message = self._post(channel, {"content": text}, [])
+        assert status == 200, message
+        return message
+
+    async def say(self, text: str, *, user: str | None = None, channel: str | None = None, mention: bool = False,
+                  reply_to: dict | None = None, attachments: tuple[dict, ...] = ()) -> dict:
+        """A user writes ``text``: in a DM with the bot unless ``channel`` names a guild channel or thread."""
+        user = user or snowflake()
+        cid = channel or self.dm_channel(user)
+        content = f"<@{self.app_id}> {text}" if mention else text
+        message = self._message(cid, user_object(user, f"user{user[-4:]}"), content, reply_to=reply_to,
+                                attachments=attachments, mentions=[self.bot] if mention else [])
+        self.messages[cid].append(message)
+        await self.dispatch("MESSAGE_CREATE", message)
+        return message
+
+    async def redeliver(self, message: dict) -> None:
+        await self.dispatch("MESSAGE_CREATE", message)
+
+    async def command(self, name: str, options: dict[str, str] | None = None, *, user: str | None = None,
+                      channel: str | None = None) -> dict:
+        """A user runs the slash command ``/name`` in a DM (or ``channel``); dispatched as INTERACTION_CREATE."""
+        user = user or snowflake()
+        cid = channel or self.dm_channel(user)
+        where = self.channels[cid]
+        interaction = {
+            "id": snowflake(), "application_id": self.app_id, "type": 2, "token": f"itok-{snowflake()}", "version": 1,
+            "channel_id": cid, "channel": {k: v for k, v in where.items() if k != "recipients"},
+            "data": {"id": snowflake(), "name": name, "type": 1,
+                     "options": [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]},
+            "app_permissions": "0", "locale": "en-US", "attachment_size_limit": ATTACHMENT_LIMIT, "entitlements": [],
+            "authorizing_integration_owners": {},
+            "context": 1 if where["type"] == DM else 0,
+        }
+        person = user_object(user, f"user{user[-4:]}")
+        if "guild_id" in where:
+            interaction.update(guild_id=self.guild_id, member=self._member(person))
+        else:
+            interaction["user"] = person
+        self.interactions[interaction["token"]] = interaction
+        await self.dispatch("INTERACTION_CREATE", interaction)
+        return interaction
+
+    def connected(self) -> bool:
+        """Whether a bot session is identified and has its socket (what a user's message needs to reach it)."""
+        return any(s.socket is not None for s in self.sessions.values())
+
+    def seen(self, channel: str) -> list[dict]:
+        """The bot's messages in ``channel`` as shown now (after edits), placeholders that were never filled included."""
+        return [m for m in self.messages.get(channel, []) if m["author"]["id"] == self.app_id]
+
+    # ------------------------------------------------------------------ control: faults
+
+    def fail_next(self, status: int, *, retry_after: float = 1.0, is_global: bool = False) -> None:
+        self.faults.append(Fault(status, retry_after, is_global))
+
+    def rate_limited(self) -> int:
+        return sum(1 for r in self.requests if r["status"] == 429)
+
+    async def drop(self, code: int = 4000) -> None:
+        """Close every bot socket as a network blip would; the sessions stay resumable."""
+        for session in self.sessions.values():
+            if session.socket is not None:
+                socket, session.socket = session.socket, None
+                await socket.close(code=code)
+
+    async def request_reconnect(self) -> None:
+        for session in self.sessions.values():
+            if session.socket is not None:
+                await session.socket.send_json({"op": 7, "d": None})
+
+    async def invalidate(self) -> None:
+        """Forget every session and tell the connected bots so (op 9, not resumable)."""
+        sessions, self.sessions = list(self.sessions.values()), {}
+        for session in sessions:
+            if session.socket is not None:
+                await session.socket.send_json({"op": 9, "d": False})
+
+    async def outage(self, down: bool) -> None:
+        self.down = down
+        if down:
+            await self.drop()
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def dispatch(self, event: str, data: dict) -> None:
+        for session in list(self.sessions.values()):
+            if not self._wants(session, event, data):
+                continue
+            session.seq += 1
+            frame = {"op": 0, "t": event, "s": session.seq, "d": self._as_seen(session, event, data)}
+            session.buffer.append(frame)
+            if session.socket is not None:
+                try:
+                    await session.socket.send_json(frame)
+                except (ConnectionError, RuntimeError):
+                    session.socket = None  # replayed on resume
+
+    def _wants(self, session: Session, event: str, data: dict) -> bool:
+        if event != "MESSAGE_CREATE":
+            return True
+        guild = "guild_id" in data
+        return bool(session.intents & (INTENT_GUILD_MESSAGES if guild else INTENT_DIRECT_MESSAGES))
+
+    def _as_seen(self, session: Session, event: str, data: dict) -> dict:
+        """What a session may read of a message: without MESSAGE_CONTENT, guild chatter is blanked."""
+        if event != "MESSAGE_CREATE" or session.intents & INTENT_MESSAGE_CONTENT or "guild_id" not in data:
+            return data
+        addressed = any(m["id"] == self.app_id for m in data.get("mentions", [])) or data["author"]["id"] == self.app_id
+        if addressed:
+            return data
+        return {**data, "content": "", "embeds": [], "attachments": [], "components": []}
+
+    # ------------------------------------------------------------------ gateway
+
+    async def _gateway(self, request: web.Request) -> web.StreamResponse:
+        if self.down:
+            return web.Response(status=503)
+        socket = web.WebSocketResponse()
+        await socket.prepare(request)
+        await socket.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_ms}})
+        session: Session | None = None
+        async for frame in socket:
+            if frame.type is not WSMsgType.TEXT:
+                continue
+            payload = json.loads(frame.data)
+            op, data = payload.get("op"), payload.get("d")
+            if op == 1:
+                await socket.send_json({"op": 11})
+            elif op == 2:
+                if data.get("token") != self.token:
+                    await socket.close(code=4004, message=b"Authentication failed.")
+                    break
+                enabled = self.flags & (FLAG_MESSAGE_CONTENT | FLAG_MESSAGE_CONTENT_LIMITED)
+                if data.get("intents", 0) & INTENT_MESSAGE_CONTENT and not enabled:
+                    await socket.close(code=4014, message=b"Disallowed intent(s).")
+                    break
+                self.identifies += 1
+                session = Session(id=snowflake(), intents=int(data.get("intents", 0)), socket=socket)
+                self.sessions[session.id] = session
+                await self._send(session, "READY", {
+                    "v": 10, "user": self.bot, "guilds": [{"id": self.guild_id, "unavailable": True}],
+                    "session_id": session.id, "resume_gateway_url": self.gateway_url, "private_channels": [],
+                    "relationships": [], "application": {"id": self.app_id, "flags": self.flags}, "_trace": ["peer"],
+                })
+                await self._send(session, "GUILD_CREATE", self._guild())
+            elif op == 6:
+                known = self.sessions.get(str(data.get("session_id")))
+                if data.get("token") != self.token or known is None:
+                    await socket.send_json({"op": 9, "d": False})
+                    continue
+                self.resumes += 1
+                session, known.socket = known, socket
+                for missed in [f for f in known.buffer if f["s"] > int(data.get("seq") or 0)]:
+                    await socket.send_json(missed)
+                await self._send(known, "RESUMED", {"_trace": ["peer"]})
+        if session is not None and session.socket is socket:
+            session.socket = None
+        return socket
+
+    async def _send(self, session: Session, event: str, data: dict) -> None:
+        session.seq += 1
+        frame = {"op": 0, "t": event, "s": session.seq, "d": data}
+        session.buffer.append(frame)
+        assert session.socket is not None
+        await session.socket.send_json(frame)
+
+    def _guild(self) -> dict:
+        everyone = {"id": self.guild_id, "name": "@everyone", "permissions": str((1 << 41) - 1), "position": 0,
+                    "color": 0, "hoist": False, "managed": False, "mentionable": False, "flags": 0}
+        channels = [c for c in self.channels.values() if c.get("guild_id") and c["type"] == TEXT]
+        threads = [c for c in self.channels.values() if c["type"] == PUBLIC_THREAD]
+        return {"id": self.guild_id, "name": "School", "owner_id": snowflake(), "roles": [everyone], "emojis": [],
+                "stickers": [], "features": [], "channels": channels, "threads": threads,
+                "members": [self._member(self.bot)], "member_count": 2, "large": False, "unavailable": False,
+                "joined_at": now_iso(), "voice_states": [], "presences": [], "stage_instances": [],
+                "guild_scheduled_events": [], "premium_tier": 0, "preferred_locale": "en-US", "nsfw_level": 0,
+                "verification_level": 0, "default_message_notifications": 0, "explicit_content_filter": 0,
+                "mfa_level": 0, "system_channel_flags": 0, "afk_timeout": 300}
+
+    def _member(self, user: dict) -> dict:
+        return {"user": user, "roles": [], "joined_at": now_iso(), "deaf": False, "mute": False, "flags": 0}
+
+    def _message(self, cid: str, author: dict, content: str, *, reply_to: dict | None = None,
+                 attachments: tuple[dict, ...] | list[dict] = (), mentions: list[dict] | None = None,
+                 nonce: str | None = None) -> dict:
+        channel = self.channels[cid]
+        message = {
+            "id": snowflake(), "channel_id": cid, "author": author, "content": content, "timestamp": now_iso(),
+            "edited_timestamp": None, "tts": False, "mention_everyone": False, "mentions": mentions or [],
+            "mention_roles": [], "attachments": list(attachments), "embeds": [], "components": [], "pinned": False,
+            "type": 19 if reply_to else 0, "flags": 0, "edits": 0,
+        }
+        if nonce is not None:
+            message["nonce"] = nonce
+        if "guild_id" in channel:
+            message.update(guild_id=self.guild_id, member={k: v for k, v in self._member(author).items() if k != "user"})
+        if reply_to is not None:
+            message["message_reference"] = {"type": 0, "message_id": reply_to["id"], "channel_id": cid,
+                                            **({"guild_id": self.guild_id} if "guild_id" in channel else {})}
+            message["referenced_message"] = {k: v for k, v in reply_to.items() if k != "referenced_message"}
+            if reply_to["author"]["id"] == self.app_id and author["id"] != self.app_id:
+                message["mentions"] = [*message["mentions"], self.bot]  # a reply pings its author by default
+        return message
+
+    # ------------------------------------------------------------------ REST
+
+    def _bucket(self, key: str) -> tuple[int, float] | None:
+        """Take one request from ``key``'s bucket: (remaining, reset_after), or None when it is empty."""
+        now = time.monotonic()
+        reset_at, used = self._buckets.get(key, (now + self.bucket_window, 0))
+        if now >= reset_at:
+            reset_at, used = now + self.bucket_window, 0
+        if used >= self.bucket_limit:
+            self._buckets[key] = (reset_at, used)
+            return None
+        self._buckets[key] = (reset_at, used + 1)
+        return self.bucket_limit - used - 1, reset_at - now
+
+    async def _rest(self, request: web.Request) -> web.StreamResponse:
+        path = request.match_info["path"]
+        parts = path.split("/")
+        route = "/".join(p if not p.isdigit() and not p.startswith("itok-") else "{id}" for p in parts)
+        channel = parts[1] if parts[0] == "channels" and len(parts) > 1 else None
+        record: dict[str, Any] = {"method": request.method, "route": route, "channel": channel, "at": time.time()}
+        self.requests.append(record)
+        if self.down:
+            record["status"] = 503
+            return self._json({"message": "Service Unavailable", "code": 0}, 503)
+        if request.headers.get("Authorization") != f"Bot {self.token}" and parts[0] not in ("webhooks", "interactions"):
+            record["status"] = 401
+            return self._json({"message": "401: Unauthorized", "code": 0}, 401)
+        key = f"{request.method} {route} {channel or ''}"
+        if self.faults and request.method in ("POST", "PATCH") and parts[0] in ("channels", "webhooks") and parts[-1] != "typing":
+            fault = self.faults.popleft()
+            record["status"] = fault.status
+            if fault.status == 429:
+                return self._too_many(record, fault.retry_after, fault.is_global)
+            if fault.status == 504:  # the gateway times out after the message was posted: the answer is lost
+                await self._handle(request, parts)
+                return self._json({"message": "Gateway Timeout", "code": 0}, 504)
+            body = {401: "401: Unauthorized", 403: "Missing Permissions", 400: "Invalid Form Body"}.get(fault.status, "Server Error")
+            return self._json({"message": body, "code": 50013 if fault.status == 403 else 0}, fault.status)
+        taken = self._bucket(key)
+        if taken is None:
+            reset_at, _ = self._buckets[key]
+            record["status"] = 429
+            return self._too_many(record, round(max(0.0, reset_at - time.monotonic()), 3), False)
+        remaining, reset_after = taken
+        try:
+            status, body = await self._handle(request, parts)
+        except web.HTTPException:
+            raise
+        record["status"] = status
+        if self.send_latency and request.method in ("POST", "PATCH"):
+            await asyncio.sleep(self.send_latency)
+        headers = {"X-RateLimit-Limit": str(self.bucket_limit), "X-RateLimit-Remaining": str(remaining),
+                   "X-RateLimit-Reset-After": f"{reset_after:.3f}", "X-RateLimit-Reset": f"{time.time() + reset_after:.3f}",
+                   "X-RateLimit-Bucket": f"b-{abs(hash(route)) % 10**8}"}
+        if status == 204:
+            return web.Response(status=204, headers=headers)
+        return self._json(body, status, headers)
+
+    def _too_many(self, record: dict, retry_after: float, is_global: bool) -> web.Response:
+        record["retry_after"] = retry_after
+        headers = {"Retry-After": str(math.ceil(retry_after)), "X-RateLimit-Scope": "global" if is_global else "user",
+                   "Via": "1.1 google"}
+        if is_global:
+            headers["X-RateLimit-Global"] = "true"
+        return self._json({"message": "You are being rate limited.", "retry_after": retry_after, "global": is_global},
+                          429, headers)
+
+    @staticmethod
+    def _json(body: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+        return web.Response(status=status, body=json.dumps(body).encode(), headers={**(headers or {}),
+                            "Content-Type": "application/json"})
+
+    async def _payload(self, request: web.Request) -> tuple[dict, list[dict]]:
+        """The JSON body, or a multipart form's ``payload_json`` and its ``files[n]``."""
+        if not request.content_type.startswith("multipart/"):
+            return (await request.json() if request.can_read_body else {}), []
+        payload: dict = {}
+        files: list[dict] = []
+        reader = await request.multipart()
+        while (part := await reader.next()) is not None:
+            if part.name == "payload_json":
+                payload = json.loads(await part.text())  # type: ignore[union-attr]
+            else:
+                data = await part.read()  # type: ignore[union-attr]
+                files.append({"id": snowflake(), "filename": part.filename, "size": len(data),  # type: ignore[union-attr]
+                              "url": f"{self.url}/attachments/{part.filename}", "proxy_url": "",
+                              "content_type": part.headers.get("Content-Type", "")})  # type: ignore[union-attr]
+        return payload, files
+
+    async def _handle(self, request: web.Request, parts: list[str]) -> tuple[int, Any]:
+        method = request.method
+        if parts == ["users", "@me"]:
+            return 200, self.bot
+        if parts[-2:] == ["applications", "@me"]:
+            return 200, {"id": self.app_id, "name": "Tutor", "description": "", "icon": None, "bot_public": True,
+                         "bot_require_code_grant": False, "verify_key": "0" * 64, "flags": self.flags,
+                         "owner": user_object(snowflake(), "teacher"), "team": None, "summary": "", "rpc_origins": [],
+                         "bot": self.bot, "approximate_guild_count": 1}
+        if parts[:1] == ["gateway"]:
+            return 200, {"url": self.gateway_url, "shards": 1,
+                         "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0, "max_concurrency": 1}}
+        if parts == ["users", "@me", "channels"] and method == "POST":
+            return 200, self.channels[self.dm_channel(str((await request.json())["recipient_id"]))]
+        if parts[0] == "applications" and parts[-1] == "commands" and method == "PUT":
+            self.commands = [{**c, "id": snowflake(), "application_id": self.app_id, "version": "1"}
+                             for c in await request.json()]
+            return 200, self.commands
+        if parts[0] == "channels" and parts[1] in self.channels:
+            return await self._channel(request, parts)
+        if parts[0] == "interactions" and method == "POST":
+            return self._callback(parts[2], await request.json())
+        if parts[0] == "webhooks" and parts[1] == self.app_id:
+            return await self._followup(request, parts)
+        return 404, {"message": "404: Not Found", "code": 0}
+
+    async def _channel(self, request: web.Request, parts: list[str]) -> tuple[int, Any]:
+        cid, method = parts[1], request.method
+        if len(parts) == 2:
+            return 200, self.channels[cid]
+        if parts[2] == "typing":
+            return 204, None
+        if parts[2:] == ["messages"] and method == "POST":
+            payload, files = await self._payload(request)
+            return self._post(cid, payload, files)
+        if len(parts) == 4 and parts[2] == "messages" and method == "PATCH":
+            payload, _ = await self._payload(request)
+            return self._edit(cid, parts[3], payload)
+        if len(parts) == 5 and parts[4] == "threads" and method == "POST":
+            body = await request.json()
+            tid = await self.open_thread(body.get("name", "thread"), parent=cid)
+            self.channels[tid]["id"] = tid
+            return 201, self.channels[tid]
+        return 404, {"message": "404: Not Found", "code": 0}
+
+    def _post(self, cid: str, payload: dict, files: list[dict], *, author: dict | None = None) -> tuple[int, Any]:
+        author = author or self.bot
+        if sum(f["size"] for f in files) > ATTACHMENT_LIMIT:
+            return 413, {"message": "Request entity too large", "code": 40005}
+        content = payload.get("content") or ""
+        if len(content.encode("utf-16-le")) // 2 > 2000:
+            return 400, {"message": "Invalid Form Body", "code": 50035,
+                         "errors": {"content": {"_errors": [
+                             {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}
+        if not content and not files:
+            return 400, {"message": "Cannot send an empty message", "code": 50006}
+        nonce = payload.get("nonce")
+        if nonce and payload.get("enforce_nonce") and (cid, nonce) in self._nonces:
+            return 200, self._nonces[(cid, nonce)]
+        reference = payload.get("message_reference")
+        replied = next((m for m in self.messages[cid] if reference and m["id"] == str(reference.get("message_id"))), None)
+        message = self._message(cid, author, content, reply_to=replied, attachments=files, nonce=nonce)
+        message["embeds"] = list(payload.get("embeds") or [])
+        self.messages[cid].append(message)
+        if nonce:
+            self._nonces[(cid, nonce)] = message
+        asyncio.get_running_loop().create_task(self.dispatch("MESSAGE_CREATE", message))  # the bot sees its own post
+        return 200, message
+
+    def _edit(self, cid: str, mid: str, payload: dict) -> tuple[int, Any]:
+        message = next((m for m in self.messages[cid] if m["id"] == mid), None)
+        if message is None:
+            return 404, {"message": "Unknown Message", "code": 10008}
+        if message["author"]["id"] != self.app_id:
+            return 403, {"message": "Cannot edit a message authored by another user", "code": 50005}
+        if "content" in payload:
+            if len((payload["content"] or "").encode("utf-16-le")) // 2 > 2000:
+                return 400, {"message": "Invalid Form Body", "code": 50035}
+            message["content"] = payload["content"] or ""
+        message["flags"] &= ~LOADING
+        message["edits"] += 1
+        message["edited_timestamp"] = now_iso()
+        return 200, message
+
+    def _callback(self, token: str, body: dict) -> tuple[int, Any]:
+        interaction = self.interactions.get(token)
+        if interaction is None:
+            return 404, {"message": "Unknown interaction", "code": 10062}
+        if interaction.get("answered"):
+            return 400, {"message": "Interaction has already been acknowledged.", "code": 40060}
+        interaction["answered"] = body.get("type")
+        if body.get("type") == 5:
+            placeholder = self._message(interaction["channel_id"], self.bot, "")
+            placeholder["flags"] = LOADING
+            person = interaction.get("user") or interaction["member"]["user"]
+            placeholder["interaction_metadata"] = {"id": interaction["id"], "type": 2, "user": person,
+                                                   "authorizing_integration_owners": {}}
+            self.messages[interaction["channel_id"]].append(placeholder)
+            self.deferred[token] = placeholder
+        elif body.get("type") == 4:
+            self.messages[interaction["channel_id"]].append(
+                self._message(interaction["channel_id"], self.bot, body.get("data", {}).get("content", "")))
+        return 204, None
+
+    async def _followup(self, request: web.Request, parts: list[str]) -> tuple[int, Any]:
+        token = parts[2]
+        interaction = self.interactions.get(token)
+        if interaction is None:
+            return 404, {"message": "Unknown Webhook", "code": 10015}
+        cid = interaction["channel_id"]
+        payload, files = await self._payload(request)
+        if len(parts) == 3 and request.method == "POST":
+            placeholder = self.deferred.pop(token, None)
+            if placeholder is not None:  # the first follow-up after a defer fills the "thinking" placeholder
+                placeholder["attachments"] = files
+                return self._edit(cid, placeholder["id"], payload)
+            return self._post(cid, payload, files)
+        if len(parts) == 5 and request.method == "PATCH":
+            mid = self.deferred[token]["id"] if parts[4] == "@original" and token in self.deferred else parts[4]
+            return self._edit(cid, mid, payload)
+        return 404, {"message": "404: Not Found", "code": 0}
