@@ -235,7 +235,7 @@ async def test_the_declared_stream_mode_shows_one_message_through_the_channel_ap
     before = len(await rig.harness.seen(said.chat))
     mode = channel.stream_mode(target)
     first, more, final = (rendered(t, caps, final=f) for t, f in
-                          (("Working **on** it", False), ("Working **on** it, nearly", False), ("The **answer** is 42.", True)))
+                          (("Working **on** it", False), ("Working **on** it, nearly", False), ("The answer is 42.", True)))
     if mode is EditMode.NONE:
         with pytest.raises(Unsupported):
             await channel.edit(target, "any", final, referrer=referrer)
