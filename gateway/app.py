@@ -24,6 +24,7 @@ from brain.tools.services import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.core.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig
@@ -37,6 +38,7 @@ from gateway.pipeline.delivery import Delivery, Outlet
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.media import MediaFetch
 from gateway.pipeline.outbox import Outbox
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
@@ -127,7 +129,10 @@ class Gateway:
         self.own_brain = given is None
         """True when the gateway built its brain (and so may call a model); False with a plugged-in responder."""
         self.responder: Responder = given or self._build_brain()
-        self.lanes = Lanes(self.store, self.outbox, self.delivery, self.responder, config.pipeline, self._outlet)
+        self.blobs: BlobStore = LocalBlobs(config.data_dir / "blobs")
+        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
+        media = MediaFetch(self.store, self.blobs, self.channel, timeout_s=config.pipeline.media_fetch_timeout_s)
+        self.lanes = Lanes(self.store, self.outbox, self.delivery, self.responder, config.pipeline, self._outlet, media)
         self.dispatcher = Dispatcher(self.store, self.outbox, self.metrics, self.router, self.lanes, self._policy,
                                      self.teacher, self._authenticates)
         self.store_watch = StoreWatch(self.store, self.dispatcher, self.lanes, self._runs, self.metrics)
@@ -233,6 +238,7 @@ class Gateway:
             cursors=AccountCursors(self.store, name, account),
             data_dir=self.config.data_dir / "channels" / name / account,
             partner_name=bound.name if (bound := self.router.for_account(name, account)) else None,
+            blobs=self.blobs,
         )
         channel = cls(context)
         retry = RetryPolicy(max_attempts=self.config.pipeline.delivery_max_attempts)

@@ -28,25 +28,28 @@ import asyncio
 import logging
 import re
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import httpx
 from slack_bolt.adapter.socket_mode.aiohttp import AsyncSocketModeHandler
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels._kit.media import download
 from channels._kit.signatures import SLACK_V0, verify_hmac
 from channels.base import Channel, ChannelContext
 from channels.slack.config import SlackConfig
 from channels.slack.decode import Me, Skipped, decode
 from channels.slack.encode import Calls, Where, image_blocks, linked_files
 from channels.slack.probe import check_settings, probe_app
-from channels.slack.transport import PLATFORM, call, close_client, download, new_client
+from channels.slack.transport import PLATFORM, call, close_client, new_client
 from gateway.core.capabilities import capabilities_of
-from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.config import AccountConfig
+from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import InvalidEvent, PeerUnavailable, PermanentError, Unsupported
-from gateway.core.messages import Address, ConversationKind, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import Address, ConversationKind, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -59,17 +62,18 @@ ALIVE_CHECK_S = 1.0
 EVENTS_MODE_CHECK_S = 30.0
 UPLOAD_LIMIT = capabilities_of(PLATFORM).media_max_bytes
 SIGNATURE_WINDOW_S = capabilities_of(PLATFORM).signature_window_s
+DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+"""Per read and per connect; the pipeline bounds the whole fetch (``media_fetch_timeout_s``)."""
 """Five minutes (platforms.toml).  No replay memory on top: a replay inside the window is a redelivery,
 which the dedup key answers once, and Slack's own immediate retry may carry the very same signature."""
 
 
-class SlackChannel(Channel):
+class SlackChannel(Channel[SlackConfig]):
     name: ClassVar[str] = "slack"
-    config_model: ClassVar[type[AccountConfig]] = SlackConfig
+    config_model = SlackConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[SlackConfig]) -> None:
         super().__init__(context)
-        self.settings: SlackConfig = context.config  # type: ignore[assignment]
         self._client: AsyncWebClient | None = None
         self._me: Me | None = None
         self._app: AsyncApp | None = None
@@ -79,6 +83,8 @@ class SlackChannel(Channel):
         self._streams: dict[str, str] = {}
         """Open native streams of this process: message ts -> the text already shown in it."""
         self._ready_lock = asyncio.Lock()
+        self._http: httpx.AsyncClient | None = None
+        """File downloads (``fetch_media``), streamed by the kit."""
 
     @property
     def calls(self) -> Calls:
@@ -107,8 +113,8 @@ class SlackChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: SlackConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         client = new_client(self.settings)  # its own: a running account's stays as it is
@@ -198,9 +204,20 @@ class SlackChannel(Channel):
             log.info("slack retry answered account=%s retry=%s status=%d", self.account, retry[:3], answer.status)
         return Response(answer.body, status_code=answer.status, media_type="application/json")
 
-    async def fetch_media(self, ref: str) -> bytes:
-        """A file's bytes by the ``url_private`` a decoded message carries (after the ack)."""
-        return await download(self.calls.client, ref, self.settings.max_download_bytes)
+    def media_limit(self) -> int:
+        return self.settings.max_download_bytes
+
+    @asynccontextmanager
+    async def fetch_media(self, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:
+        """A file by the ``url_private`` a decoded message carries, after the ack: Slack serves it only
+        with the bot token as a Bearer, streamed and stopped at the limit by the kit."""
+        await self._ready()
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=DOWNLOAD_TIMEOUT, trust_env=False)
+        headers = {"Authorization": f"Bearer {self.calls.client.token}"}
+        async with download(self._http, ref.locator, limit=limit, platform=PLATFORM, headers=headers,
+                            declared_type=ref.mime_type, name=ref.name) as stream:
+            yield stream
 
     # ------------------------------------------------------------------ outbound
 
@@ -267,6 +284,9 @@ class SlackChannel(Channel):
 
     async def close(self) -> None:
         await self._close_socket()
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
         if self._client is not None:
             client, self._client = self._client, None
             await close_client(client)

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 
 from pydantic import BaseModel, ConfigDict, StrictStr, ValidationError
 
+from channels._kit.media import safe_name
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
     AccountId,
@@ -40,6 +41,7 @@ from gateway.core.messages import (
     InboundMessage,
     Link,
     Media,
+    MediaRef,
     Mention,
     MessageId,
     Referrer,
@@ -117,9 +119,9 @@ def _elements(text: str, me: Me) -> tuple[list[Element], bool]:
 
 
 def _media(files: list[_File]) -> list[Media]:
-    return [Media(kind="image" if f.mimetype.startswith("image/") else "file", name=f.name, mime_type=f.mimetype,
-                  size=f.size, platform_ref=f.url_private_download or f.url_private)
-            for f in files if f.url_private_download or f.url_private]
+    return [Media.inbound("image" if f.mimetype.startswith("image/") else "file", MediaRef(
+        locator=f.url_private_download or f.url_private or "", name=safe_name(f.name) if f.name else "",
+        mime_type=f.mimetype, size=f.size)) for f in files if f.url_private_download or f.url_private]
 
 
 def decode(raw: dict, *, account: AccountId, me: Me) -> InboundMessage:

@@ -89,6 +89,9 @@ class ChannelCapabilities(BaseModel):
     media_max_bytes: int = 0
     media_with_text: bool = False
     """Files travel inside the text message (email's MIME parts) rather than as messages of their own."""
+    media_fetch_max_bytes: int | None = None
+    """The largest inbound file the platform hands out, where it differs from ``media_max_bytes`` (the
+    Telegram cloud Bot API sends up to 50 MB but serves only 20 MB through getFile)."""
     reply_window_s: float | None = None
     """How long after the inbound message a reply may be sent (None: no window)."""
     group_reply_window_s: float | None = None
@@ -144,6 +147,11 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
 
 def capabilities_of(platform: str) -> ChannelCapabilities:
     return platform_catalog()[platform].capabilities
+
+
+def fetch_limit(capabilities: ChannelCapabilities) -> int:
+    """The most bytes of one inbound file the pipeline fetches from this platform."""
+    return capabilities.media_fetch_max_bytes or capabilities.media_max_bytes
 
 
 def authenticates_senders(platform: str) -> bool:

@@ -103,6 +103,9 @@ class SlackHarness:
     async def rate_limited_sends(self) -> int:
         return (await self.users.app())["rate_limited"]
 
+    async def send_requests(self) -> int:
+        return sum(1 for c in (await self.users.app())["calls"] if c["method"] == "chat.postMessage")
+
     async def outage(self, down: bool) -> None:
         await self.users.faults(down=down)
 

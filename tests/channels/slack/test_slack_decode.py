@@ -61,7 +61,7 @@ def test_shared_files_are_references_for_after_the_ack():
         {"name": "a.png", "mimetype": "image/png", "size": 3, "url_private": "https://files/a.png"}]),
         account=AccountId("a"), me=ME)
     [media] = decoded.elements
-    assert isinstance(media, Media) and media.platform_ref == "https://files/a.png" and media.url is None
+    assert isinstance(media, Media) and media.ref is not None and media.ref.locator == "https://files/a.png" and media.url is None
 
 
 @pytest.mark.parametrize("subtype", ["message_changed", "channel_join", "message_deleted"])

@@ -85,10 +85,10 @@ async def test_a_shared_file_arrives_as_a_reference_fetched_only_with_the_bot_to
     await rig.replies("D7", 1)
     [media] = [e for e in rig.responder.turns[0].messages[0].elements if isinstance(e, Media)]
     assert media.kind == "image" and media.name == "homework.png" and media.url is None
-    assert media.platform_ref and "/files-pri/" in media.platform_ref
-    assert await rig.channel.fetch_media(media.platform_ref) == bytes.fromhex("89504e470d0a")
+    assert media.ref is not None and "/files-pri/" in media.ref.locator
+    assert media.blob is not None and await rig.gateway.blobs.get(media.blob) == bytes.fromhex("89504e470d0a")
     async with httpx.AsyncClient(timeout=HTTP_S, trust_env=False) as http:
-        assert (await http.get(media.platform_ref)).status_code == 403  # not without the token
+        assert (await http.get(media.ref.locator)).status_code == 403  # not without the token
 
 
 async def test_a_file_on_disk_is_uploaded_into_the_thread_in_the_three_documented_steps(open_rig, tmp_path):
