@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from channels.base import Channel
 from gateway.core.capabilities import ChannelCapabilities, Dialect, EditMode, SendRate, TextUnit
 from gateway.core.channel import Heartbeat
+from gateway.core.config import AccountConfig
 from gateway.core.messages import (
     AccountId,
     Address,
@@ -69,8 +70,9 @@ class Sent:
     """The names of the files a part carried."""
 
 
-class MemoryChannel(Channel):
+class MemoryChannel(Channel[AccountConfig]):
     name = "memory"
+    config_model = AccountConfig
     caps = DEFAULT_CAPS
     instances: list[MemoryChannel] = []
 
