@@ -12,6 +12,16 @@ network, and :meth:`Channel.probe` asks the platform one harmless question
 (who am I?) with the account's credentials.  ``partners doctor`` runs both,
 ``serve`` refuses to start on what ``check`` finds.
 
+Outbound, a channel is handed :class:`~gateway.messages.RenderedPart` values: the text in its
+dialect with a plain-text twin from the same parse, or one file (an attachment part).  Every
+part comes with its idempotency key, derived in one place (:mod:`gateway.pipeline.outbox`).
+What a channel needs to touch a message again is the opaque ``handle`` it returns in
+:class:`~gateway.messages.SentMessage`; the outbox stores it and hands it back.  How a reply is
+shown while it is written follows :meth:`Channel.stream_mode` (by default the declared
+``edit_mode``): ``edit`` sends a preview and calls :meth:`Channel.edit`; ``native_stream`` calls
+:meth:`Channel.start`, :meth:`Channel.append` and :meth:`Channel.finish`; ``none`` sends the
+final text only (docs/adr/0025-the-outbound-contract.md).
+
 Delivery guarantees start here: a channel acknowledges the platform (answers
 the webhook, advances the poll offset, acks the stream frame) only after
 ``await sink.accept(...)`` returned, because that is when the event is durable.
@@ -28,11 +38,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
-from gateway.core.capabilities import ChannelCapabilities, capabilities_of, fetch_limit
+from gateway.core.capabilities import ChannelCapabilities, EditMode, capabilities_of, fetch_limit
 from gateway.core.channel import BlobStore, CursorStore, Heartbeat, InboundSink, MediaStream
 from gateway.core.config import AccountConfig
 from gateway.core.errors import Unsupported
-from gateway.core.messages import AccountId, Address, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import (
+    AccountId,
+    Address,
+    MediaRef,
+    Referrer,
+    RenderedPart,
+    SentMessage,
+    StreamChunk,
+    StreamHandle,
+)
 from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starlette at module level
@@ -101,12 +120,36 @@ class Channel(ABC, Generic[ConfigT]):
 
     @abstractmethod
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
-        """Send one rendered part.  ``idempotency_key`` is stable across retries and restarts;
-        pass it to the platform where the platform deduplicates sends (Matrix txnId, QQ msg_seq)."""
+        """Send one rendered part: text (``part.text``, with ``part.plain`` its plain twin) or one file
+        (``part.attachment``).  ``idempotency_key`` is stable across retries and restarts; pass it to the
+        platform where the platform deduplicates sends (Matrix txnId, QQ msg_seq).  One part is one
+        platform message: a channel keeps no progress of its own between retries."""
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
-        """Replace the text of a sent message (edit mode) or extend a native stream."""
+    def stream_mode(self, target: Address) -> EditMode:
+        """How a reply to ``target`` is shown while it is written: the declared ``edit_mode``.
+
+        A channel whose platform streams natively in some conversations only (Telegram's drafts are
+        for private chats) says so here; the outbound path never guesses from which methods exist."""
+        return self.capabilities().edit_mode
+
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
+        """Replace the text of a sent message (``edit`` mode).  ``handle`` is what this channel returned
+        in ``SentMessage.handle`` (or its message id); ``part.final`` says whether more edits follow."""
         raise Unsupported(self.name, "editing messages is not supported")
+
+    async def start(self, target: Address, referrer: Referrer, key: str) -> StreamHandle:
+        """Open a native stream for a reply (``native_stream`` mode); ``key`` is the reply's stream key,
+        stable across restarts, for a platform that can use it to find the same stream again."""
+        raise Unsupported(self.name, "native streams are not supported")
+
+    async def append(self, stream: StreamHandle, chunk: StreamChunk) -> None:
+        """Show more of the answer on an open stream: ``chunk.delta`` for a platform that appends,
+        ``chunk.so_far`` for one that replaces the whole text."""
+        raise Unsupported(self.name, "native streams are not supported")
+
+    async def finish(self, stream: StreamHandle, final: RenderedPart) -> SentMessage:
+        """Close the stream showing ``final`` (the reply's first part) and return the message that stays."""
+        raise Unsupported(self.name, "native streams are not supported")
 
     async def typing(self, target: Address) -> None:
         """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``.

@@ -39,6 +39,7 @@ from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.media import MediaFetch
+from gateway.pipeline.outbox import Outbox
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk
@@ -82,26 +83,17 @@ class AccountCursors:
         await self.store.put_cursor(self.channel, self.account, name, value)
 
 
-class _LateHandoff:
-    """Hands off through the gateway's teacher desk, which exists only after the lanes do."""
-
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
-
-    async def hand_to_teacher(self, address: Address, reason: str) -> str:
-        return await self.gateway.teacher.hand_to_teacher(address, reason)
-
-
 class _ReportedReminders:
-    """Schedules through the reminder desk and tells the partner's teacher about every refusal."""
+    """Schedules through the reminder desk and tells the partner's teacher about every refusal
+    (the brain's ``Scheduler``: the desk answers in the gateway's terms, this in the brain's)."""
 
-    def __init__(self, gateway: Gateway) -> None:
-        self.gateway = gateway
+    def __init__(self, reminders: ReminderDesk, teacher: TeacherDesk) -> None:
+        self.reminders, self.teacher = reminders, teacher
 
     async def schedule(self, address: Address, at: datetime, text: str) -> ScheduleResult:
-        outcome = await self.gateway.reminders.schedule(address, at, text)
+        outcome = await self.reminders.schedule(address, at, text)
         if not outcome.accepted:
-            await self.gateway.teacher.report(address, f"A reminder could not be scheduled ({outcome.reason}): {text}")
+            await self.teacher.report(address, f"A reminder could not be scheduled ({outcome.reason}): {text}")
         return ScheduleResult(accepted=outcome.accepted, reason=outcome.reason)
 
 
@@ -124,8 +116,13 @@ class Gateway:
         self.store: Store = store or SqliteStore(config.database_path)
         self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
+        # Built in dependency order, no late binding: the outbox needs only the store; the teacher desk
+        # and the reminders write through it; the brain is lent both; the lanes run the brain and
+        # subscribe to the outbox to deliver what the others write.
+        self.outbox = Outbox(self.store)
         self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall)
         self.reminders = ReminderDesk(self.store, self._capabilities)
+        self.teacher = TeacherDesk(self.store, self.router, self.outbox)
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
         given = responder or responder_from_env()
@@ -135,10 +132,9 @@ class Gateway:
         self.blobs: BlobStore = LocalBlobs(config.data_dir / "blobs")
         """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
         media = MediaFetch(self.store, self.blobs, self.channel, timeout_s=config.pipeline.media_fetch_timeout_s)
-        self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet, media)
-        self.teacher = TeacherDesk(self.store, self.router, self.lanes)
-        self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher,
-                                     self._authenticates)
+        self.lanes = Lanes(self.store, self.outbox, self.delivery, self.responder, config.pipeline, self._outlet, media)
+        self.dispatcher = Dispatcher(self.store, self.outbox, self.metrics, self.router, self.lanes, self._policy,
+                                     self.teacher, self._authenticates)
         self.store_watch = StoreWatch(self.store, self.dispatcher, self.lanes, self._runs, self.metrics)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
@@ -169,11 +165,10 @@ class Gateway:
                                           "greeting": partner.greeting or persona.greeting})
 
     def _build_brain(self) -> Responder:
-        """The brain, with the two services only the gateway can give it (late-bound: the teacher
-        desk needs the lanes, which need the responder)."""
+        """The brain, with the two services only the gateway can give it: reminders and the teacher desk."""
         from brain.factory import build_brain
 
-        return build_brain(self.config, scheduler=_ReportedReminders(self), handoff=_LateHandoff(self),
+        return build_brain(self.config, scheduler=_ReportedReminders(self.reminders, self.teacher), handoff=self.teacher,
                            health=self.model_health)
 
     def _count_model_error(self, partner: str, kind: str) -> None:
@@ -304,11 +299,8 @@ class Gateway:
                 log.exception("housekeeping failed; will try again")
 
     async def fire_reminders(self) -> int:
-        """Hand every due reminder to its conversation's lane (the store marks it fired once)."""
-        due = await self.store.fire_due_reminders(time.time())
-        for item in due:
-            self.lanes.resume_delivery(item.reply.idempotency_key, item.reply.target)
-        return len(due)
+        """Turn every due reminder into a reply and wake its delivery (the store marks it fired once)."""
+        return await self.outbox.fire_reminders(time.time())
 
     async def stop(self) -> None:
         self.ready = False

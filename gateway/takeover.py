@@ -26,12 +26,11 @@ from gateway.core.messages import (
     ConversationKind,
     InboundMessage,
     OutboundReply,
-    reply_key,
 )
 from gateway.core.turns import Role
-from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.routing import Router
-from gateway.store import ReplyState, Store, Takeover
+from gateway.store import Store, Takeover
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +50,10 @@ def owner_address(owner: OwnerRef) -> Address:
 
 
 class TeacherDesk:
-    def __init__(self, store: Store, router: Router, lanes: Lanes) -> None:
+    def __init__(self, store: Store, router: Router, outbox: Outbox) -> None:
         self.store = store
         self.router = router
-        self.lanes = lanes
+        self.outbox = outbox
         self._paused: set[str] = set()
 
     async def load(self) -> None:
@@ -131,20 +130,17 @@ class TeacherDesk:
 
     async def _send(self, takeover: Takeover, text: str, command: InboundMessage) -> None:
         key = reply_key(takeover.target, command.event_id, "teacher")
-        await self.store.put_reply(OutboundReply(idempotency_key=key, target=takeover.target, markdown=text), ReplyState.READY)
-        self.lanes.resume_delivery(key, takeover.target)
+        await self.outbox.post(OutboundReply(idempotency_key=key, target=takeover.target, markdown=text))
 
     async def _answer(self, message: InboundMessage, text: str) -> None:
         key = reply_key(message.address, message.event_id)
         reply = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text,
                               in_reply_to=(message.event_id,))
-        await self.store.put_reply(reply, ReplyState.READY, answered=[message.dedup_key])
-        self.lanes.resume_delivery(key, message.address)
+        await self.outbox.post(reply, answered=[message.dedup_key])
 
     async def _tell_owners(self, partner: PartnerConfig, text: str, *, purpose: str, answered: InboundMessage | None = None) -> None:
         for index, owner in enumerate(partner.owners):
             target = owner_address(owner)
             key = reply_key(target, purpose, f"owner:{index}")
             marks = [answered.dedup_key] if answered is not None and index == 0 else []
-            await self.store.put_reply(OutboundReply(idempotency_key=key, target=target, markdown=text), ReplyState.READY, answered=marks)
-            self.lanes.resume_delivery(key, target)
+            await self.outbox.post(OutboundReply(idempotency_key=key, target=target, markdown=text), answered=marks)

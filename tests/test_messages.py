@@ -27,8 +27,8 @@ from gateway.core.messages import (
     Text,
     UserId,
     plain_text,
-    reply_key,
 )
+from gateway.pipeline.outbox import reply_key
 
 HOSTILE = st.one_of(
     st.text(max_size=300),

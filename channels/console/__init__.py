@@ -148,8 +148,9 @@ class ConsoleChannel(Channel[AccountConfig]):
             self._end_line()
         return SentMessage(message=message)
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
         """Print only what the text gained while its line is open; otherwise print it anew."""
+        message, final = MessageId(handle), part.final
         old = self._shown.get(message)
         if message == self._open and old is not None and part.text.startswith(old):
             self._write(part.text[len(old):])

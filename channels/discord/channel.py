@@ -227,7 +227,8 @@ class DiscordChannel(Channel[DiscordConfig]):
         while len(self._followups) > FOLLOWUPS_KEPT:
             self._followups.pop(next(iter(self._followups)))
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
+        message = MessageId(handle)  # the message id is the handle
         client = await self._ready()
         token = self._followups.get(message)
         if token is not None:

@@ -33,7 +33,6 @@ from email.policy import Policy
 from email.utils import formataddr, formatdate
 from pathlib import Path
 
-from channels.email.plaintext import html_to_text
 from gateway.core.capabilities import capabilities_of
 from gateway.core.messages import Attachment, RenderedPart
 
@@ -148,7 +147,7 @@ def compose(part: RenderedPart, thread: Thread, *, sender: str, sender_name: str
     mail["X-Auto-Response-Suppress"] = "All"
     quoted = part.index == 0 and bool(thread.quote)
     links = [a.url for a in part.attachments if not a.path and a.url]
-    text = html_to_text(part.text)
+    text = part.plain  # the renderer's plain twin of the HTML: one parse, nothing read back from markup
     if links:
         text += "\n\n" + "\n".join(f"Attachment: {url}" for url in links)
     mail.set_content(text + (_quote_text(thread) if quoted else "") + "\n")

@@ -1,4 +1,7 @@
-"""HTML to plain text, for the text/plain alternative of our replies and for HTML-only mail we receive.
+"""HTML to plain text, for HTML-only mail we receive.
+
+Our own replies never come through here: their text/plain alternative is the
+renderer's plain twin of the same Markdown (``RenderedPart.plain``).
 
 Only what the renderer's HTML dialect and ordinary mail use matters:
 paragraphs and line breaks become newlines, list items get a bullet, links

@@ -265,32 +265,29 @@ class MatrixChannel(Channel[MatrixConfig]):
     # ------------------------------------------------------------------ outbound
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
+        """One event per part, text or file, under the part's key as txnId (a repeat is the same event)."""
         client = await self._ready()
         room, thread = target.conversation.chat, target.conversation.thread
         in_group = target.conversation.kind is ConversationKind.GROUP
         reply_to = referrer.message if part.index == 0 and (thread or in_group) else None
         asker = referrer.token if reply_to and in_group and referrer.token != self.me else None
-        first: str | None = None
-        if part.text.strip() or not part.attachments:
-            content = text_content(part.text, thread=thread, reply_to=reply_to, mention=asker)
-            sent = await call("send", client.room_send(room, "m.room.message", content, tx_id=idempotency_key))
-            first = sent.event_id
-        for number, attachment in enumerate(part.attachments):
+        attachment = part.attachment
+        if attachment is not None:
             url, size = await upload(client, attachment, max_bytes=self.capabilities().media_max_bytes)
             content = media_content(attachment, url, size=size, thread=thread)
-            sent = await call("send", client.room_send(room, "m.room.message", content,
-                                                        tx_id=f"{idempotency_key}.a{number}"))
-            first = first or sent.event_id
-        assert first is not None
-        log.info("matrix sent account=%s room=%s event=%s part=%d attachments=%d", self.account, room, first,
-                 part.index, len(part.attachments))
-        return SentMessage(message=MessageId(first))
+        else:
+            content = text_content(part.text, part.plain, thread=thread, reply_to=reply_to, mention=asker)
+        sent = await call("send", client.room_send(room, "m.room.message", content, tx_id=idempotency_key))
+        log.info("matrix sent account=%s room=%s event=%s part=%d file=%s", self.account, room, sent.event_id,
+                 part.index, attachment is not None)
+        return SentMessage(message=MessageId(sent.event_id))
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
+        message = MessageId(handle)  # the event id is the handle
         if self._shown.get(message) == part.text:
             return
         client = await self._ready()
-        content = edit_content(message, part.text)
+        content = edit_content(message, part.text, part.plain)
         await call("edit", client.room_send(target.conversation.chat, "m.room.message", content,
                                             tx_id=f"edit.{uuid.uuid4().hex}"))
         self._shown[message] = part.text

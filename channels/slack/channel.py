@@ -249,8 +249,8 @@ class SlackChannel(Channel[SlackConfig]):
         log.info("slack sent account=%s chat=%s message=%s part=%d", self.account, where.channel, first, part.index)
         return SentMessage(message=MessageId(first))
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
-        calls, channel = self.calls, target.conversation.chat
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
+        calls, channel, message, final = self.calls, target.conversation.chat, MessageId(handle), part.final
         shown = self._streams.get(message)
         if shown is not None:
             if part.text.startswith(shown) and len(part.text) > len(shown) and not final:

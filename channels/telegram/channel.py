@@ -10,10 +10,13 @@ and the gateway's dedup answers it once.  Updates are fetched as raw JSON and
 parsed one by one, so a single update python-telegram-bot cannot parse is
 recorded as invalid and confirmed instead of blocking the queue forever.
 
-Outbound, Telegram takes no idempotency key.  Within one process a part that
-needs several messages (text, then files) remembers what it already sent, so
-a retry after a later failure does not repeat the text; a send whose answer
-was lost may still show twice (see docs/adr/0010-telegram-channel.md).
+Outbound, Telegram takes no idempotency key: a send whose answer was lost may
+still show twice (see docs/adr/0010-telegram-channel.md; the outbound path
+lets one such send per account be unrecorded at a time, ADR 0022).  Each part
+is one message -- text, or one file -- so no part is ever half sent.  Previews
+are edited messages in groups and a native stream of drafts in private chats
+(:meth:`TelegramChannel.stream_mode`); a stream's handle is ``draft:<id>``,
+the channel's own and never a message id.
 """
 
 from __future__ import annotations
@@ -39,8 +42,9 @@ from channels.telegram.outbound import Where, draft_id_for, edit_text, send_atta
 from channels.telegram.probe import check_settings, probe_bot
 from channels.telegram.shape import check_shape
 from channels.telegram.transport import PLATFORM, ChatMoved, call, new_bot
+from gateway.core.capabilities import EditMode
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.errors import InvalidEvent, PermanentError, Unsupported
+from gateway.core.errors import InvalidEvent, Unsupported
 from gateway.core.messages import (
     Address,
     ChatId,
@@ -51,6 +55,8 @@ from gateway.core.messages import (
     Referrer,
     RenderedPart,
     SentMessage,
+    StreamChunk,
+    StreamHandle,
 )
 from gateway.core.probes import ProbeResult, Problem
 from gateway.jsonbody import decode_json
@@ -63,12 +69,11 @@ log = logging.getLogger(__name__)
 
 ALLOWED_UPDATES = ["message"]
 DRAFT = "draft:"
+"""How a stream handle begins: a draft is no message, so its handle can never be taken for a message id."""
 WEBHOOK_CHECK_S = 30.0
 DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 """Per read and per connect; the pipeline bounds the whole fetch (``media_fetch_timeout_s``)."""
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
-PROGRESS_KEPT = 1000
-"""Parts remembered as half on screen at most; beyond, the oldest (long given up by the outbound path) goes."""
 
 
 class TelegramChannel(Channel[TelegramConfig]):
@@ -84,9 +89,7 @@ class TelegramChannel(Channel[TelegramConfig]):
         self._heartbeat: Heartbeat | None = None
         self._http: httpx.AsyncClient | None = None
         """File downloads, apart from PTB's pools: a slow download never holds up a send or the long poll."""
-        self._progress: dict[str, dict[str, int]] = {}
         self._moves = ChatMoves(context.cursors)
-        """Idempotency key -> the messages of that part already on screen (text, each attachment)."""
 
     async def _ready(self) -> tuple[Bot, User]:
         """The initialized bot and who it is (getMe; a wrong token fails here as AuthFailed)."""
@@ -247,62 +250,66 @@ class TelegramChannel(Channel[TelegramConfig]):
         await self._moves.record(where.chat, moved.new_chat)
         return Where(moved.new_chat, where.thread, where.reply_to)
 
+    def stream_mode(self, target: Address) -> EditMode:
+        """Drafts stream natively in private chats (while the server knows sendMessageDraft); groups edit."""
+        direct = target.conversation.kind is ConversationKind.DIRECT
+        return EditMode.NATIVE_STREAM if self._drafts and direct else EditMode.EDIT
+
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         bot, _ = await self._ready()
         where = await self._where(target, referrer.message if part.index == 0 else None)
-        if not part.final and self._drafts and target.conversation.kind is ConversationKind.DIRECT:
-            draft = draft_id_for(idempotency_key)
-            try:
-                await send_draft(bot, where, draft, part.text)
-                # The id carries what the final message answers: edit() is not handed the referrer.
-                return SentMessage(message=MessageId(f"{DRAFT}{draft}:{where.reply_to or ''}"))
-            except Unsupported as error:
-                self._drafts = False
-                log.info("telegram drafts unavailable, previews are edited messages account=%s reason=%s", self.account, error)
         try:
-            return await self._send_part(bot, where, part, idempotency_key)
+            return await self._send_one(bot, where, part)
         except ChatMoved as moved:
-            return await self._send_part(bot, await self._moved(where, moved), part, idempotency_key)
+            return await self._send_one(bot, await self._moved(where, moved), part)
 
-    async def _send_part(self, bot: Bot, where: Where, part: RenderedPart, key: str) -> SentMessage:
-        done = self._progress.setdefault(key, {})
-        if len(self._progress) > PROGRESS_KEPT:  # parts whose retries ran out: the oldest goes
-            self._progress.pop(next(iter(self._progress)))
-        try:
-            if part.text.strip() and "text" not in done:
-                done["text"] = (await send_text(bot, where, part.text)).message_id
-                where.reply_to = None  # the files follow the text; only the first message answers
-            for index, attachment in enumerate(part.attachments):
-                step = f"file{index}"
-                if step not in done:
-                    done[step] = (await send_attachment(bot, where, attachment)).message_id
-        except ChatMoved:
-            raise  # sent again to the supergroup at once: what is on screen already stays remembered
-        except PermanentError:
-            self._progress.pop(key, None)  # no retry comes for this part: nothing to remember
-            raise
-        self._progress.pop(key, None)
-        first = done.get("text") or next(iter(done.values()), None)
-        if first is None:
-            raise Unsupported(PLATFORM, "a part with neither text nor attachments cannot be sent")
-        log.info("telegram sent account=%s chat=%s message=%s part=%d", self.account, where.chat, first, part.index)
-        return SentMessage(message=MessageId(str(first)))
+    async def _send_one(self, bot: Bot, where: Where, part: RenderedPart) -> SentMessage:
+        attachment = part.attachment
+        if attachment is not None:
+            sent = await send_attachment(bot, where, attachment)
+        elif part.text.strip():
+            sent = await send_text(bot, where, part.text, part.plain)
+        else:
+            raise Unsupported(PLATFORM, "a part with neither text nor one attachment cannot be sent")
+        log.info("telegram sent account=%s chat=%s message=%s part=%d", self.account, where.chat, sent.message_id, part.index)
+        return SentMessage(message=MessageId(str(sent.message_id)))
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
-        bot, _ = await self._ready()
-        if message.startswith(DRAFT):
-            draft, _, reply_to = message.removeprefix(DRAFT).partition(":")
-            where = await self._where(target, MessageId(reply_to) if reply_to else None)
-            if not final:
-                await send_draft(bot, where, int(draft), part.text)
-            else:  # a draft is ephemeral: the final text becomes a real message now
-                await self._send_part(bot, where, part, f"final:{message}:{target.conversation.key}")
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
+        if handle.startswith(DRAFT):  # a stream opened before drafts turned out to be unavailable
+            stream = StreamHandle(target=target, referrer=referrer, handle=handle)
+            if part.final:
+                await self.finish(stream, part)
+            else:
+                await self.append(stream, StreamChunk(delta="", so_far=part))
             return
+        bot, _ = await self._ready()
         where = await self._where(target)
         if part.text.strip():
-            await edit_text(bot, where.chat, int(message), part.text)
-        if final and part.attachments:
-            await self._send_part(bot, where, part.model_copy(update={"text": ""}), f"edit:{message}:{target.conversation.key}")
+            await edit_text(bot, where.chat, int(handle), part.text, part.plain)
+
+    async def start(self, target: Address, referrer: Referrer, key: str) -> StreamHandle:
+        """A draft needs no call to open: its id comes from the key, the same after a restart."""
+        return StreamHandle(target=target, referrer=referrer, handle=f"{DRAFT}{draft_id_for(key)}")
+
+    async def append(self, stream: StreamHandle, chunk: StreamChunk) -> None:
+        bot, _ = await self._ready()
+        where = await self._where(stream.target)
+        try:
+            await send_draft(bot, where, self._draft_id(stream), chunk.so_far.text, chunk.so_far.plain)
+        except Unsupported as error:
+            self._drafts = False
+            log.info("telegram drafts unavailable, previews are edited messages account=%s reason=%s", self.account, error)
+            raise
+
+    async def finish(self, stream: StreamHandle, final: RenderedPart) -> SentMessage:
+        """A draft is ephemeral: the final text becomes a real message, answering the learner's."""
+        return await self.send(stream.target, final, referrer=stream.referrer, idempotency_key=stream.handle)
+
+    @staticmethod
+    def _draft_id(stream: StreamHandle) -> int:
+        if not stream.handle.startswith(DRAFT) or not stream.handle.removeprefix(DRAFT).isdigit():
+            raise Unsupported(PLATFORM, f"not a draft stream: {stream.handle!r}")
+        return int(stream.handle.removeprefix(DRAFT))
 
     async def typing(self, target: Address) -> None:
         bot, _ = await self._ready()

@@ -4,27 +4,25 @@ The parts arrive already rendered to Telegram HTML and split to 4,096 UTF-16
 units by the outbound path; this module only decides which calls carry them.
 
 - Text goes with ``parse_mode=HTML``.  If Telegram still refuses the markup
-  ("can't parse entities"), the same words go once more as plain text: a
-  reply without bold is better than no reply.
+  ("can't parse entities"), the part's plain twin goes instead: a reply
+  without bold is better than no reply.
 - The first part answers the learner's message (``reply_parameters``, allowed
   to go without it if that message was deleted); every part stays in the
   forum topic it was asked in (``message_thread_id``).
-- Attachments follow the text as their own messages: sendPhoto, sendVoice, and
-  sendDocument for files and videos.  A local file is uploaded; a URL is
-  handed to Telegram, which fetches it.
-- Previews in private chats are message drafts (sendMessageDraft): ephemeral,
-  so a crash can never leave a half-written preview behind.  The draft id is
-  derived from the reply's idempotency key, so a resumed turn animates the same
-  draft.
+- An attachment part is one message: sendPhoto, sendVoice, and sendDocument
+  for files and videos.  A local file is uploaded; a URL is handed to
+  Telegram, which fetches it.
+- Previews in private chats are a native stream of message drafts
+  (sendMessageDraft): ephemeral, so a crash can never leave a half-written
+  preview behind.  The draft id is derived from the stream's key, so a resumed
+  turn animates the same draft.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
-import html
 import logging
-import re
 from collections.abc import Awaitable
 from pathlib import Path
 from typing import TypedDict
@@ -38,12 +36,6 @@ from gateway.core.messages import Attachment
 log = logging.getLogger(__name__)
 
 HTML = "HTML"
-_TAG = re.compile(r"<[^>]+>")
-
-
-def plain(markup: str) -> str:
-    """What a reader would see of Telegram HTML: tags dropped, entities decoded."""
-    return html.unescape(_TAG.sub("", markup))
 
 
 def draft_id_for(key: str) -> int:
@@ -65,7 +57,7 @@ class Where:
         return ReplyParameters(message_id=self.reply_to, allow_sending_without_reply=True) if self.reply_to else None
 
 
-async def send_text(bot: Bot, where: Where, text: str) -> Message:
+async def send_text(bot: Bot, where: Where, text: str, plain: str) -> Message:
     try:
         return await call("sendMessage", bot.send_message(
             where.chat, text, parse_mode=HTML, message_thread_id=where.thread, reply_parameters=where.reply()))
@@ -74,10 +66,10 @@ async def send_text(bot: Bot, where: Where, text: str) -> Message:
             raise
         log.warning("telegram refused our HTML, sending plain text chat=%s reason=%s", where.chat, error.detail)
         return await call("sendMessage", bot.send_message(
-            where.chat, plain(text), message_thread_id=where.thread, reply_parameters=where.reply()))
+            where.chat, plain or text, message_thread_id=where.thread, reply_parameters=where.reply()))
 
 
-async def edit_text(bot: Bot, chat: int, message: int, text: str) -> None:
+async def edit_text(bot: Bot, chat: int, message: int, text: str, plain: str) -> None:
     try:
         try:
             await call("editMessageText", bot.edit_message_text(text, chat_id=chat, message_id=message, parse_mode=HTML))
@@ -85,7 +77,7 @@ async def edit_text(bot: Bot, chat: int, message: int, text: str) -> None:
             if not unparsable(error):
                 raise
             log.warning("telegram refused our HTML, editing to plain text chat=%s reason=%s", chat, error.detail)
-            await call("editMessageText", bot.edit_message_text(plain(text), chat_id=chat, message_id=message))
+            await call("editMessageText", bot.edit_message_text(plain or text, chat_id=chat, message_id=message))
     except BadRequest as error:
         if "message is not modified" not in error.detail.lower():
             raise  # the same text again is what an edit after a lost response looks like: done
@@ -109,13 +101,13 @@ def _draft(bot: Bot, where: Where, draft_id: int, text: str, parse_mode: str | N
     return bot.do_api_request("sendMessageDraft", api_kwargs=dict(fields))  # older releases: the generic call
 
 
-async def send_draft(bot: Bot, where: Where, draft_id: int, text: str) -> None:
+async def send_draft(bot: Bot, where: Where, draft_id: int, text: str, plain: str) -> None:
     try:
         await call("sendMessageDraft", _draft(bot, where, draft_id, text, HTML))
     except BadRequest as error:
         if not unparsable(error):
             raise
-        await call("sendMessageDraft", _draft(bot, where, draft_id, plain(text), None))
+        await call("sendMessageDraft", _draft(bot, where, draft_id, plain or text, None))
 
 
 def _source(attachment: Attachment) -> str | InputFile:

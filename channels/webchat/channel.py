@@ -85,10 +85,11 @@ class WebchatChannel(Channel[WebchatConfig]):
         log.info("webchat message out account=%s learner=%s message=%s", self.account, target.conversation.chat, message)
         return SentMessage(message=message)
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
-        self._publish_message(target, message, part, final=final)
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
+        message = MessageId(handle)  # the message id is the handle: the page replaces the copy with that id
+        self._publish_message(target, message, part, final=part.final)
         log.debug("webchat message edited account=%s learner=%s message=%s final=%s",
-                  self.account, target.conversation.chat, message, final)
+                  self.account, target.conversation.chat, message, part.final)
 
     async def typing(self, target: Address) -> None:
         self._publish(target, "typing", {})

@@ -54,7 +54,9 @@ class Dialect(str, Enum):
 
 
 class EditMode(str, Enum):
-    NONE = "none"
+    """How a reply is shown while it is written (docs/adr/0025-the-outbound-contract.md)."""
+
+    NONE = "none"  # the final text only
     EDIT = "edit"  # edit a sent message in place
     NATIVE_STREAM = "native_stream"  # a platform streaming primitive
 
@@ -113,6 +115,8 @@ class ChannelCapabilities(BaseModel):
     reactions: bool = False
     media_kinds: frozenset[str] = frozenset()
     media_max_bytes: int = Field(default=0, ge=0)
+    media_with_text: bool = False
+    """Files travel inside the text message (email's MIME parts) rather than as messages of their own."""
     media_fetch_max_bytes: int | None = Field(default=None, gt=0)
     """The largest inbound file the platform hands out, where it differs from ``media_max_bytes`` (the
     Telegram cloud Bot API sends up to 50 MB but serves only 20 MB through getFile)."""

@@ -16,7 +16,6 @@ webhook) and when that stops working -- which rides untouched to the reply.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import unicodedata
 from datetime import datetime
@@ -337,23 +336,62 @@ class OutboundReply(_Frozen):
     """The inbound events this reply answers (one reply may answer a coalesced burst)."""
 
 
-def reply_key(address: Address, first_event: str, purpose: str = "reply") -> str:
-    """Deterministic idempotency key, so a resumed turn reuses the key it had before a crash."""
-    raw = f"{address.conversation_key}\x00{first_event}\x00{purpose}"
-    return hashlib.blake2b(raw.encode(), digest_size=12).hexdigest()
-
-
 class RenderedPart(_Frozen):
-    """One platform-ready piece of a reply: text in the channel's dialect, within its limit."""
+    """One platform-ready piece of a reply: text in the channel's dialect, within its limit, or one file.
+
+    ``text`` is the dialect markup; ``plain`` is what a reader sees of it, rendered from the same
+    Markdown tree in the same pass (never re-parsed from the markup): the body for a client that
+    shows no markup (Matrix ``body``, email's ``text/plain``) and the fallback when a platform
+    refuses the markup.  An *attachment part* carries one file in ``attachments`` and no text;
+    each is a part of its own, with its own index and so its own idempotency key.  Only a
+    platform that carries files inside the text message (email's MIME parts,
+    ``ChannelCapabilities.media_with_text``) gets them on the last text part instead.
+    """
 
     index: int
     text: str
+    plain: str = ""
     attachments: tuple[Attachment, ...] = ()
     final: bool = True
     """False for a streamed preview that later edits will replace."""
 
+    @property
+    def attachment(self) -> Attachment | None:
+        """The file of an attachment part (a part with no text and one file), else None."""
+        return self.attachments[0] if len(self.attachments) == 1 and not self.text else None
+
 
 class SentMessage(_Frozen):
-    """What a platform said about a message we sent: its id, for later edits."""
+    """What a platform said about a message we sent: its id, and the channel's handle for later edits.
+
+    ``handle`` is opaque to everyone but the channel that made it: the outbox stores it and hands it
+    back to :meth:`channels.base.Channel.edit` (or to a stream's ``finish``) -- so nothing a channel
+    needs later is packed into ``message``.  Empty means "the message id is the handle"."""
 
     message: MessageId
+    handle: str = ""
+
+    @property
+    def ref(self) -> str:
+        """The handle to store: the channel's own, else the message id."""
+        return self.handle or self.message
+
+
+class StreamHandle(_Frozen):
+    """A native stream the channel opened (``Channel.start``): where it is and the channel's handle.
+
+    ``handle`` is opaque and JSON-safe; the outbox stores it, so a turn re-run after a crash
+    finishes the same stream."""
+
+    target: Address
+    referrer: Referrer = Referrer()
+    handle: str
+
+
+class StreamChunk(_Frozen):
+    """What a native stream is handed at each step: the Markdown added since the last step, and the
+    whole answer so far rendered as the first part (for platforms whose primitive takes the whole text).
+    ``delta`` is empty when the answer so far does not extend what was already appended."""
+
+    delta: str
+    so_far: RenderedPart

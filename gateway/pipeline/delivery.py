@@ -1,18 +1,21 @@
 """Delivery: from a durable outbox row to messages on the platform, exactly once.
 
 One path for every channel.  It renders the reply's Markdown once into the
-channel's dialect, splits it in the channel's unit, paces each part through
-the channel's token buckets, sends (or, for part 0 of a streamed reply, edits
-the preview already on screen), and records progress after each part, so a
-resumed delivery continues with the next part instead of starting over.
+channel's dialect and its plain twin, splits it in the channel's unit, makes
+each attachment a part of its own, paces each part through the channel's
+token buckets, sends (or, for part 0 of a streamed reply, edits the preview or
+finishes the native stream already on screen), and records progress after
+each part -- attachment parts included -- so a resumed delivery continues
+with the next part instead of starting over.
 
 A reply with nothing visible to send (empty, or only control, format or
 whitespace characters once rendered) is never marked delivered with nothing
 sent: it goes out as :data:`APOLOGY`, on every channel alike, so the learner
 is not left waiting for an answer that silently never comes.
 
-Every send carries ``{reply key}:{part}`` as its idempotency key -- the same
-on every retry and after every restart -- for platforms that deduplicate.
+Every send carries its part's key (:func:`gateway.pipeline.outbox.part_key`)
+as its idempotency key -- the same on every retry and after every restart --
+for platforms that deduplicate.
 Transient errors retry with backoff (``retry_after`` for 429s); permanent
 ones and exhausted attempts end in a dead letter with the reason recorded.
 What the platform takes -- its reply window (:mod:`.windows`), its messages per
@@ -33,13 +36,25 @@ from datetime import datetime
 from channels.base import Channel
 from gateway.core.capabilities import ChannelCapabilities, EditMode
 from gateway.core.errors import ReplyWindowClosed
-from gateway.core.messages import Address, ConversationKind, Element, Link, Media, MessageId, OutboundReply, RenderedPart, plain_text
+from gateway.core.messages import (
+    Address,
+    ConversationKind,
+    Element,
+    Link,
+    Media,
+    MessageId,
+    OutboundReply,
+    RenderedPart,
+    StreamHandle,
+    plain_text,
+)
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.pipeline.budget import fit_budget, within_size
+from gateway.pipeline.outbox import part_key, stream_key
 from gateway.pipeline.undelivered import Undelivered
 from gateway.pipeline.windows import reply_window, unasked, why_closed
-from gateway.render import degrade, render_reply
+from gateway.render import degrade, render_twins
 from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)
@@ -100,8 +115,10 @@ def is_group(target: Address) -> bool:
 
 
 def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> list[RenderedPart]:
-    """Render a reply into parts; attachments the platform cannot carry degrade to links in the text.
+    """Render a reply into parts: its text parts, then one part per attachment the platform carries.
 
+    Attachments the platform cannot carry degrade to links in the text.  On a platform that carries
+    files inside the text message (``media_with_text``: email) they ride with the last text part.
     Never empty: a reply with nothing visible and no attachment becomes :data:`APOLOGY`."""
     carried = tuple(a for a in reply.attachments if a.kind in capabilities.media_kinds)
     markdown = reply.markdown
@@ -111,12 +128,16 @@ def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> lis
         cannot_carry = capabilities.model_copy(update={"elements": capabilities.elements - {a.kind for a in dropped}})
         lines = [_as_markdown(element) for element in degrade(media, cannot_carry)]
         markdown = "\n\n".join(filter(None, [markdown.rstrip(), *lines]))
-    texts = render_reply(markdown, capabilities)
-    if not texts:
-        texts = [""] if carried else render_reply(APOLOGY, capabilities)
-    parts = [RenderedPart(index=i, text=t) for i, t in enumerate(texts)]
-    if parts and carried:
+    twins = render_twins(markdown, capabilities)
+    if not twins and not carried:
+        twins = render_twins(APOLOGY, capabilities)
+    parts = [RenderedPart(index=i, text=t.text, plain=t.plain) for i, t in enumerate(twins)]
+    if capabilities.media_with_text and carried:
+        if not parts:
+            parts = [RenderedPart(index=0, text="")]
         parts[-1] = parts[-1].model_copy(update={"attachments": carried})
+        return parts
+    parts += [RenderedPart(index=len(parts) + n, text="", attachments=(a,)) for n, a in enumerate(carried)]
     return parts
 
 
@@ -220,23 +241,38 @@ class Delivery:
         return ReplyState.DELIVERED
 
     async def _put(self, item: OutboxItem, part: RenderedPart, outlet: Outlet) -> MessageId | None:
-        """Show one part: edit the preview into it (part 0 of a streamed reply) or send it.
+        """Show one part: for part 0 of a streamed reply, edit the preview into it or finish the stream
+        (see :meth:`_show_streamed`); any other part is sent.
 
         Returns the id of a message it created, None when it edited one already recorded."""
-        reply, key, channel = item.reply, item.reply.idempotency_key, outlet.channel
-        editable = part.index == 0 and outlet.capabilities.edit_mode is not EditMode.NONE
-        if editable and item.preview is not None:
-            await channel.edit(reply.target, item.preview, part, final=True)
-            return None
-        if editable and item.preview_unconfirmed:
-            # A preview may be on screen without us knowing its id: send under the preview's
-            # key (a deduplicating platform hands back that message), then make sure it shows
-            # the final text.
-            preview = await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=f"{key}:p")
-            await channel.edit(reply.target, preview.message, part, final=True)
-            return preview.message
-        sent = await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=f"{key}:{part.index}")
+        reply, channel = item.reply, outlet.channel
+        if part.index == 0 and part.attachment is None:
+            mode = channel.stream_mode(reply.target)
+            if mode is not EditMode.NONE and (item.preview is not None or item.preview_unconfirmed):
+                return await self._show_streamed(item, part, outlet, mode)
+        key = part_key(reply.idempotency_key, part.index)
+        sent = await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=key)
         return sent.message
+
+    async def _show_streamed(self, item: OutboxItem, part: RenderedPart, outlet: Outlet, mode: EditMode) -> MessageId | None:
+        """Turn what was shown while the reply was written into its first part.
+
+        A preview or stream may be on screen without us knowing its handle (a crash, a lost
+        response): it is opened again under the same stream key -- a deduplicating platform hands
+        back the same message -- and then made to show the final text."""
+        reply, channel, key = item.reply, outlet.channel, stream_key(item.reply.idempotency_key)
+        if mode is EditMode.NATIVE_STREAM:
+            if item.preview is not None:
+                stream = StreamHandle(target=reply.target, referrer=reply.referrer, handle=item.preview)
+            else:
+                stream = await channel.start(reply.target, reply.referrer, key)
+            return (await channel.finish(stream, part)).message
+        if item.preview is not None:
+            await channel.edit(reply.target, item.preview, part, referrer=reply.referrer)
+            return None
+        preview = await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=key)
+        await channel.edit(reply.target, preview.ref, part, referrer=reply.referrer)
+        return preview.message
 
     async def _dead_letter(self, key: str, outlet: Outlet, error: Exception) -> ReplyState:
         await self.store.finish_reply(key, ReplyState.FAILED, str(error))

@@ -22,14 +22,15 @@ from typing import Protocol
 
 from gateway.core.capabilities import authenticates_senders
 from gateway.core.config import AccessPolicy, PartnerConfig, ToolRule
-from gateway.core.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible, reply_key
+from gateway.core.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible
 from gateway.core.turns import Role
 from gateway.metrics import Metrics
 from gateway.pipeline.access import Decision, Verdict, decide
 from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
+from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.routing import Router
-from gateway.store import InboundState, ReplyState, Store
+from gateway.store import InboundState, Store
 
 log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0
@@ -68,6 +69,7 @@ class Dispatcher:
     def __init__(
         self,
         store: Store,
+        outbox: Outbox,
         metrics: Metrics,
         router: Router,
         lanes: Lanes,
@@ -75,6 +77,7 @@ class Dispatcher:
         teacher: TeacherHook | None = None,
         authenticates: Callable[[str], bool] = authenticates_senders,
     ) -> None:
+        self.outbox = outbox
         self.teacher = teacher
         self.authenticates = authenticates
         """Whether a channel proves who its senders are (its declared capability); only then can one be an owner."""
@@ -202,16 +205,14 @@ class Dispatcher:
         key = reply_key(message.address, message.event_id, "greeting")
         greeting = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer,
                                  markdown=greeting_of(partner))
-        await self.store.put_reply(greeting, ReplyState.READY, answered=[message.dedup_key])
-        self.lanes.resume_delivery(key, message.address)
+        await self.outbox.post(greeting, answered=[message.dedup_key])
         log.info("greeting platform=%s account=%s chat=%s event=%s partner=%s", message.address.channel,
                  message.address.account, message.address.conversation.key, message.event_id, partner.id)
 
     async def _notice(self, message: InboundMessage, text: str, *, purpose: str) -> None:
         key = reply_key(message.address, message.event_id, purpose)
         notice = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text)
-        await self.store.put_reply(notice, ReplyState.READY)
-        self.lanes.resume_delivery(key, message.address)
+        await self.outbox.post(notice)
 
     async def release_approved(self) -> int:
         """Answer held messages of senders the owner approved (the CLI may run in another process)."""

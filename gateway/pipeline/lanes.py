@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 
 from gateway.core.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
-from gateway.core.messages import Address, Attachment, InboundMessage, OutboundReply, reply_key
+from gateway.core.messages import Address, Attachment, InboundMessage, OutboundReply
 from gateway.core.turns import Responder, Role, Turn
 from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
 from gateway.pipeline.media import MediaFetch, awaits_fetch
+from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.streaming import PreviewStream
-from gateway.store import InboundState, ReplyState, Store
+from gateway.store import InboundState, Store
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +83,7 @@ class Lanes:
     def __init__(
         self,
         store: Store,
+        outbox: Outbox,
         delivery: Delivery,
         responder: Responder,
         settings: PipelineConfig,
@@ -90,6 +92,8 @@ class Lanes:
     ) -> None:
         self.media = media
         self.store = store
+        self.outbox = outbox
+        outbox.on_ready(self.resume_delivery)  # what the dispatcher, the teacher desk and reminders write
         self.delivery = delivery
         self.responder = responder
         self.settings = settings
@@ -272,7 +276,7 @@ class Lanes:
         reply = template.model_copy(
             update={"markdown": markdown, "attachments": attachments, "in_reply_to": tuple(m.event_id for m in covered)}
         )
-        item = await self.store.put_reply(reply, ReplyState.READY, answered=keys)
+        item = await self.outbox.write(reply, answered=keys)  # this lane delivers it: no wake-up
         lane.delivering = key
         await self.delivery.deliver(key, lane.outlet, first_received=message.received_at, item=item)
 

@@ -1,9 +1,13 @@
 """Streamed previews: show the answer while it is being written, without a second reply.
 
 A preview is not a message of its own: it is the reply's first part, shown
-early.  It is sent once (idempotency key ``{reply}:p``) and its platform id is
-stored on the outbox row, so the final delivery *edits* it rather than sending
-again -- also when the turn is re-run after a crash.  Edits are coalesced to
+early, in the way the channel says for the conversation
+(``Channel.stream_mode``).  In ``edit`` mode it is sent once (idempotency key
+:func:`~gateway.pipeline.outbox.stream_key`) and edited; in ``native_stream``
+mode a stream is started under that key and appended to.  Either way the
+channel's opaque handle is stored on the outbox row, so the final delivery
+*edits* the preview or *finishes* the stream rather than sending again -- also
+when the turn is re-run after a crash.  Edits are coalesced to
 the channel's minimum edit interval; a failed preview edit is skipped (the
 final delivery is what must arrive), a 429 also slows the chat's bucket.
 Channels that cannot edit get no preview, only the typing indicator.
@@ -17,23 +21,29 @@ import time
 from contextlib import suppress
 
 from gateway.core.capabilities import EditMode
-from gateway.core.messages import MessageId, OutboundReply, RenderedPart, StreamState
+from gateway.core.errors import Unsupported
+from gateway.core.messages import OutboundReply, RenderedPart, StreamChunk, StreamHandle, StreamState
 from gateway.pipeline.delivery import Outlet, chat_key, is_group
-from gateway.render import render_reply
+from gateway.pipeline.outbox import stream_key
+from gateway.render import render_twins
 from gateway.store import Store
 
 log = logging.getLogger(__name__)
 
 
 class PreviewStream:
-    def __init__(self, outlet: Outlet, store: Store, reply: OutboundReply, preview: MessageId | None) -> None:
+    def __init__(self, outlet: Outlet, store: Store, reply: OutboundReply, preview: str | None) -> None:
         self.outlet = outlet
         self.store = store
         self.reply = reply
         self.preview = preview
-        self.enabled = outlet.capabilities.edit_mode is not EditMode.NONE
+        """The channel's handle of the preview message or stream on screen, once there is one."""
+        self.mode = outlet.channel.stream_mode(reply.target)
+        self.enabled = self.mode is not EditMode.NONE
         self._text = ""
         self._shown = ""
+        self._appended: str | None = "" if preview is None else None
+        """Markdown appended to the stream so far; None for a stream a previous run opened (unknown)."""
         self._changed = asyncio.Event()
         self._closing = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -93,10 +103,10 @@ class PreviewStream:
                 last = time.monotonic()
 
     async def _show(self, markdown: str) -> None:
-        parts = render_reply(markdown, self.outlet.capabilities)
+        parts = render_twins(markdown, self.outlet.capabilities)
         if not parts:
             return
-        part = RenderedPart(index=0, text=parts[0], final=False)
+        part = RenderedPart(index=0, text=parts[0].text, plain=parts[0].plain, final=False)
         target, key = self.reply.target, self.reply.idempotency_key
         try:
             async with self.outlet.pacer.slot(chat_key(target), is_group(target)):
@@ -106,14 +116,44 @@ class PreviewStream:
                         await self.store.begin_preview(draft)
                         self._preview_begun = True
                     async with self.outlet.gate.unrecorded():  # a posted preview is a message too
-                        sent = await self.outlet.channel.send(target, part, referrer=self.reply.referrer,
-                                                              idempotency_key=f"{key}:p")
-                        self.preview = sent.message
-                        await self.store.record_preview(key, sent.message)
+                        self.preview = await self._open(part)
+                        await self.store.record_preview(key, self.preview)
+                    if self.mode is EditMode.NATIVE_STREAM:
+                        await self._append(markdown, part)
+                elif self.mode is EditMode.NATIVE_STREAM:
+                    await self._append(markdown, part)
                 else:
-                    await self.outlet.channel.edit(target, self.preview, part, final=False)
+                    await self.outlet.channel.edit(target, self.preview, part, referrer=self.reply.referrer)
             self._shown = markdown
         except asyncio.CancelledError:
             raise
+        except Unsupported as error:
+            fallback = self.outlet.channel.stream_mode(target)
+            if self.mode is not EditMode.NATIVE_STREAM or fallback is EditMode.NATIVE_STREAM:
+                log.info("preview skipped platform=%s reply=%s error=%s", self.outlet.capabilities.platform, key, error)
+                return
+            # The platform turned out not to stream here (an older server): the channel says how it
+            # shows previews instead, and the preview started that way replaces the stream's handle.
+            log.info("native stream unavailable, preview falls back platform=%s reply=%s mode=%s",
+                     self.outlet.capabilities.platform, key, fallback.value)
+            self.mode, self.preview, self._appended = fallback, None, ""
+            self.enabled = fallback is not EditMode.NONE
+            if self.enabled:
+                await self._show(markdown)
         except Exception as error:  # a 429 inside slot() has already slowed the chat's bucket
             log.info("preview skipped platform=%s reply=%s error=%s", self.outlet.capabilities.platform, key, error)
+
+    async def _open(self, part: RenderedPart) -> str:
+        """Put the preview on screen (edit mode: its first text) or start the stream; return the handle."""
+        channel, reply, key = self.outlet.channel, self.reply, stream_key(self.reply.idempotency_key)
+        if self.mode is EditMode.NATIVE_STREAM:
+            return (await channel.start(reply.target, reply.referrer, key)).handle
+        return (await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=key)).ref
+
+    async def _append(self, markdown: str, part: RenderedPart) -> None:
+        assert self.preview is not None
+        stream = StreamHandle(target=self.reply.target, referrer=self.reply.referrer, handle=self.preview)
+        known = self._appended
+        delta = markdown[len(known):] if known is not None and markdown.startswith(known) else ""
+        await self.outlet.channel.append(stream, StreamChunk(delta=delta, so_far=part))
+        self._appended = markdown

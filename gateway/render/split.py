@@ -71,6 +71,13 @@ def measure(text: str, unit: TextUnit) -> int:
 
 def split_blocks(blocks: Sequence[Block], renderer: Renderer, limit: int, unit: TextUnit) -> list[str]:
     """Render ``blocks`` as parts, each within ``limit`` ``unit``s; no part is empty."""
+    return [part for part in (renderer.render(group) for group in split_groups(blocks, renderer, limit, unit))
+            if part.strip()]
+
+
+def split_groups(blocks: Sequence[Block], renderer: Renderer, limit: int, unit: TextUnit) -> list[list[Block]]:
+    """The blocks of each part, as :func:`split_blocks` renders them: another renderer (the plain twin)
+    can render the same groups, so both texts of a part come from one parse and one split."""
     if limit < MIN_LIMIT:
         raise ValueError(f"text limit {limit} is below the minimum of {MIN_LIMIT}")
 
@@ -84,7 +91,7 @@ def split_blocks(blocks: Sequence[Block], renderer: Renderer, limit: int, unit: 
     groups = _pack(visible, fits, split, _is_heading, fill=True)
     if groups is None:
         raise ValueError(f"text limit {limit} is too small for this reply")
-    return [part for part in (renderer.render(group) for group in groups) if part.strip()]
+    return groups
 
 
 def _pack(

@@ -10,7 +10,7 @@ multi-node deployment later behind the same :class:`Store` protocol.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -44,7 +44,8 @@ class InboxItem:
 class OutboxItem:
     reply: OutboundReply
     state: ReplyState
-    preview: MessageId | None
+    preview: str | None
+    """The channel's handle of the preview message or native stream on screen (``SentMessage.ref``)."""
     preview_unconfirmed: bool
     """A preview send was started but its platform id never came back (crash, lost response)."""
     parts_sent: int
@@ -135,7 +136,9 @@ class Store(Protocol):
         """Write the streaming reply row and note that a preview send is about to start."""
         ...
 
-    async def record_preview(self, key: str, message: MessageId) -> None: ...
+    async def record_preview(self, key: str, handle: str) -> None:
+        """Remember the handle of the preview (or stream) now on screen; clears ``preview_unconfirmed``."""
+        ...
     async def record_part(self, key: str, parts_sent: int, message: MessageId | None, *, delivered: bool = False) -> None:
         """Remember that parts up to ``parts_sent`` are out (and, with ``delivered``, that the reply is done)."""
         ...
@@ -178,7 +181,7 @@ class Store(Protocol):
         """When the platform last handed us a message in this conversation (reply windows start there)."""
         ...
 
-    async def fire_due_reminders(self, now: float) -> list[OutboxItem]:
+    async def fire_due_reminders(self, now: float, key_of: Callable[[str], str]) -> list[OutboxItem]:
         """Turn every due reminder into a READY outbox reply, in the same transaction as marking it fired."""
         ...
 

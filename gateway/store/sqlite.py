@@ -314,7 +314,7 @@ class SqliteStore:
         return OutboxItem(
             reply=reply or OutboundReply.model_validate_json(payload),
             state=ReplyState(state),
-            preview=MessageId(preview) if preview else None,
+            preview=preview or None,
             preview_unconfirmed=bool(unconfirmed),
             parts_sent=parts_sent,
             sent=tuple(MessageId(m) for m in json.loads(sent)),
@@ -331,10 +331,10 @@ class SqliteStore:
 
         return await self._run(op)
 
-    async def record_preview(self, key: str, message: MessageId) -> None:
+    async def record_preview(self, key: str, handle: str) -> None:
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "UPDATE outbox SET preview = ?, preview_unconfirmed = 0, updated_at = ? WHERE key = ?", (message, time.time(), key)
+                "UPDATE outbox SET preview = ?, preview_unconfirmed = 0, updated_at = ? WHERE key = ?", (handle, time.time(), key)
             )
 
         await self._run(op)
@@ -533,7 +533,7 @@ class SqliteStore:
 
         return await self._run(op)
 
-    async def fire_due_reminders(self, now: float) -> list[OutboxItem]:
+    async def fire_due_reminders(self, now: float, key_of: Callable[[str], str]) -> list[OutboxItem]:
         def op(conn: sqlite3.Connection) -> list[OutboxItem]:
             rows = conn.execute(
                 "SELECT id, target, text FROM reminders WHERE state = 'scheduled' AND due_at <= ? ORDER BY due_at", (now,)
@@ -541,7 +541,7 @@ class SqliteStore:
             items = []
             for reminder_id, target_json, text in rows:
                 target = Address.model_validate_json(target_json)
-                reply = OutboundReply(idempotency_key=f"reminder-{reminder_id}", target=target, markdown=text)
+                reply = OutboundReply(idempotency_key=key_of(reminder_id), target=target, markdown=text)
                 conn.execute(
                     "INSERT INTO outbox (key, channel, account, payload, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
                     " ON CONFLICT (key) DO NOTHING",

@@ -11,7 +11,7 @@ from channels.registry import load_channel
 from gateway.core.capabilities import Dialect, EditMode
 from gateway.core.channel import ChannelState
 from gateway.core.config import AccountConfig
-from gateway.core.messages import AccountId, ConversationKind, MessageId, Referrer, RenderedPart
+from gateway.core.messages import AccountId, ConversationKind, Referrer, RenderedPart
 from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
 
 
@@ -30,8 +30,8 @@ def console(*lines: str, output: list[str] | None = None) -> tuple[ConsoleChanne
     return ConsoleChannel(context, lines=script(*lines), write=out.append, user="ada"), sink
 
 
-def part(text: str) -> RenderedPart:
-    return RenderedPart(index=0, text=text)
+def part(text: str, final: bool = True) -> RenderedPart:
+    return RenderedPart(index=0, text=text, final=final)
 
 
 async def test_each_line_becomes_an_addressed_direct_message_until_quit():
@@ -68,8 +68,8 @@ async def test_a_streamed_reply_prints_only_what_each_edit_adds():
 
     preview = RenderedPart(index=0, text="Hel", final=False)
     sent = await channel.send(target, preview, referrer=Referrer(), idempotency_key="k:p")
-    await channel.edit(target, sent.message, part("Hello, Ada"), final=False)
-    await channel.edit(target, sent.message, part("Hello, Ada!"), final=True)
+    await channel.edit(target, sent.ref, part("Hello, Ada", final=False), referrer=Referrer())
+    await channel.edit(target, sent.ref, part("Hello, Ada!", final=True), referrer=Referrer())
 
     assert out == ["Hel", "lo, Ada", "!", "\n"]
 
@@ -80,7 +80,7 @@ async def test_an_edit_that_rewrites_the_text_reprints_it_on_a_new_line():
     target = channel.address()
 
     sent = await channel.send(target, part("Draft answer"), referrer=Referrer(), idempotency_key="k:p")
-    await channel.edit(target, sent.message, part("Final answer"), final=True)
+    await channel.edit(target, sent.ref, part("Final answer", final=True), referrer=Referrer())
 
     assert "".join(out) == "Draft answer\nFinal answer\n"
 
@@ -117,7 +117,7 @@ async def test_an_edit_of_a_preview_that_is_no_longer_last_starts_a_new_line():
 
     first = await channel.send(target, part("One"), referrer=Referrer(), idempotency_key="a:p")
     await channel.send(target, part("Two"), referrer=Referrer(), idempotency_key="b:p")
-    await channel.edit(target, first.message, part("One more"), final=True)
+    await channel.edit(target, first.ref, part("One more", final=True), referrer=Referrer())
 
     assert "".join(out) == "One\nTwo\nOne more\n"
 
@@ -127,7 +127,7 @@ async def test_editing_an_unknown_message_prints_the_whole_text():
     channel, _ = console(output=out)
 
     await channel.send(channel.address(), part("Hi"), referrer=Referrer(), idempotency_key="k:p")
-    await channel.edit(channel.address(), MessageId("from-before-a-restart"), part("the answer"), final=True)
+    await channel.edit(channel.address(), "from-before-a-restart", part("the answer", final=True), referrer=Referrer())
 
     assert "".join(out) == "Hi\nthe answer\n"
 
@@ -138,4 +138,4 @@ def test_the_registry_loads_it_with_the_declared_capabilities():
 
     assert cls is ConsoleChannel
     assert caps.dialect is Dialect.PLAIN
-    assert caps.edit_mode is EditMode.NATIVE_STREAM
+    assert caps.edit_mode is EditMode.EDIT

@@ -74,8 +74,8 @@ def target(served: Served, chat: str | None = None) -> Address:
     )
 
 
-def part(text: str) -> RenderedPart:
-    return RenderedPart(index=0, text=text)
+def part(text: str, final: bool = True) -> RenderedPart:
+    return RenderedPart(index=0, text=text, final=final)
 
 
 def post_body(message_id: str = "m1", text: str = "What is 7 x 8?") -> dict[str, str]:
@@ -209,8 +209,8 @@ async def test_stream_carries_typing_send_and_edits_in_order(served: Served) -> 
         assert response.headers["content-type"].startswith("text/event-stream")
         await channel.typing(target(served))
         sent = await channel.send(target(served), part("<p>Let me th</p>"), referrer=Referrer(), idempotency_key="r1:p")
-        await channel.edit(target(served), sent.message, part("<p>Let me think</p>"), final=False)
-        await channel.edit(target(served), sent.message, part("<p><strong>56</strong></p>"), final=True)
+        await channel.edit(target(served), sent.ref, part("<p>Let me think</p>", final=False), referrer=Referrer())
+        await channel.edit(target(served), sent.ref, part("<p><strong>56</strong></p>", final=True), referrer=Referrer())
         await channel.send(target(served, "someone-else"), part("<p>not for you</p>"), referrer=Referrer(), idempotency_key="x")
         events = await read_events(response, 4)
 

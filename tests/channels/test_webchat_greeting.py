@@ -18,7 +18,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.configfile import parse_config
-from gateway.core.messages import Address, Conversation, ConversationKind, reply_key
+from gateway.core.messages import Address, Conversation, ConversationKind
+from gateway.pipeline.outbox import reply_key
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import WebLearner, served
 

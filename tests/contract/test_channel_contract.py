@@ -15,10 +15,11 @@ from channels.base import Channel
 from channels.registry import load_channel
 from gateway.app import Gateway
 from gateway.core.capabilities import Dialect, EditMode, TextUnit
-from gateway.core.errors import AuthFailed, BadRequest, PeerUnavailable, RateLimited, TransientError
-from gateway.core.messages import ELEMENT_KINDS, Attachment, ConversationKind, Mention, Referrer, RenderedPart
+from gateway.core.errors import AuthFailed, BadRequest, PeerUnavailable, RateLimited, TransientError, Unsupported
+from gateway.core.messages import ELEMENT_KINDS, Attachment, ConversationKind, Mention, Referrer, RenderedPart, StreamChunk
 from gateway.core.probes import Gravity
 from gateway.doctor import probe_account
+from gateway.render import render_twins
 from tests.contract.harness import (
     HARNESSES,
     ContractResponder,
@@ -85,8 +86,19 @@ def test_declared_capabilities_are_consistent(name):
     if caps.media_kinds:
         assert caps.media_max_bytes > 0
         assert caps.media_kinds <= caps.elements
-    can_edit = load_channel(name).edit is not Channel.edit
-    assert can_edit == (caps.edit_mode is not EditMode.NONE), "edit_mode must match whether the channel implements edit"
+    cls = load_channel(name)
+
+    def implements(method: str) -> bool:
+        return getattr(cls, method) is not getattr(Channel, method)
+
+    streams = [implements(m) for m in ("start", "append", "finish")]
+    assert all(streams) or not any(streams), "a native stream is start, append and finish together"
+    if caps.edit_mode is EditMode.EDIT:
+        assert implements("edit"), "edit_mode = edit needs Channel.edit"
+    if caps.edit_mode is EditMode.NATIVE_STREAM:
+        assert all(streams), "edit_mode = native_stream needs Channel.start/append/finish"
+    if caps.edit_mode is EditMode.NONE:
+        assert not implements("edit") and not any(streams), "edit_mode = none, yet the channel edits or streams"
     for rate in (caps.send_rate_chat, caps.send_rate_group, caps.send_rate_global):
         if rate is not None:
             assert rate.rate > 0 and rate.per > 0 and rate.burst >= 1
@@ -199,6 +211,57 @@ async def test_streamed_reply_shows_as_one_message(rig: Rig):
     await rig.quiet()
     seen = await rig.harness.seen(said.chat)
     assert [visible(s.text, caps_of(rig).dialect).strip() for s in seen] == ["Let me think about that. The answer is 42."]
+
+
+def rendered(markdown: str, caps, *, final: bool) -> RenderedPart:
+    [twin] = render_twins(markdown, caps)
+    return RenderedPart(index=0, text=twin.text, plain=twin.plain, final=final)
+
+
+@pytest.mark.parametrize("rig, where", [*((n, "direct") for n in ALL), *((n, "group") for n in with_feature("groups"))],
+                         indirect=["rig"])
+async def test_the_declared_stream_mode_shows_one_message_through_the_channel_api(rig: Rig, where: str):
+    """The outbound contract itself, called as the outbound path calls it: send + edit by the returned handle
+    (edit mode), start + append + finish on an opaque stream handle (native streams), or neither (none) --
+    in a direct chat and, where the platform has them, a group (Telegram streams in one, edits in the other)."""
+    group = where == "group"
+    said = await rig.harness.say("hi", group=group, mention=group)
+    await rig.replies(said.chat, 1)
+    await rig.quiet()
+    message = rig.responder.turns[0].messages[0]
+    target, referrer = message.address, message.referrer
+    channel = rig.gateway.channel(rig.harness.channel, rig.harness.account)
+    caps = caps_of(rig)
+    before = len(await rig.harness.seen(said.chat))
+    mode = channel.stream_mode(target)
+    first, more, final = (rendered(t, caps, final=f) for t, f in
+                          (("Working **on** it", False), ("Working **on** it, nearly", False), ("The answer is 42.", True)))
+    if mode is EditMode.NONE:
+        with pytest.raises(Unsupported):
+            await channel.edit(target, "any", final, referrer=referrer)
+        with pytest.raises(Unsupported):
+            await channel.start(target, referrer, "contract-stream:p")
+        return
+    if mode is EditMode.EDIT:
+        sent = await channel.send(target, first, referrer=referrer, idempotency_key="contract-stream:p")
+        await channel.edit(target, sent.ref, more, referrer=referrer)
+        await channel.edit(target, sent.ref, final, referrer=referrer)
+    else:
+        stream = await channel.start(target, referrer, "contract-stream:p")
+        assert stream.handle and stream.target == target
+        await channel.append(stream, StreamChunk(delta="Working **on** it", so_far=first))
+        await channel.append(stream, StreamChunk(delta=", nearly", so_far=more))
+        sent = await channel.finish(stream, final)
+
+    async def final_shown():
+        seen = (await rig.harness.seen(said.chat))[before:]
+        return seen if seen and visible(seen[-1].text, caps.dialect).strip() == "The answer is 42." else None
+
+    seen = await eventually(final_shown, what="the final text")
+    await rig.quiet()
+    seen = (await rig.harness.seen(said.chat))[before:]
+    assert [visible(s.text, caps.dialect).strip() for s in seen] == ["The answer is 42."]
+    assert seen[0].id == sent.message
 
 
 @rigs(ALL)

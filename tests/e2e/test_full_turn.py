@@ -29,8 +29,9 @@ from brain.session_log import AssistantSaid, Entry, ModelRequested, SessionLog, 
 from brain.types import ChatMessage
 from gateway.app import Gateway
 from gateway.core.config import Config
-from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, reply_key
+from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind
 from gateway.pipeline.lanes import STOPPED
+from gateway.pipeline.outbox import reply_key
 from personas.loader import load_persona
 from tests.contract.harness import eventually
 from tests.e2e.rig import PARTNER, STUB_KEY_ENV, Shown, WebLearner, accepting, e2e_config

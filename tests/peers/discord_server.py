@@ -525,7 +525,7 @@ class DiscordPeer:
             return 400, {"message": "Invalid Form Body", "code": 50035,
                          "errors": {"content": {"_errors": [
                              {"code": "BASE_TYPE_MAX_LENGTH", "message": "Must be 2000 or fewer in length."}]}}}
-        if not content and not files:
+        if not content and not files and not payload.get("embeds"):  # one of content, embeds or files is required
             return 400, {"message": "Cannot send an empty message", "code": 50006}
         nonce = payload.get("nonce")
         if nonce and payload.get("enforce_nonce") and (cid, nonce) in self._nonces:

@@ -26,9 +26,12 @@ from gateway.core.messages import (
     EventId,
     InboundMessage,
     MessageId,
+    Referrer,
     RenderedPart,
     Sender,
     SentMessage,
+    StreamChunk,
+    StreamHandle,
     Text,
     UserId,
 )
@@ -57,12 +60,14 @@ def make_message(text, *, event, account="acct", chat="c1", user="u1", kind=Conv
 
 @dataclass
 class Sent:
-    kind: str  # "send" or "edit"
+    kind: str  # "send" or "edit"; "start", "append" (text: the delta) or "finish" on a native stream
     chat: str
     message: str
     text: str
     key: str = ""
     final: bool = True
+    attachments: tuple[str, ...] = ()
+    """The names of the files a part carried."""
 
 
 class MemoryChannel(Channel[AccountConfig]):
@@ -78,6 +83,8 @@ class MemoryChannel(Channel[AccountConfig]):
         self.lost_responses: list[Exception] = []
         """Raised *after* a send took effect: the platform posted it, the answer never came back."""
         self.by_key: dict[str, str] = {}
+        self.fail_keys: dict[str, Exception] = {}
+        """Raised once by the send whose idempotency key this is (before it takes effect)."""
         self.ids = itertools.count(1)
         self.changed = asyncio.Condition()
         MemoryChannel.instances.append(self)
@@ -107,18 +114,40 @@ class MemoryChannel(Channel[AccountConfig]):
     async def send(self, target: Address, part: RenderedPart, *, referrer, idempotency_key: str) -> SentMessage:
         if self.failures:
             raise self.failures.pop(0)
+        if idempotency_key in self.fail_keys:
+            raise self.fail_keys.pop(idempotency_key)
         if idempotency_key in self.by_key:  # the platform deduplicates sends, as Matrix does by txnId
             return SentMessage(message=MessageId(self.by_key[idempotency_key]))
         message_id = self.by_key[idempotency_key] = f"m{next(self.ids)}"
-        await self._record(Sent("send", target.conversation.chat, message_id, part.text, idempotency_key, part.final))
+        await self._record(Sent("send", target.conversation.chat, message_id, part.text, idempotency_key, part.final,
+                                tuple(a.name for a in part.attachments)))
         if self.lost_responses:
             raise self.lost_responses.pop(0)
         return SentMessage(message=MessageId(message_id))
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer) -> None:
         if self.failures:
             raise self.failures.pop(0)
-        await self._record(Sent("edit", target.conversation.chat, message, part.text, final=final))
+        await self._record(Sent("edit", target.conversation.chat, handle, part.text, final=part.final))
+
+    async def start(self, target: Address, referrer: Referrer, key: str) -> StreamHandle:
+        """A native stream whose handle is the message it becomes (and, like the platform, the same for the same key)."""
+        if self.failures:
+            raise self.failures.pop(0)
+        handle = self.by_key.setdefault(key, f"s{next(self.ids)}")
+        await self._record(Sent("start", target.conversation.chat, handle, "", key, final=False))
+        return StreamHandle(target=target, referrer=referrer, handle=handle)
+
+    async def append(self, stream: StreamHandle, chunk: StreamChunk) -> None:
+        if self.failures:
+            raise self.failures.pop(0)
+        await self._record(Sent("append", stream.target.conversation.chat, stream.handle, chunk.delta, final=False))
+
+    async def finish(self, stream: StreamHandle, final: RenderedPart) -> SentMessage:
+        if self.failures:
+            raise self.failures.pop(0)
+        await self._record(Sent("finish", stream.target.conversation.chat, stream.handle, final.text))
+        return SentMessage(message=MessageId(stream.handle))
 
     async def wait_for(self, predicate, timeout: float = HANG_S) -> None:
         async def check():
@@ -131,5 +160,8 @@ class MemoryChannel(Channel[AccountConfig]):
         """What a user would see now: message id -> latest text."""
         shown: dict[str, str] = {}
         for s in self.sent:
-            shown[s.message] = s.text
+            if s.kind == "append":
+                shown[s.message] = shown.get(s.message, "") + s.text
+            else:
+                shown[s.message] = s.text
         return shown

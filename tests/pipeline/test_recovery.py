@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from gateway.app import Gateway
-from gateway.core.messages import OutboundReply, reply_key
+from gateway.core.messages import OutboundReply
+from gateway.pipeline.outbox import reply_key
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder, make_config
 from tests.pipeline.memory_channel import MemoryChannel, make_message

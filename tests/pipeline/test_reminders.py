@@ -57,7 +57,7 @@ async def test_a_refused_reminder_is_reported_to_the_teacher(start_gateway):
     gateway, channel = await start_gateway(partner={"owners": [{"channel": "memory", "user": "teacher", "account": "acct"}]})
     await channel.inject("hello", chat="teacher", user="teacher")
     message = await channel.inject("remind me", chat="kid", user="kid")
-    outcome = await _ReportedReminders(gateway).schedule(message.address, soon(2 * 86400), "revise fractions")
+    outcome = await _ReportedReminders(gateway.reminders, gateway.teacher).schedule(message.address, soon(2 * 86400), "revise fractions")
     assert not outcome.accepted
     await channel.wait_for(lambda sent: any(s.chat == "teacher" and "could not be scheduled" in s.text for s in sent))
     report = next(s.text for s in channel.sent if s.chat == "teacher" and "could not be scheduled" in s.text)
@@ -70,7 +70,7 @@ async def test_no_report_reaches_a_teacher_where_the_platform_takes_no_unasked_m
     MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"proactive": Proactive.NONE})
     gateway, channel = await start_gateway(partner={"owners": [{"channel": "memory", "user": "teacher", "account": "acct"}]})
     message = await channel.inject("remind me", chat="kid", user="kid")
-    outcome = await _ReportedReminders(gateway).schedule(message.address, soon(60), "revise fractions")
+    outcome = await _ReportedReminders(gateway.reminders, gateway.teacher).schedule(message.address, soon(60), "revise fractions")
     assert not outcome.accepted and "does not allow" in outcome.reason
     await gateway.lanes.drain()
     assert not any(s.chat == "teacher" for s in channel.sent)

@@ -18,8 +18,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.core.capabilities import capabilities_of
-from gateway.core.messages import reply_key
 from gateway.pipeline.lanes import APOLOGY
+from gateway.pipeline.outbox import reply_key
 from gateway.render import render_reply
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder, make_config

@@ -167,7 +167,7 @@ def test_an_attachment_over_the_limit_becomes_a_note_and_its_bytes_are_not_kept(
 def test_a_composed_reply_has_both_alternatives_threading_and_loop_headers():
     thread = Thread(message="<q1@school.test>", subject="Re: Re: Fractions", references=("<r0@x>", "<q1@school.test>"),
                     date="Mon, 30 Nov 2026 10:00:00 +0000", name="Ann", quote="What is 1/2 + 1/4?")
-    part = RenderedPart(index=0, text="<p>It is <strong>3/4</strong>.</p>")
+    part = RenderedPart(index=0, text="<p>It is <strong>3/4</strong>.</p>", plain="It is 3/4.")
     reply = compose(part, thread, sender="tutor@school.test", sender_name="Tutor", to="ann@school.test", bcc=None,
                     idempotency_key="k1:0", fallback_subject="x")
     wire = email.message_from_bytes(reply.as_bytes(), policy=email.policy.default)
@@ -181,7 +181,7 @@ def test_a_composed_reply_has_both_alternatives_threading_and_loop_headers():
     assert plain.startswith("It is 3/4.")
     assert "On Mon, 30 Nov 2026 10:00:00 +0000, Ann wrote:\n> What is 1/2 + 1/4?" in plain
     assert QUOTE_MARK in html and "What is 1/2 + 1/4?" in html
-    later = compose(RenderedPart(index=1, text="<p>more</p>"), thread, sender="tutor@school.test", sender_name="",
+    later = compose(RenderedPart(index=1, text="<p>more</p>", plain="more"), thread, sender="tutor@school.test", sender_name="",
                     to="ann@school.test", bcc=None, idempotency_key="k1:1", fallback_subject="x")
     assert "wrote:" not in later.get_body(preferencelist=("plain",)).get_content()  # quoted once, on the first part
 

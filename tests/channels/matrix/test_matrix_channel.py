@@ -234,7 +234,7 @@ async def test_a_retried_send_with_the_same_key_is_deduplicated_by_the_homeserve
     await learner.say(room, "hello")
     await matrix.replies(room, 1)
     await matrix.quiet()
-    part = RenderedPart(index=0, text="<p>sent <b>twice</b></p>")
+    part = RenderedPart(index=0, text="<p>sent <b>twice</b></p>", plain="sent twice")
     first = await matrix.channel.send(address(room), part, referrer=Referrer(), idempotency_key="reply-1:0")
     again = await matrix.channel.send(address(room), part, referrer=Referrer(), idempotency_key="reply-1:0")
     other = await matrix.channel.send(address(room), part, referrer=Referrer(), idempotency_key="reply-2:0")
@@ -407,7 +407,7 @@ async def test_password_login_keeps_one_device_so_a_send_repeated_after_a_restar
     await learner.say(room, "hello by password")
     await matrix.replies(room, 1)
     await matrix.quiet()
-    part = RenderedPart(index=0, text="<p>once</p>")
+    part = RenderedPart(index=0, text="<p>once</p>", plain="once")
     before = await matrix.channel.send(address(room), part, referrer=Referrer(), idempotency_key="resumed:0")
     await matrix.stop()
     await matrix.start(**login)  # a fresh login: a new access token, the same device

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from channels.matrix.config import MatrixConfig
 from channels.matrix.decode import RoomView, Skipped, Unreadable, decode
-from channels.matrix.encode import EDIT_FALLBACK_CHARS, edit_content, media_content, plain_body, text_content
+from channels.matrix.encode import EDIT_FALLBACK_CHARS, edit_content, media_content, text_content
 from channels.matrix.transport import translate
 from gateway.core.errors import AuthFailed, BadRequest, InvalidEvent, NotFound, RateLimited
 from gateway.core.messages import AccountId, Attachment, ConversationKind, Mention, Quote, plain_text
@@ -99,22 +99,17 @@ def test_a_mention_of_the_bot_on_a_media_message_addresses_it():
 # --------------------------------------------------------------------------- encode
 
 
-def test_plain_body_keeps_blocks_lists_and_link_targets():
-    markup = '<p>Read <strong>this</strong> <a href="https://x.org/g">guide</a></p>\n<ul>\n<li>a</li>\n<li>b</li>\n</ul><p>1 &lt; 2</p>'
-    assert plain_body(markup) == "Read this guide (https://x.org/g)\n\n- a\n- b\n\n1 < 2"
-
-
 def test_text_content_carries_html_plain_body_and_the_thread_relation():
-    content = text_content("<p>hi</p>", thread="$root", reply_to="$asked")
+    content = text_content("<p>hi</p>", "hi", thread="$root", reply_to="$asked")
     assert content["format"] == "org.matrix.custom.html" and content["body"] == "hi"
     assert content["m.relates_to"] == {"rel_type": "m.thread", "event_id": "$root", "is_falling_back": True,
                                        "m.in_reply_to": {"event_id": "$asked"}}
-    assert text_content("<p>hi</p>", reply_to="$asked")["m.relates_to"] == {"m.in_reply_to": {"event_id": "$asked"}}
+    assert text_content("<p>hi</p>", "hi", reply_to="$asked")["m.relates_to"] == {"m.in_reply_to": {"event_id": "$asked"}}
 
 
 def test_an_edit_replaces_with_m_new_content_and_cuts_its_fallback_short():
     long = "<p>" + "word " * 1000 + "</p>"
-    content = edit_content("$orig", long)
+    content = edit_content("$orig", long, "word " * 1000)
     assert content["m.relates_to"] == {"rel_type": "m.replace", "event_id": "$orig"}
     assert content["m.new_content"]["formatted_body"] == long
     assert len(content["body"]) <= EDIT_FALLBACK_CHARS + 3 and content["body"].startswith("* ")
@@ -168,11 +163,12 @@ def test_invite_policy_patterns(monkeypatch):
 
 def test_a_part_whose_json_would_outgrow_the_event_limit_goes_as_plain_text():
     markup = "<p>" + "a\n" * 14_000 + "</p>"  # 28 kB of text, but every newline doubles in JSON, twice over
-    content = text_content(markup)
+    plain = "a\n" * 14_000
+    content = text_content(markup, plain)
     assert "formatted_body" not in content and content["body"].count("a") == 14_000
-    edit = edit_content("$orig", markup)
+    edit = edit_content("$orig", markup, plain)
     assert "formatted_body" not in edit["m.new_content"]
-    assert text_content("<p>short</p>")["formatted_body"] == "<p>short</p>"
+    assert text_content("<p>short</p>", "short")["formatted_body"] == "<p>short</p>"
     for event in (content, edit):
         assert len(json.dumps(event, ensure_ascii=False).encode()) < 65_536 - 1_000
 

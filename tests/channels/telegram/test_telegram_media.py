@@ -176,9 +176,9 @@ async def test_a_failed_file_send_retries_without_repeating_the_text(open_rig, t
     assert outcomes == ["posted", "unavailable", "posted"]
 
 
-async def test_a_part_given_up_for_good_is_not_remembered_forever(open_rig, tmp_path):
-    """What a part already has on screen is kept for its retries; a part that can never be sent has no
-    retries, and remembering it anyway grew the account's memory by one entry per failed reply."""
+async def test_a_file_that_can_never_be_sent_is_given_up_after_the_text_without_repeating_it(open_rig, tmp_path):
+    """The file is an attachment part of its own: its failure is recorded against it alone, the text part
+    already out stays recorded (no channel memory of what is on screen), and nothing is posted twice."""
     rig = await open_rig()
     rig.responder.attachments = (Attachment(kind="file", path=str(tmp_path / "deleted.pdf"), name="deleted.pdf"),)
     chat = new_id()
@@ -186,7 +186,7 @@ async def test_a_part_given_up_for_good_is_not_remembered_forever(open_rig, tmp_
     await rig.replies(chat, 1)  # the text goes out; the file cannot
     await rig.quiet()
     assert [m["kind"] for m in (await rig.users.seen())[str(chat)]] == ["text"]
-    assert rig.channel._progress == {}
+    assert [a["outcome"] for a in (await rig.users.attempts())["attempts"]] == ["posted"]
 
 
 async def test_a_file_to_send_is_read_off_the_event_loop(open_rig, tmp_path, monkeypatch):

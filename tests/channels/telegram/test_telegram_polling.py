@@ -68,7 +68,8 @@ async def test_markup_telegram_refuses_is_sent_again_as_plain_text(open_rig):
     await rig.replies(chat, 1)
     [turn] = rig.responder.turns
     target = turn.messages[0].address
-    sent = await rig.channel.send(target, RenderedPart(index=0, text="<b>bold without an end & more"),
+    bad = RenderedPart(index=0, text="<b>bold without an end &amp; more", plain="bold without an end & more")
+    sent = await rig.channel.send(target, bad,
                                   referrer=Referrer(), idempotency_key="bad-html")
     shown = (await rig.users.seen())[str(chat)]
     assert shown[-1]["message_id"] == int(sent.message)
@@ -76,7 +77,8 @@ async def test_markup_telegram_refuses_is_sent_again_as_plain_text(open_rig):
     refused = [a for a in (await rig.users.attempts())["attempts"] if a["outcome"] == "bad_request"]
     assert len(refused) == 1
     # an edit with bad markup falls back the same way
-    await rig.channel.edit(target, sent.message, RenderedPart(index=0, text="<i>edited, unclosed"), final=True)
+    unclosed = RenderedPart(index=0, text="<i>edited, unclosed", plain="edited, unclosed")
+    await rig.channel.edit(target, sent.ref, unclosed, referrer=Referrer())
     assert (await rig.users.seen())[str(chat)][-1]["text"] == "edited, unclosed"
 
 

@@ -126,8 +126,8 @@ class RelayChannel(Channel[RelayConfig]):
                  result["message_id"], part.index)
         return SentMessage(message=MessageId(str(result["message_id"])))
 
-    async def edit(self, target: Address, message: MessageId, part: RenderedPart, *, final: bool) -> None:
-        body = {"chat_id": target.conversation.chat, "message_id": int(message), "text": part.text}
+    async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
+        body = {"chat_id": target.conversation.chat, "message_id": int(handle), "text": part.text}
         try:
             await self._call("editMessageText", body)
         except BadRequest as error:
