@@ -12,7 +12,8 @@ import uuid
 from datetime import UTC, datetime, timedelta
 
 from gateway.core.capabilities import Proactive
-from gateway.core.messages import ConversationKind, reply_key
+from gateway.core.messages import ConversationKind
+from gateway.pipeline.outbox import reply_key
 from gateway.store import Reminder, ReplyState
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
 
