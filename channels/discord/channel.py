@@ -150,14 +150,16 @@ class DiscordChannel(Channel):
             log.info("discord session resumed account=%s", self.account)
             self._behind = {}  # the Gateway replayed what the session missed
 
-        async def on_disconnect() -> None:
+        async def on_connect() -> None:  # before READY or RESUMED: live messages must not pass what a catch-up needs
             self._behind = self._behind or dict(self._cursors.last)
+
+        async def on_disconnect() -> None:
             heartbeat.set_state(ChannelState.ERROR, "the Discord Gateway connection dropped; reconnecting to resume the session")
 
         async def on_message(message: discord.Message) -> None:
             await self._message(message, heartbeat)
 
-        for handler in (on_ready, on_resumed, on_disconnect, on_message):
+        for handler in (on_connect, on_ready, on_resumed, on_disconnect, on_message):
             setattr(client, handler.__name__, handler)  # discord.py's documented Client.event, by attribute
 
     async def _message(self, message: discord.Message, heartbeat: Heartbeat, *, caught_up: bool = False) -> bool:
@@ -182,12 +184,15 @@ class DiscordChannel(Channel):
         """Every known channel from its cursor, oldest first; a channel that is gone (404/403) is forgotten."""
         fetched = 0
         for channel, after in list(self._behind.items()):
+            count = 0
             try:
                 async for message in missed(client, channel, after, self.settings):
-                    fetched += 1
+                    count += 1
                     if not await self._message(message, heartbeat, caught_up=True):
                         return
-                self._behind.pop(channel, None)
+                if count < self.settings.catch_up_max_messages:  # at the bound: the cursor waits for the next session
+                    self._behind.pop(channel, None)
+                fetched += count
             except (discord.NotFound, discord.Forbidden) as error:
                 log.warning("discord channel no longer readable account=%s channel=%s: %s", self.account, channel, error)
                 self._cursors.forget(channel)

@@ -5,6 +5,9 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
+import discord
+
+from channels.discord.catchup import CHANNELS_KEPT, Cursors
 from gateway.app import Gateway
 from gateway.configfile import parse_config
 from gateway.core.messages import InboundMessage, Text
@@ -76,3 +79,27 @@ async def test_a_message_whose_accept_failed_is_answered_after_the_channel_resta
     shown = await rig.replies(warm["channel_id"], 3)
     await rig.quiet()
     assert shown[2].reply_to == later["id"] and len(rig.responder.turns) == 3
+
+
+async def test_the_emulators_history_pages_as_discord_documents(open_rig):
+    rig = await open_rig()
+    said = [rig.peer.post_offline(f"m{i}", channel=rig.peer.channel_id) for i in range(5)]
+    ids = [int(m["id"]) for m in said]
+    http = rig.channel._client.http
+    assert [int(m["id"]) for m in await http.logs_from(rig.peer.channel_id, 2, after=ids[0])] == [ids[2], ids[1]]
+    assert [int(m["id"]) for m in await http.logs_from(rig.peer.channel_id, 2, before=ids[4])] == [ids[3], ids[2]]
+    assert [int(m["id"]) for m in await http.logs_from(rig.peer.channel_id, 3)] == [ids[4], ids[3], ids[2]]
+    where = rig.channel._client.get_partial_messageable(int(rig.peer.channel_id))
+    paged = [m.id async for m in where.history(after=discord.Object(ids[0]), oldest_first=True, limit=None)]
+    assert paged == ids[1:]
+
+
+def test_cursors_keep_the_most_recent_channels_and_never_move_back():
+    cursors = Cursors("not json")
+    assert cursors.last == {}
+    for n in range(CHANNELS_KEPT + 3):
+        cursors.advance(str(n), 10)
+    assert len(cursors.last) == CHANNELS_KEPT and "0" not in cursors.last and str(CHANNELS_KEPT + 2) in cursors.last
+    assert not cursors.advance("5", 3) and cursors.last["5"] == 10
+    assert list(cursors.last)[-1] == "5"
+    assert Cursors(cursors.dump()).last == cursors.last
