@@ -1,11 +1,11 @@
-"""End-to-end latency of the real channels: telegram, matrix, email and discord against their loopback peers.
+"""End-to-end latency of the real channels: telegram, matrix, email, discord and slack against their loopback peers.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
-aioimaplib + aiosmtplib, discord.py) in an in-process Gateway on the durable SQLite path,
-answered by the contract suite's echo responder (no model, no wait).  The
+aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode) in an in-process Gateway on the
+durable SQLite path, answered by the contract suite's echo responder (no model, no wait).  The
 peers are the tests' own (tests/peers): the Bot API emulator process, a real
 Synapse, a real Dovecot with the aiosmtpd server in front of it, the Discord
-Gateway + REST emulator (in this process).  Users speak
+Gateway + REST emulator (in this process), the Slack emulator process.  Users speak
 through the peer at a fixed rate below the platform's declared send rates
 (channels/platforms.toml), spread over many chats, after one warm-up turn.
 
@@ -13,7 +13,7 @@ Latency runs from just before the user's post call (so the post itself counts
 against us) to the moment the peer itself recorded the bot's reply: the
 emulator's send attempt time (telegram), the reply event's
 ``origin_server_ts`` (matrix, ms resolution), the emulator's timestamp of
-the posted reply (discord), the reply's delivery time in the
+the posted reply (discord), the reply's ``ts`` (slack: the emulator's clock at posting), the reply's delivery time in the
 learner's Maildir, from Dovecot's file name (email).  Every reply is matched
 to its message (the message's token in the echoed text; ``In-Reply-To`` for
 email), so a missing or doubled answer is named, not averaged away.
@@ -28,11 +28,12 @@ Every selected channel's peer is checked before any runs: matrix needs the
 Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
-Usage: python bench/channels.py [--channels telegram,matrix,email,discord]
+Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
        [--discord-rate 20] [--discord-chats 40] [--discord-seconds 10]
+       [--slack-rate 20] [--slack-chats 40] [--slack-seconds 10]
 """
 
 from __future__ import annotations
@@ -245,6 +246,52 @@ class EmailRig:
             await asyncio.to_thread(self.peer.stop)
 
 
+class SlackRig:
+    """The Slack emulator process in Socket Mode; one learner per DM."""
+
+    name, account, target = "slack", "school", 1.5
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.env = {"bot": f"BENCH_SLACK_BOT_{uuid.uuid4().hex[:8].upper()}", "app": f"BENCH_SLACK_APP_{uuid.uuid4().hex[:8].upper()}"}
+
+    async def start(self, chats: int) -> None:
+        from tests.peers.slack_peer import SlackPeer, SlackUsers
+
+        self.peer = SlackPeer.start(self.workdir / "slack-api.log")
+        self.users = SlackUsers(self.peer.url)
+        await self.users.register()
+        os.environ[self.env["bot"]], os.environ[self.env["app"]] = self.users.token, self.users.app_token
+        self.chats = [f"D{7_000_000 + i}" for i in range(chats)]
+        self.warmup_chat = "D6999999"
+
+    def settings(self) -> dict[str, Any]:
+        return {"bot_token": f"env:{self.env['bot']}", "app_token": f"env:{self.env['app']}", "api_base": self.peer.api_base}
+
+    async def ready(self, gateway: Gateway) -> None:
+        while not (await self.users.app())["sockets"]:
+            await asyncio.sleep(0.05)
+
+    async def post(self, chat: str, text: str) -> None:
+        await self.users.say(chat, text, user=f"U{chat[1:]}")
+
+    async def replies(self) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for messages in (await self.users.seen()).values():
+            for message in messages:  # a message's ts is the emulator's clock when it posted it
+                for token in TOKEN.findall(message["text"]):
+                    found.setdefault(token, []).append(float(message["ts"]))
+        return found
+
+    async def stop(self) -> None:
+        for name in self.env.values():
+            os.environ.pop(name, None)
+        if hasattr(self, "users"):
+            await self.users.aclose()
+        if hasattr(self, "peer"):
+            self.peer.stop()
+
+
 class DiscordRig:
     """The Gateway + REST emulator in this process (its CPU counts against us); one learner per DM."""
 
@@ -293,7 +340,7 @@ class DiscordRig:
             await self.peer.stop()
 
 
-RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig}
+RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -404,9 +451,10 @@ def verdicts(r: Result) -> list[str]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--channels", default="telegram,matrix,email,discord", help="comma-separated subset of " + ",".join(RIGS))
+    parser.add_argument("--channels", default="telegram,matrix,email,discord,slack", help="comma-separated subset of " + ",".join(RIGS))
     for name, rate, chats, seconds, unit in (("telegram", 20, 40, 10, "chats"), ("matrix", 10, 20, 10, "rooms"),
-                                             ("email", 0.5, 10, 20, "learners"), ("discord", 20, 40, 10, "chats")):
+                                             ("email", 0.5, 10, 20, "learners"), ("discord", 20, 40, 10, "chats"),
+                                             ("slack", 20, 40, 10, "chats")):
         parser.add_argument(f"--{name}-rate", type=float, default=rate, metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")
         parser.add_argument(f"--{name}-{unit}", type=int, default=chats, dest=f"{name}_chats", metavar="N",

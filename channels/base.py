@@ -15,20 +15,24 @@ network, and :meth:`Channel.probe` asks the platform one harmless question
 Delivery guarantees start here: a channel acknowledges the platform (answers
 the webhook, advances the poll offset, acks the stream frame) only after
 ``await sink.accept(...)`` returned, because that is when the event is durable.
+It downloads nothing before that: an inbound file is decoded as a
+:class:`~gateway.messages.MediaRef`, and the pipeline fetches it after the ack
+through :meth:`Channel.fetch_media` (docs/adr/0026-media-after-the-ack.md).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Generic, TypeVar
 
-from gateway.core.capabilities import ChannelCapabilities, capabilities_of
-from gateway.core.channel import CursorStore, Heartbeat, InboundSink
+from gateway.core.capabilities import ChannelCapabilities, capabilities_of, fetch_limit
+from gateway.core.channel import BlobStore, CursorStore, Heartbeat, InboundSink, MediaStream
 from gateway.core.config import AccountConfig
 from gateway.core.errors import Unsupported
-from gateway.core.messages import AccountId, Address, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import AccountId, Address, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starlette at module level
@@ -38,27 +42,50 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; channels never import starl
 
 
 
+ConfigT = TypeVar("ConfigT", bound=AccountConfig)
+"""A channel's settings model: ``TelegramChannel(Channel[TelegramConfig])`` reads ``self.settings.token`` unchecked-cast-free."""
+ConfigT_co = TypeVar("ConfigT_co", bound=AccountConfig, covariant=True)
+OtherT = TypeVar("OtherT", bound=AccountConfig)
+
+
 @dataclass(frozen=True)
-class ChannelContext:
-    """Everything a channel is handed by the composition root; it builds nothing of its own."""
+class ChannelContext(Generic[ConfigT_co]):
+    """Everything a channel is handed by the composition root; it builds nothing of its own.
+
+    Generic over the settings, so a context built from ``cls.config_model`` carries that model's type to the
+    channel; the composition root, which holds channels of every kind, sees ``ChannelContext[AccountConfig]``."""
 
     account: AccountId
-    config: AccountConfig
+    config: ConfigT_co
     sink: InboundSink
     cursors: CursorStore
     data_dir: Path
     partner_name: str | None = None
     """The name of the partner bound to the whole account, for a channel that shows one (the web chat's page)."""
+    blobs: BlobStore | None = None
+    """Where inbound files are kept, for a channel whose files arrive with the event itself (email's MIME
+    parts); every other channel leaves its files to the pipeline (:meth:`Channel.fetch_media`)."""
+
+    def with_config(self, config: OtherT) -> ChannelContext[OtherT]:
+        """The same context with settings read into a channel's own model (web chat accepts a bare AccountConfig)."""
+        return ChannelContext(self.account, config, self.sink, self.cursors, self.data_dir, self.partner_name, self.blobs)
 
 
-class Channel(ABC):
-    """Base of every channel adapter.  Subclasses set the three class attributes."""
+class Channel(ABC, Generic[ConfigT]):
+    """Base of every channel adapter: ``class TelegramChannel(Channel[TelegramConfig])``.
+
+    Subclasses set ``name`` and ``config_model`` (the same model as the type argument); the composition root
+    validates the account's settings with ``config_model`` and hands them in, so ``self.settings`` and
+    :meth:`check`'s argument have the channel's own type without a cast.  The registry and the root hold
+    channels of any settings model (a bare ``Channel``)."""
 
     name: ClassVar[str]
-    config_model: ClassVar[type[AccountConfig]] = AccountConfig
+    config_model: type[ConfigT]
+    """Set as a class attribute; not a ``ClassVar`` only because a ``ClassVar`` cannot name a type variable."""
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[ConfigT]) -> None:
         self.context = context
+        self.settings: ConfigT = context.config
 
     @classmethod
     def capabilities(cls) -> ChannelCapabilities:
@@ -81,10 +108,24 @@ class Channel(ABC):
         """Replace the text of a sent message (edit mode) or extend a native stream."""
         raise Unsupported(self.name, "editing messages is not supported")
 
-    async def typing(self, target: Address) -> None:  # noqa: B027 -- an optional hook, not an abstract method
+    async def typing(self, target: Address) -> None:
         """Show a typing indicator once; the outbound path refreshes it at ``typing_interval``.
 
         Optional: a platform without typing indicators keeps this default, which does nothing."""
+
+    def media_limit(self) -> int:
+        """The most bytes of one inbound file this account fetches: the platform's declared limit, unless
+        the account's settings say otherwise (a self-hosted server that serves more, a teacher who wants less)."""
+        return fetch_limit(self.capabilities())
+
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """Open an inbound file the platform announced, streamed within ``limit`` bytes.
+
+        Called by the pipeline after the event was acknowledged, never on the ack path; the caller bounds
+        the time.  Raises from the error tree: :class:`~gateway.errors.TooLarge` past the limit,
+        ``Unsupported`` (this default) for a channel that cannot fetch files, which the model then reads
+        as a note instead of the file."""
+        raise Unsupported(self.name, "this channel cannot fetch files")
 
     async def handle_webhook(self, request: Request) -> Response:
         """Webhook-mode channels verify, decode, ``await sink.accept`` and only then answer 2xx."""
@@ -101,7 +142,7 @@ class Channel(ABC):
         return []
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
+    def check(cls, settings: ConfigT) -> list[Problem]:
         """Problems the validated settings show without asking the platform: a token that cannot be one,
         a host copied from an example, a webhook URL the platform will refuse.  No network, no side effects."""
         return []
@@ -114,7 +155,7 @@ class Channel(ABC):
         return ProbeResult(checked="served by the gateway itself, nothing to reach",
                            problems=tuple(self.check(self.context.config)))
 
-    async def close(self) -> None:  # noqa: B027 -- an optional hook, not an abstract method
+    async def close(self) -> None:
         """Release sockets and clients.  Called once, after ``run`` ended (or after ``probe``).
 
         Optional: a channel that holds nothing open keeps this default, which does nothing."""

@@ -17,7 +17,7 @@ from functools import cache
 from importlib.metadata import entry_points
 
 from channels.base import Channel
-from gateway.core.capabilities import PlatformEntry, platform_catalog
+from gateway.core.capabilities import ChannelCapabilities, EditMode, GroupAddressing, PlatformEntry, platform_catalog
 from gateway.core.errors import ChannelUnavailable
 from gateway.extras import install_command
 
@@ -32,6 +32,20 @@ class ChannelListing:
     available: bool
     reason: str = ""
     source: str = "built-in"
+    features: tuple[str, ...] = ()
+    """What a learner gets there, in a few words (:func:`features_of`); empty for a plugin not loaded yet."""
+
+
+STREAMING = {EditMode.EDIT: "edits in place", EditMode.NATIVE_STREAM: "streams"}
+GROUPS = {GroupAddressing.MENTION: "groups by mention", GroupAddressing.ALWAYS: "groups, every message"}
+
+
+def features_of(caps: ChannelCapabilities) -> tuple[str, ...]:
+    """The declared capabilities a teacher chooses a channel by, as short words for ``partners channels``."""
+    found = [STREAMING.get(caps.edit_mode, ""), GROUPS.get(caps.group_addressing, ""),
+             "threads" if caps.threads else "", "reactions" if caps.reactions else "", "typing" if caps.typing else "",
+             ("files: " + "/".join(sorted(caps.media_kinds))) if caps.media_kinds else ""]
+    return tuple(word for word in found if word)
 
 
 def _missing_requirement(entry: PlatformEntry) -> str | None:
@@ -57,15 +71,17 @@ def _plugin_points() -> dict[str, object]:
 def list_channels() -> list[ChannelListing]:
     listings: list[ChannelListing] = []
     for entry in platform_catalog().values():
+        features = features_of(entry.capabilities)
         if not entry.implemented:
-            listings.append(ChannelListing(entry.name, entry.title, False, "not implemented in this release yet"))
+            listings.append(ChannelListing(entry.name, entry.title, False, "not implemented in this release yet",
+                                           features=features))
             continue
         missing = _missing_requirement(entry)
         if missing:
             reason = f"needs the `{entry.extra}` extra: {_install_hint(entry)}" if entry.extra else _install_hint(entry)
-            listings.append(ChannelListing(entry.name, entry.title, False, reason))
+            listings.append(ChannelListing(entry.name, entry.title, False, reason, features=features))
         else:
-            listings.append(ChannelListing(entry.name, entry.title, True))
+            listings.append(ChannelListing(entry.name, entry.title, True, features=features))
     for name, point in _plugin_points().items():
         if name in platform_catalog():
             continue

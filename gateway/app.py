@@ -24,11 +24,12 @@ from brain.tools.services import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.core.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig
 from gateway.core.errors import ChannelUnavailable, ConfigError
-from gateway.core.messages import AccountId, Address
+from gateway.core.messages import AccountId, Address, OutboundReply
 from gateway.core.turns import Responder
 from gateway.http.limits import HttpLoad
 from gateway.metrics import Metrics
@@ -37,6 +38,7 @@ from gateway.pipeline.delivery import Delivery, Outlet
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.ingest import Ingest
 from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.media import MediaFetch
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk
@@ -122,7 +124,7 @@ class Gateway:
         self.store: Store = store or SqliteStore(config.database_path)
         self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
-        self.delivery = Delivery(self.store, self.metrics)
+        self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall)
         self.reminders = ReminderDesk(self.store, self._capabilities)
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
@@ -130,7 +132,10 @@ class Gateway:
         self.own_brain = given is None
         """True when the gateway built its brain (and so may call a model); False with a plugged-in responder."""
         self.responder: Responder = given or self._build_brain()
-        self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet)
+        self.blobs: BlobStore = LocalBlobs(config.data_dir / "blobs")
+        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
+        media = MediaFetch(self.store, self.blobs, self.channel, timeout_s=config.pipeline.media_fetch_timeout_s)
+        self.lanes = Lanes(self.store, self.delivery, self.responder, config.pipeline, self._outlet, media)
         self.teacher = TeacherDesk(self.store, self.router, self.lanes)
         self.dispatcher = Dispatcher(self.store, self.metrics, self.router, self.lanes, self._policy, self.teacher,
                                      self._authenticates)
@@ -238,6 +243,7 @@ class Gateway:
             cursors=AccountCursors(self.store, name, account),
             data_dir=self.config.data_dir / "channels" / name / account,
             partner_name=bound.name if (bound := self.router.for_account(name, account)) else None,
+            blobs=self.blobs,
         )
         channel = cls(context)
         retry = RetryPolicy(max_attempts=self.config.pipeline.delivery_max_attempts)
@@ -354,6 +360,7 @@ class Gateway:
         for name, account in self._channels:
             key = f"{name}:{account}"
             unit = health.get(key)
+            tally = self.delivery.undelivered.of(*self._outlets[(name, account)].labels)
             accounts.append(
                 AccountStatus(
                     channel=name,
@@ -366,6 +373,8 @@ class Gateway:
                     inbound_pending=depths.inbound_pending.get(key, 0),
                     inbound_held=depths.inbound_held.get(key, 0),
                     outbox_open=depths.outbox_open.get(key, 0),
+                    undelivered=tally.count,
+                    last_undelivered=tally.last_reason,
                 )
             )
         return StatusReport(
@@ -379,6 +388,10 @@ class Gateway:
             http=self.http_load.report(),
             store=StoreStatus.of(self.store.health.condition()),
         )
+
+    async def _tell_shortfall(self, reply: OutboundReply, reason: str) -> None:
+        """A reply went out without some of what it held: its partner's teacher hears what and why."""
+        await self.teacher.report(reply.target, f"A reply could not be sent whole: {reason}.")
 
     @property
     def store_failure(self) -> str | None:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway import datadir
 from gateway.configfile import account_enabled, validate_account
-from gateway.core.config import Config, ModelSettings
+from gateway.core.config import Config, GroupPolicy, ModelSettings
 from gateway.core.errors import ChannelUnavailable, ConfigError
 from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.extras import install_command
@@ -250,6 +250,40 @@ def check_bindings(config: Config) -> list[CheckResult]:
         results.append(CheckResult("partners", Severity.ERROR, "no partner is configured", "add one under partners: (see `partners init`)"))
     elif not results:
         results.append(CheckResult("bindings", Severity.OK, f"{len(config.partners)} partner(s), each bound"))
+    return results
+
+
+def check_group_reach(config: Config) -> list[CheckResult]:
+    """Group settings the platform cannot honour, by its declared ``group_addressing``.
+
+    A platform that shows the bot only the group messages that mention it (Telegram's privacy mode,
+    QQ, Feishu without the group-message scope) never delivers the rest, so ``group: always`` or
+    ``keyword`` answers less than the teacher expects; one without group chats ignores group settings."""
+    from gateway.core.capabilities import GroupAddressing, platform_catalog
+
+    results: list[CheckResult] = []
+    for channel, accounts in config.channels.items():
+        entry = platform_catalog().get(channel)
+        if entry is None:
+            continue  # a plugin: it declares its own capabilities once loaded
+        addressing = entry.capabilities.group_addressing
+        for account in accounts:
+            if not account_enabled(config, channel, account):
+                continue
+            try:
+                access = validate_account(config, channel, account, None).access
+            except ConfigError:
+                continue  # reported by check_account
+            name = f"{channel}/{account}"
+            if addressing is GroupAddressing.DIRECT_ONLY and (access.group is not GroupPolicy.MENTION or access.groups):
+                results.append(CheckResult(name, Severity.WARN, f"{entry.title} has no group chats for bots, so "
+                                           "access.group and access.groups do nothing", "remove them"))
+            elif addressing is GroupAddressing.MENTION and access.group in (GroupPolicy.ALWAYS, GroupPolicy.KEYWORD):
+                results.append(CheckResult(
+                    name, Severity.WARN, f"{entry.title} shows the bot only group messages that mention it or reply to "
+                    f"it, so group: {access.group.value} answers only those",
+                    "mention the bot in groups, or let it read every group message on the platform (Telegram: "
+                    "/setprivacy in BotFather, then re-add the bot)"))
     return results
 
 
@@ -526,6 +560,7 @@ def run_checks(load: Callable[[], Config], *, offline: bool = False, timeout: fl
             if account_enabled(config, channel, account) and all(r.severity is Severity.OK for r in found):
                 probable.append((channel, account))
     results.extend(check_bindings(config))
+    results.extend(check_group_reach(config))
     results.extend(check_models(config))
     results.extend(check_knowledge(config))
     if not offline:

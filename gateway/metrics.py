@@ -26,6 +26,14 @@ class Metrics:
         self.edits = Counter("partners_edits", "Preview edits sent", labels, registry=self.registry)
         self.errors = Counter("partners_errors", "Errors by kind", (*labels, "kind"), registry=self.registry)
         self.dead_letters = Counter("partners_dead_letters", "Replies given up on", labels, registry=self.registry)
+        self.replies_short = Counter(
+            "partners_replies_short", "Replies sent without some of their parts or files (over the platform's "
+            "messages per inbound message or its file size limit)", labels, registry=self.registry,
+        )
+        self.slow_accepts = Counter(
+            "partners_slow_accepts", "Inbound batches made durable later than half the platform's ack deadline",
+            labels, registry=self.registry,
+        )
         self.send_latency = Histogram(
             "partners_send_latency_seconds",
             "From inbound accepted to final reply sent",

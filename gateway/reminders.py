@@ -7,7 +7,8 @@ due: some platforms cannot send proactively at all (QQ's official API since
 partner can tell the learner instead of promising something that will never
 arrive.  A due reminder becomes an outbox reply in the same transaction that
 marks it fired, and goes out through the normal delivery path (paced,
-retried, exactly once).
+retried, exactly once), which asks the same question again at send time
+(:mod:`gateway.pipeline.windows` answers both).
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.core.capabilities import ChannelCapabilities
-from gateway.core.messages import Address, ConversationKind
+from gateway.core.messages import Address
+from gateway.pipeline.windows import reply_window, why_closed
 from gateway.store import Reminder, Store
 
 
@@ -38,17 +40,9 @@ class ReminderDesk:
         caps = self.capabilities_for(address.channel, address.account)
         if caps is None:
             return ReminderOutcome(False, f"the {address.channel} account is not running")
-        if caps.proactive_quota and caps.proactive_quota.startswith("none"):
-            return ReminderOutcome(False, f"{caps.platform} does not allow messages the learner did not ask for just now")
-        group = address.conversation.kind is ConversationKind.GROUP
-        window = (caps.group_reply_window_s if group else None) or caps.reply_window_s
-        if window is not None:
-            last = await self.store.last_inbound_at(address.conversation_key) or time.time()
-            if at.timestamp() > last + window:
-                hours = window / 3600
-                span = f"{hours:g} hours" if hours >= 1 else f"{window / 60:g} minutes"
-                return ReminderOutcome(
-                    False, f"{caps.platform} only lets me write within {span} of the learner's last message"
-                )
+        opened = await self.store.last_inbound_at(address.conversation_key) if reply_window(caps, address) else None
+        refused = why_closed(caps, address, at=at.timestamp(), opened=opened or time.time(), proactive=True)
+        if refused:
+            return ReminderOutcome(False, refused)
         await self.store.add_reminder(Reminder(id=uuid.uuid4().hex, target=address, text=text, due_at=at.timestamp()))
         return ReminderOutcome(True)

@@ -29,6 +29,10 @@ class AccountStatus(BaseModel):
     inbound_pending: int = 0
     inbound_held: int = 0
     outbox_open: int = 0
+    undelivered: int = 0
+    """Replies given up on or sent short (over the platform's budget or file limit) since start."""
+    last_undelivered: str = ""
+    """Why the latest of those did not arrive whole."""
 
 
 class UnavailableChannel(BaseModel):

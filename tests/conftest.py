@@ -41,6 +41,7 @@ for _path in (str(PLUGINS), str(ROOT)):
 pytest_plugins = [
     "tests.security.leak_scan",
     "tests.peers.telegram_fixtures",
+    "tests.peers.slack_fixtures",
     "tests.peers.email_fixtures",
     "tests.peers.matrix_fixtures",
 ]

@@ -26,6 +26,16 @@ hands them in.
 ``http_errors``             an HTTP answer -> the gateway's error tree:
                             ``Retry-After`` in all its forms, error codes inside
                             200 bodies, one meaning for 401 and 403
+``media``                   inbound files after the ack: a streamed download
+                            stopped at the limit whatever ``Content-Length``
+                            says, and file names safe to keep (ADR 0026)
+``retry``                   retries in place for the transports below, with
+                            ``RetryPolicy``'s one backoff; a wait is a sign of life
+``longpoll``                fetch -> ``sink.accept`` -> cursor, then fetch again
+                            (Telegram, the relay test platform)
+``websocket``               a socket gateway's session: identify or resume from
+                            the cursor store, ack after accept, heartbeats,
+                            reconnect (QQ, OneBot/NapCat, Mochat, DingTalk-style)
 ==========================  ====================================================
 
 Every verifier compares in constant time and fails with exactly one error,

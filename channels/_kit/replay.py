@@ -17,6 +17,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 
+from gateway.core.capabilities import capabilities_of
 from gateway.core.errors import ForgedRequest
 
 
@@ -28,6 +29,15 @@ class ReplayMemory:
             raise ValueError("a replay memory needs a positive window and room for one key")
         self.window_s, self.capacity, self._clock = window_s, capacity, clock
         self._seen: OrderedDict[str, float] = OrderedDict()
+
+    @classmethod
+    def for_platform(cls, platform: str, *, capacity: int = 10_000, clock: Callable[[], float] = time.monotonic) -> ReplayMemory:
+        """A memory as long as ``platform``'s declared ``signature_window_s`` (what the verifier is handed too)."""
+        window = capabilities_of(platform).signature_window_s
+        if window is None:
+            raise ValueError(f"{platform} declares no signature_window_s in channels/platforms.toml: "
+                             "its requests carry no timestamp to bound a replay memory by")
+        return cls(window, capacity=capacity, clock=clock)
 
     def __len__(self) -> int:
         self._expire(self._clock())

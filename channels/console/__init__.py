@@ -19,6 +19,7 @@ from itertools import count
 
 from channels.base import Channel, ChannelContext
 from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.config import AccountConfig
 from gateway.core.messages import (
     Address,
     ChannelName,
@@ -73,12 +74,13 @@ def os_user() -> str:
         return "console"
 
 
-class ConsoleChannel(Channel):
+class ConsoleChannel(Channel[AccountConfig]):
     name = "console"
+    config_model = AccountConfig
 
     def __init__(
         self,
-        context: ChannelContext,
+        context: ChannelContext[AccountConfig],
         *,
         lines: Callable[[], AsyncIterable[str]] = stdin_lines,
         write: Callable[[str], None] = stdout_write,

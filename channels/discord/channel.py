@@ -45,7 +45,6 @@ from channels.discord.encode import nonce_for, outgoing
 from channels.discord.probe import check_settings, probe_application
 from channels.discord.transport import PLATFORM, call, new_client, translate
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.config import AccountConfig
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
 from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
@@ -58,13 +57,12 @@ BEAT_S = 5.0
 FOLLOWUPS_KEPT = 500
 
 
-class DiscordChannel(Channel):
+class DiscordChannel(Channel[DiscordConfig]):
     name: ClassVar[str] = "discord"
-    config_model: ClassVar[type[AccountConfig]] = DiscordConfig
+    config_model = DiscordConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[DiscordConfig]) -> None:
         super().__init__(context)
-        self.settings: DiscordConfig = context.config  # type: ignore[assignment]
         register_secret(self.settings.token, "discord bot token")
         self._client: discord.Client | None = None
         self._login = asyncio.Lock()
@@ -101,8 +99,8 @@ class DiscordChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: DiscordConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)

@@ -14,7 +14,7 @@ message replies to one of the bot's messages.  Discord delivers exactly these
 intent; other guild chatter then arrives with empty content and is not
 addressed, so the gateway drops it by its group rule.
 
-Attachments are carried by reference (their CDN URL in ``Media.platform_ref``),
+Attachments are carried by reference (their CDN URL as the ``MediaRef`` locator),
 never downloaded before the event is durable.
 """
 
@@ -25,6 +25,7 @@ from datetime import UTC, datetime, timedelta
 
 import discord
 
+from channels._kit.media import safe_name
 from gateway.core.messages import (
     AccountId,
     Address,
@@ -37,6 +38,7 @@ from gateway.core.messages import (
     InboundMessage,
     Media,
     MediaKind,
+    MediaRef,
     Mention,
     MessageId,
     Quote,
@@ -95,8 +97,9 @@ def decode_message(message: discord.Message, *, account: AccountId, me: str) -> 
     if message.mentions and any(str(u.id) == me for u in message.mentions) and not any(
             isinstance(e, Mention) and e.is_self for e in elements) and not isinstance(resolved, discord.Message):
         elements.insert(0, Mention(user=UserId(me), is_self=True))  # mentioned without the token in the text
-    elements.extend(Media(kind=media_kind(a.content_type), platform_ref=a.url, name=a.filename,
-                          mime_type=a.content_type or "", size=a.size) for a in message.attachments)
+    elements.extend(Media.inbound(media_kind(a.content_type), MediaRef(
+        locator=a.url, name=safe_name(a.filename), mime_type=a.content_type or "", size=a.size))
+        for a in message.attachments)
     addressed = conversation.kind is ConversationKind.DIRECT or any(
         isinstance(e, (Mention, Quote)) and e.is_self for e in elements)
     return InboundMessage(

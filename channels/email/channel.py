@@ -11,6 +11,11 @@ by Message-ID) answers each once.
   the redelivery horizon is fetched again; dedup by Message-ID keeps anything
   already answered from being answered twice.
 
+Attachments are the one exception to "files after the ack" (ADR 0026): IMAP
+has already handed their bytes over with the mail, so they go into the blob
+store here instead of being fetched again later, by a UID the learner's own
+mail client may have moved or expunged by then.
+
 Outbound, each part is one mail (see ``compose``), submitted over SMTP, and
 recorded in the sent ledger so a retried key is never submitted twice by us.
 """
@@ -22,35 +27,39 @@ import email
 import email.policy
 import logging
 import threading
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
+from pathlib import PurePath
 from typing import ClassVar
 
 from channels.base import Channel, ChannelContext
 from channels.email.compose import Thread, compose
 from channels.email.config import EmailConfig
-from channels.email.decode import decode, event_id_of, sender_of
+from channels.email.decode import Received, decode, event_id_of, sender_of
 from channels.email.imap import ImapSession, MailboxState
 from channels.email.ledger import LEDGER_FILE, SentLedger
 from channels.email.probe import check_settings, probe_mailbox
 from channels.email.screening import AUTOMATIC, Refusal, SenderScreen, automatic_reason
 from channels.email.smtp import SmtpSubmitter
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.config import AccountConfig
 from gateway.core.errors import BadRequest, InvalidEvent
-from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import Address, Element, InboundMessage, Media, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 
 log = logging.getLogger(__name__)
 BATCH = 25
 
 
-class EmailChannel(Channel):
-    name: ClassVar[str] = "email"
-    config_model: ClassVar[type[AccountConfig]] = EmailConfig
+async def _once(payload: bytes) -> AsyncIterator[bytes]:
+    yield payload
 
-    def __init__(self, context: ChannelContext) -> None:
+
+class EmailChannel(Channel[EmailConfig]):
+    name: ClassVar[str] = "email"
+    config_model = EmailConfig
+
+    def __init__(self, context: ChannelContext[EmailConfig]) -> None:
         super().__init__(context)
-        self.settings: EmailConfig = context.config  # type: ignore[assignment]
         self.me = self.settings.address.lower()
         self.screen = SenderScreen(self.settings.allowed_senders, self.settings.allowed_domains,
                                    self.settings.max_mails_per_sender_hour)
@@ -69,14 +78,14 @@ class EmailChannel(Channel):
         which must not stall the event loop all channels share."""
         with self._ledger_lock:
             if self._ledger is None:
-                self._ledger = SentLedger(self.context.data_dir / LEDGER_FILE)
+                self._ledger = SentLedger(self.context.data_dir / LEDGER_FILE, self.capabilities().redelivery_horizon_s)
             return self._ledger
 
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: EmailConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)
@@ -193,15 +202,35 @@ class EmailChannel(Channel):
                     self._refuse(uid, refusal.rule, f"{refusal.detail}; Message-ID {mail_id}")
                     return None
             received = await asyncio.to_thread(decode, mail, raw, account=self.account, me=self.me,
-                                               media_dir=self.context.data_dir / "attachments",
-                                               media_max_bytes=self.capabilities().media_max_bytes)
+                                               media_max_bytes=self.media_limit())
+            return await self._keep_parts(received)
         except InvalidEvent as error:
             self._invalid(uid, str(error))
             return None
         except Exception as error:  # the stdlib parser is lenient; anything it still chokes on is the mail's fault
             self._invalid(uid, f"unreadable mail ({type(error).__name__}: {error})")
             return None
-        return received.message
+
+    async def _keep_parts(self, received: Received) -> InboundMessage:
+        """The message with each attachment in the blob store; a part that cannot be stored is a note."""
+        if not received.parts:
+            return received.message
+        blobs = self.context.blobs
+        elements: list[Element] = []
+        for element in received.message.elements:
+            payload = received.parts.get(element.ref.locator) if isinstance(element, Media) and element.ref else None
+            if isinstance(element, Media) and payload is not None and blobs is None:  # a context for probes only
+                element = element.model_copy(update={"missing": "the gateway has no blob store to keep it in"})
+            elif isinstance(element, Media) and payload is not None and blobs is not None:
+                try:
+                    blob = await blobs.put(_once(payload), limit=self.media_limit(),
+                                           suffix=PurePath(element.name).suffix)
+                    element = element.model_copy(update={"blob": blob.key, "size": blob.size})
+                except OSError as error:  # a full disk: the words of the mail still go through
+                    log.warning("email attachment not stored account=%s name=%s reason=%s", self.account, element.name, error)
+                    element = element.model_copy(update={"missing": "it could not be stored"})
+            elements.append(element)
+        return received.message.model_copy(update={"elements": tuple(elements)})
 
     def _invalid(self, uid: int, reason: str) -> None:
         self.context.sink.invalid(f"email uid {uid}: {reason}")

@@ -34,6 +34,7 @@ from email.utils import formataddr, formatdate
 from pathlib import Path
 
 from channels.email.plaintext import html_to_text
+from gateway.core.capabilities import capabilities_of
 from gateway.core.messages import Attachment, RenderedPart
 
 REPLY_PREFIX = re.compile(r"^\s*((re|aw|sv|antw)\s*(\[\d+\])?\s*:\s*)+", re.I)
@@ -61,8 +62,9 @@ class MessageIdsHeader(UnstructuredHeader, BaseHeader):
 _HEADERS = HeaderRegistry()
 _HEADERS.map_to_type("in-reply-to", MessageIdsHeader)
 _HEADERS.map_to_type("references", MessageIdsHeader)
-POLICY = email.policy.default.clone(header_factory=_HEADERS)
-"""The default policy, but message ids stay literal (see the module docstring)."""
+POLICY = email.policy.default.clone(header_factory=_HEADERS, max_line_length=capabilities_of("email").line_length)
+"""The default policy, but message ids stay literal (see the module docstring) and lines are folded at
+``line_length`` from platforms.toml (RFC 5322's 78)."""
 
 
 @dataclass(frozen=True)

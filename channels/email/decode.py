@@ -11,24 +11,27 @@ Identity and threading:
 - what the reply needs (subject, references, the quoted text, the date and
   name for "On <date>, <name> wrote:") rides in the :class:`Referrer` token.
 
-Attachments within the platform's ``media_max_bytes`` are saved under the
-account's data dir and become Media elements; larger ones become a note.
+Attachments become Media elements whose reference is the MIME part
+(``part:<n>``).  Unlike a chat platform's file id, nothing is left to fetch:
+IMAP handed the whole mail over, so the bytes of each part within
+``media_max_bytes`` ride along in :attr:`Received.parts` and the channel puts
+them straight into the blob store; a larger part is kept as a note
+(``Media.missing``) the model reads.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import getaddresses, parseaddr
-from pathlib import Path
 
+from channels._kit.media import safe_name
 from channels.email.plaintext import html_to_text
-from gateway.core.errors import InvalidEvent
+from gateway.core.errors import InvalidEvent, TooLarge
 from gateway.core.messages import (
     AccountId,
     Address,
@@ -41,6 +44,7 @@ from gateway.core.messages import (
     InboundMessage,
     Media,
     MediaKind,
+    MediaRef,
     MessageId,
     Referrer,
     Sender,
@@ -63,6 +67,8 @@ class Received:
     sender: str
     mail: EmailMessage
     message: InboundMessage
+    parts: dict[str, bytes] = field(default_factory=dict)
+    """The bytes of each attachment within the limit, by its ``MediaRef.locator``, for the blob store."""
 
 
 def message_ids(value: object) -> list[str]:
@@ -115,38 +121,24 @@ def _kind(content_type: str) -> MediaKind:
     return _KINDS.get(content_type.split("/", 1)[0], "file")
 
 
-NAME_BYTES = 200
-"""Longest attachment file name kept, in UTF-8 bytes: file systems cap names at 255 bytes, not characters,
-and a CJK name of 120 characters is 360 bytes -- saving it failed and the whole mail was dropped."""
-
-
-def _safe_name(name: str, index: int) -> str:
-    cleaned = re.sub(r"[^\w.\- ]+", "_", Path(name or "").name).strip(" .")
-    stem, suffix = os.path.splitext(cleaned)
-    if len(suffix.encode()) > 16:  # not an extension, just a dot in a long name
-        stem, suffix = cleaned, ""
-    stem = stem.encode()[: NAME_BYTES - len(suffix.encode())].decode("utf-8", "ignore")
-    return (stem + suffix).strip(" .") or f"attachment-{index}"
-
-
-def attachments(mail: EmailMessage, folder: Path, max_bytes: int) -> list[Element]:
-    """Save each attachment under ``folder`` (within ``max_bytes``) and describe it as an element."""
+def attachments(mail: EmailMessage, max_bytes: int) -> tuple[list[Element], dict[str, bytes]]:
+    """Each attachment as a Media element, and the bytes of those within ``max_bytes`` by locator."""
     elements: list[Element] = []
+    parts: dict[str, bytes] = {}
     for index, part in enumerate(mail.iter_attachments(), 1):
-        name = _safe_name(part.get_filename() or "", index)
+        name = safe_name(part.get_filename() or "", fallback=f"attachment-{index}")
         content_type = part.get_content_type()
         payload = part.get_payload(decode=True)
         if not isinstance(payload, bytes):
             continue  # an attached message/rfc822: its text is not homework we can keep as a file
+        ref = MediaRef(locator=f"part:{index}", size=len(payload), mime_type=content_type, name=name)
+        media = Media.inbound(_kind(content_type), ref)
         if len(payload) > max_bytes:
-            elements.append(Text(text=f"\n[attachment {name} not kept: {len(payload)} bytes is over the {max_bytes}-byte limit]"))
-            continue
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{index:02d}-{name}"
-        path.write_bytes(payload)
-        elements.append(Media(kind=_kind(content_type), url=path.resolve().as_uri(), platform_ref=str(path),
-                              name=name, mime_type=content_type, size=len(payload)))
-    return elements
+            media = media.model_copy(update={"missing": TooLarge("email", max_bytes, len(payload)).detail})
+        else:
+            parts[ref.locator] = payload
+        elements.append(media)
+    return elements, parts
 
 
 def referrer_for(mail: EmailMessage, event_id: str, name: str, text: str, reply_to: str | None) -> Referrer:
@@ -179,17 +171,17 @@ def sender_of(mail: EmailMessage) -> tuple[str, str]:
     return name, sender
 
 
-def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media_dir: Path, media_max_bytes: int) -> Received:
+def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media_max_bytes: int) -> Received:
     """Decode one parsed mail; raise InvalidEvent with the reason when it cannot be answered at all.
 
-    Attachments are written under ``media_dir``: screen the sender (:func:`sender_of`) first."""
+    The attachments' bytes come back for the blob store: screen the sender (:func:`sender_of`) first."""
     name, sender = sender_of(mail)
     event_id = event_id_of(mail, raw)
     root = thread_root(mail, event_id)
     text = strip_quoted(body_text(mail))
-    folder = media_dir / hashlib.blake2b(event_id.encode(), digest_size=8).hexdigest()
     elements: list[Element] = [Text(text=text)] if text else []
-    elements += attachments(mail, folder, media_max_bytes)
+    files, parts = attachments(mail, media_max_bytes)
+    elements += files
     reply_to = [a for _, a in getaddresses([str(mail.get("Reply-To", "") or "")]) if "@" in a]
     subject = str(mail.get("Subject", "") or "")
     message = InboundMessage(
@@ -203,4 +195,4 @@ def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media
         addressed=True,
         from_self=sender == me.lower(),
     )
-    return Received(sender=sender, mail=mail, message=message)
+    return Received(sender=sender, mail=mail, message=message, parts=parts)

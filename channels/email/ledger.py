@@ -8,7 +8,8 @@ row, before ``send`` returns) shrinks that window to the few microseconds
 between the reply arriving and the commit -- and a repeated send of a key the
 ledger knows is answered without submitting anything.
 
-Rows are kept for the platform's redelivery horizon (30 days), then pruned.
+Rows are kept for the platform's redelivery horizon (``redelivery_horizon_s``
+in platforms.toml: 30 days), then pruned.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pathlib import Path
 
 from gateway.store.schema import Schema, open_database
 
-KEEP_S = 30 * 24 * 3600
 LEDGER_FILE = "sent.sqlite3"
 LEDGER_SCHEMA = Schema(
     "email sent ledger",
@@ -28,9 +28,9 @@ LEDGER_SCHEMA = Schema(
 
 
 class SentLedger:
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keep_s: float) -> None:
         self._db = open_database(path, (LEDGER_SCHEMA,), pragmas=("journal_mode=WAL", "synchronous=FULL"))
-        self._db.execute("DELETE FROM sent WHERE at < ?", (time.time() - KEEP_S,))
+        self._db.execute("DELETE FROM sent WHERE at < ?", (time.time() - keep_s,))
 
     def sent(self, key: str) -> str | None:
         """The Message-ID the server accepted under this key, or None."""

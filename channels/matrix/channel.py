@@ -26,21 +26,32 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any, ClassVar
 
+import httpx
 from nio import AsyncClient, MessageDirection
 
-from channels.base import Channel, ChannelContext
+from channels.base import Channel, ChannelContext, MediaStream
 from channels.matrix.config import MatrixConfig
-from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, media_ref, object_at, reply_target
+from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, object_at, reply_target
 from channels.matrix.encode import edit_content, media_content, text_content
-from channels.matrix.media import download, media_dir, upload
+from channels.matrix.media import fetch, upload
 from channels.matrix.probe import check_settings, probe_homeserver
 from channels.matrix.transport import call, new_client
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.config import AccountConfig
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, TransientError
-from gateway.core.messages import Address, ConversationKind, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import (
+    Address,
+    ConversationKind,
+    InboundMessage,
+    MediaRef,
+    MessageId,
+    Referrer,
+    RenderedPart,
+    SentMessage,
+)
 from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
 
@@ -48,16 +59,19 @@ log = logging.getLogger(__name__)
 CURSOR = "sync_token"
 GAP_LIMIT = 5000
 """Most events paged in to fill one room's gap after a long outage (beyond it, the rest is logged as dropped)."""
+DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+"""Per read and per connect; the pipeline bounds the whole fetch (``media_fetch_timeout_s``)."""
 
 
-class MatrixChannel(Channel):
+class MatrixChannel(Channel[MatrixConfig]):
     name: ClassVar[str] = "matrix"
-    config_model: ClassVar[type[MatrixConfig]] = MatrixConfig
+    config_model = MatrixConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[MatrixConfig]) -> None:
         super().__init__(context)
-        self.settings: MatrixConfig = context.config  # type: ignore[assignment]
         self._client: AsyncClient | None = None
+        self._http: httpx.AsyncClient | None = None
+        """File downloads (streamed, unlike nio's), apart from the sync connection."""
         self._login = asyncio.Lock()
         self._names: tuple[str, ...] = ()
         self._shown: dict[str, str] = {}
@@ -98,8 +112,8 @@ class MatrixChannel(Channel):
     # ------------------------------------------------------------------ doctor
 
     @classmethod
-    def check(cls, settings: AccountConfig) -> list[Problem]:
-        return check_settings(settings)  # type: ignore[arg-type]
+    def check(cls, settings: MatrixConfig) -> list[Problem]:
+        return check_settings(settings)
 
     async def probe(self) -> ProbeResult:
         problems = self.check(self.settings)
@@ -161,8 +175,7 @@ class MatrixChannel(Channel):
                 log.warning("matrix invite not handled account=%s room=%s reason=%s", self.account, room_id, error)
 
     async def _messages(self, client: AsyncClient, response: Any, since: str, heartbeat: Heartbeat) -> list[InboundMessage]:
-        """The sync's messages, decoded.  Each event decoded is a sign of life: a sync full of files can
-        take longer to download than the supervisor's stall watch, which would cancel it and sync again."""
+        """The sync's messages, decoded; their files are fetched by the pipeline after the sync token is stored."""
         batch: list[InboundMessage] = []
         for room_id, info in response.rooms.join.items():
             events = [e.source for e in info.timeline.events]
@@ -236,17 +249,18 @@ class MatrixChannel(Channel):
                 quoted = (await call("event", client.room_get_event(view.room_id, target))).event.source
             except GatewayError as error:
                 log.info("matrix quoted event unavailable account=%s event=%s reason=%s", self.account, target, error)
-        media_path = None
-        ref = media_ref(event)
-        if ref is not None and event.get("sender") != self.me:
-            media_path = await download(
-                client, ref[0], event_id=str(event.get("event_id")), declared=ref[2],
-                folder=media_dir(self.context.data_dir, self.account), max_bytes=self.capabilities().media_max_bytes,
-            )
         room = client.rooms.get(view.room_id)
         sender = event.get("sender")
         name = (room.user_name(sender) if room and isinstance(sender, str) else None) or ""
-        return decode(event, view, account=self.account, sender_name=name, quoted=quoted, media_path=media_path)
+        return decode(event, view, account=self.account, sender_name=name, quoted=quoted)
+
+    @asynccontextmanager
+    async def fetch_media(self, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:
+        client = await self._ready()
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=DOWNLOAD_TIMEOUT, trust_env=False)
+        async with fetch(self._http, self.settings.homeserver, client.access_token, ref, limit=limit) as stream:
+            yield stream
 
     # ------------------------------------------------------------------ outbound
 
@@ -289,6 +303,9 @@ class MatrixChannel(Channel):
         await call("typing", client.room_typing(target.conversation.chat, True, timeout=timeout_ms))
 
     async def close(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
         if self._client is not None:
             client, self._client = self._client, None
             await client.close()

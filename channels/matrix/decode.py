@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from channels._kit.media import safe_name
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
     AccountId,
@@ -38,6 +38,7 @@ from gateway.core.messages import (
     InboundMessage,
     Media,
     MediaKind,
+    MediaRef,
     Mention,
     MessageId,
     Quote,
@@ -154,7 +155,6 @@ def decode(
     account: AccountId,
     sender_name: str = "",
     quoted: dict[str, Any] | None = None,
-    media_path: Path | None = None,
 ) -> InboundMessage | None:
     """Decode one timeline event; ``None`` for non-messages, :class:`InvalidEvent` for what cannot be read."""
     kind = event.get("type")
@@ -202,15 +202,9 @@ def decode(
         info = object_at(content, "info")
         filename = given if isinstance(given := content.get("filename"), str) else body
         caption = body if filename != body else ""
-        elements.append(Media(
-            kind=MEDIA_TYPES[msgtype],
-            url=media_path.as_uri() if media_path else None,
-            platform_ref=ref[0] if ref else None,
-            name=filename,
-            mime_type=str(info.get("mimetype") or ""),
-            size=ref[2] if ref else None,
-            caption=caption,
-        ))
+        declared = MediaRef(locator=ref[0], size=ref[2], mime_type=str(info.get("mimetype") or ""),
+                            name=safe_name(filename) if filename else "")
+        elements.append(Media.inbound(MEDIA_TYPES[msgtype], declared, caption=caption))
         if mentioned:
             elements.append(Mention(user=UserId(view.me), display_name=view.my_names[0] if view.my_names else view.me,
                                     is_self=True))

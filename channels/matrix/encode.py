@@ -21,12 +21,15 @@ import json
 import re
 from html.parser import HTMLParser
 
+from gateway.core.capabilities import capabilities_of
 from gateway.core.messages import Attachment
 
 HTML_FORMAT = "org.matrix.custom.html"
 EDIT_FALLBACK_CHARS = 1000
-EVENT_BUDGET = 60_000
-"""Bytes of content we allow ourselves under the 65,536-byte event limit (the rest is envelope)."""
+ENVELOPE_BYTES = 5536
+"""Room left for what the homeserver adds around the content (ids, origin_server_ts, signatures, hashes)."""
+EVENT_BUDGET = (capabilities_of("matrix").payload_max_bytes or 65536) - ENVELOPE_BYTES
+"""Bytes of content we allow ourselves under the event limit (``payload_max_bytes`` in platforms.toml)."""
 MSGTYPE_OF = {"image": "m.image", "audio": "m.audio", "video": "m.video", "file": "m.file"}
 _BLOCKS = {"p", "div", "pre", "blockquote", "ul", "ol", "h1", "h2", "h3", "h4", "h5", "h6", "table", "tr"}
 

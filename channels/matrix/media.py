@@ -1,11 +1,11 @@
-"""Media both ways: mxc:// downloads into the data dir, and uploads of reply attachments.
+"""Media both ways: streamed mxc:// downloads after the ack, and uploads of reply attachments.
 
-Inbound files are fetched through the authenticated media API
-(``/_matrix/client/v1/media/download``) and written under
-``<data_dir>/matrix/<account>/media/``, named by a hash of the event id, so a
-re-synced event finds its file instead of fetching it twice.  A file larger
-than ``media_max_bytes`` -- by its declared size, or by what arrived -- is not
-kept; the message still goes through, its media element without a local file.
+Inbound files are fetched by the pipeline once the sync that brought them is
+durable and its token stored (``MatrixChannel.fetch_media``), through the
+authenticated media API (``/_matrix/client/v1/media/download``) with the kit's
+streamed, size-limited download: nio's own download reads the whole body into
+memory first, whatever its size.  Encrypted files (``content.file``) never get
+here: events of encrypted rooms are refused before decoding (ADR 0012).
 
 Outbound, a file given by path is uploaded and posted by its mxc:// URL; an
 mxc:// URL is posted as it is.  An http(s) URL is *not* fetched by the
@@ -17,69 +17,45 @@ It is posted as a link in the media event instead (see ADR 0012).
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import logging
 import mimetypes
 import re
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
+import httpx
 from nio import AsyncClient
 
+from channels._kit.media import download
+from channels.base import MediaStream
 from channels.matrix.transport import call
-from gateway.core.errors import BadRequest, GatewayError
-from gateway.core.messages import Attachment
+from gateway.core.errors import BadRequest
+from gateway.core.messages import Attachment, MediaRef
 
 log = logging.getLogger(__name__)
-SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 
 
-def media_dir(data_dir: Path, account: str) -> Path:
-    return data_dir / "matrix" / account / "media"
+MXC = re.compile(r"mxc://(?P<server>(?:[A-Za-z0-9.\-]+|\[[0-9A-Fa-f:.]+\])(?::[0-9]{1,5})?)/(?P<media>[A-Za-z0-9_\-]+)")
+"""A content URI: server name and media id, with only the characters the spec allows (no path tricks)."""
 
 
-async def download(client: AsyncClient, mxc: str, *, event_id: str, folder: Path, max_bytes: int,
-                   declared: int | None) -> Path | None:
-    """The local copy of an inbound file, or None (too big, or the server would not hand it out)."""
-    if declared is not None and declared > max_bytes:
-        log.info("media not fetched event=%s reason=declared size %d > limit %d", event_id, declared, max_bytes)
-        return None
-    stem = hashlib.blake2b(event_id.encode(), digest_size=10).hexdigest()
-    kept = await asyncio.to_thread(_kept, folder, stem)  # a scan of the whole media folder: off the event loop
-    if kept is not None:
-        return kept
-    try:
-        response = await call("download", client.download(mxc=mxc))
-    except GatewayError as error:
-        log.warning("media not fetched event=%s mxc=%s reason=%s", event_id, mxc, error)
-        return None
-    except ValueError as error:  # nio splits the URL with urlparse, which raises on "mxc://[x/y": the sender's
-        # bad URL, and raised out of the sync loop it would stop the account on this event forever
-        log.warning("media not fetched event=%s mxc=%r reason=unreadable mxc URL: %s", event_id, mxc, error)
-        return None
-    body: bytes = response.body
-    if len(body) > max_bytes:
-        log.info("media not kept event=%s reason=%d bytes > limit %d", event_id, len(body), max_bytes)
-        return None
-    suffix = Path(response.filename or "").suffix
-    if not SUFFIX.fullmatch(suffix):  # the serving homeserver's word: only what is surely a file name's tail
-        suffix = mimetypes.guess_extension(response.content_type or "") or ""
-    path = folder / f"{stem}{suffix}"
-    await asyncio.to_thread(_save, path, body)
-    return path
+def download_url(homeserver: str, mxc: str) -> str:
+    """The authenticated media endpoint for ``mxc``; BadRequest when the sender's URL is not one."""
+    match = MXC.fullmatch(mxc)
+    if match is None:
+        raise BadRequest("matrix", f"unreadable mxc URL {mxc[:100]!r}")
+    return f"{homeserver.rstrip('/')}/_matrix/client/v1/media/download/{match['server']}/{match['media']}"
 
 
-def _kept(folder: Path, stem: str) -> Path | None:
-    """The file an earlier fetch of this event left; a ".part" is what a crash mid-write left behind: not
-    the file, fetch it again."""
-    existing = sorted(p for p in folder.glob(f"{stem}*") if p.suffix != ".part") if folder.exists() else []
-    return existing[0] if existing else None
-
-
-def _save(path: Path, body: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    partial = path.with_name(path.name + ".part")
-    partial.write_bytes(body)
-    partial.replace(path)  # a crash mid-write leaves a .part, never a truncated file under the real name
+@asynccontextmanager
+async def fetch(http: httpx.AsyncClient, homeserver: str, token: str, ref: MediaRef, *,
+                limit: int) -> AsyncIterator[MediaStream]:
+    """Stream an inbound file from the homeserver, within ``limit``, with the bot's access token."""
+    async with download(http, download_url(homeserver, ref.locator), limit=limit, platform="matrix",
+                        headers={"Authorization": f"Bearer {token}"}, declared_type=ref.mime_type,
+                        name=ref.name) as stream:
+        yield stream
 
 
 async def upload(client: AsyncClient, attachment: Attachment, *, max_bytes: int) -> tuple[str, int | None]:

@@ -13,11 +13,12 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from gateway.core.capabilities import capabilities_of, fetch_limit
 from gateway.core.config import AccountConfig, EnvSecret
 
 CLOUD_API = "https://api.telegram.org"
-CLOUD_DOWNLOAD_LIMIT = 20 * 1024 * 1024
-"""The cloud Bot API hands out files up to 20 MB through getFile; a local server has no such limit."""
+CLOUD_DOWNLOAD_LIMIT = fetch_limit(capabilities_of("telegram"))
+"""The cloud Bot API hands out files up to 20 MB through getFile (platforms.toml); a local server has no such limit."""
 SECRET_RE = re.compile(r"^[A-Za-z0-9_-]{1,256}$")
 COMMAND_RE = re.compile(r"^[a-z0-9_]{1,32}$")
 
@@ -44,7 +45,8 @@ class TelegramConfig(AccountConfig):
     drafts: bool = True
     """Stream previews in private chats as message drafts (sendMessageDraft) instead of edits."""
     max_download_bytes: int = Field(default=CLOUD_DOWNLOAD_LIMIT, gt=0)
-    """Larger inbound files are not downloaded; the learner's message arrives with a note saying so."""
+    """Larger inbound files are not fetched; the model reads a note saying so.  Raise it for a local Bot API
+    server (which serves files of any size), lower it to keep less."""
 
     @model_validator(mode="after")
     def _check(self) -> TelegramConfig:

@@ -14,14 +14,16 @@ not ours).  In a private chat the bot is always addressed.  Inside a forum
 topic every message "replies" to the topic's creation message; that is not a
 reply to anyone and is not kept as a quote.
 
-Media arrive as :class:`Media` elements holding the ``file_id``; the channel
-downloads them afterwards (:mod:`channels.telegram.media`).
+Media arrive as :class:`Media` elements holding a :class:`MediaRef` (the
+``file_id`` and what Telegram declared); nothing is downloaded before the ack:
+the pipeline fetches them afterwards (:mod:`channels.telegram.media`).
 """
 
 from __future__ import annotations
 
 from telegram import Message, MessageEntity, Update, User
 
+from channels._kit.media import safe_name
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
     AccountId,
@@ -36,6 +38,7 @@ from gateway.core.messages import (
     Link,
     Media,
     MediaKind,
+    MediaRef,
     Mention,
     MessageId,
     Quote,
@@ -101,14 +104,15 @@ def _elements(text: str, entities: tuple[MessageEntity, ...], me: User) -> tuple
 def _media(message: Message) -> list[Media]:
     if message.photo:
         biggest = message.photo[-1]
-        return [Media(kind="image", platform_ref=biggest.file_id, name=f"{biggest.file_unique_id}.jpg",
-                      mime_type="image/jpeg", size=biggest.file_size)]
+        return [Media.inbound("image", MediaRef(locator=biggest.file_id, name=f"{biggest.file_unique_id}.jpg",
+                                                mime_type="image/jpeg", size=biggest.file_size))]
     found: list[Media] = []
     for attr, kind in _FILE_KINDS:
         item = getattr(message, attr, None)
         if item is not None:
-            found.append(Media(kind=kind, platform_ref=item.file_id, name=getattr(item, "file_name", None) or "",
-                               mime_type=getattr(item, "mime_type", None) or "", size=item.file_size))
+            name = safe_name(given) if (given := getattr(item, "file_name", None)) else ""
+            found.append(Media.inbound(kind, MediaRef(locator=item.file_id, name=name, size=item.file_size,
+                                                      mime_type=getattr(item, "mime_type", None) or "")))
     return found
 
 

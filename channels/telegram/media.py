@@ -1,82 +1,37 @@
-"""Inbound files: getFile + download into the account's data dir, within a size limit.
+"""Inbound files: getFile, then a streamed download through the kit, after the update was acknowledged.
 
-A downloaded file becomes a :class:`Media` element whose ``url`` is the local
-``file://`` path (under ``context.data_dir / "media"``) and whose
-``platform_ref`` keeps the ``file_id``.  A file over the limit -- the cloud
-Bot API serves at most 20 MB through getFile, and the teacher may set less --
-is not downloaded; the message still arrives, with a note that says which file
-was left out and why, so the partner can tell the learner instead of
-pretending it saw it.  A failed download is a note too: the words of a
-message are never lost for the sake of its attachment.
+The decoder keeps only the ``file_id`` and what Telegram declared
+(:class:`~gateway.messages.MediaRef`); the pipeline calls
+``TelegramChannel.fetch_media`` once the update is durable and its offset
+confirmed.  getFile answers with a path under ``{file_url}/<token>/``, so the
+download URL holds the bot token: it is never logged, and an error names the
+failure's kind only.  The cloud Bot API serves at most 20 MB this way
+(``media_fetch_max_bytes`` in platforms.toml); a self-hosted server serves
+more, and the account's ``max_download_bytes`` says how much to take.
 """
 
 from __future__ import annotations
 
-import asyncio
-import logging
-import re
-from pathlib import Path
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
+import httpx
 from telegram import Bot
 
-from channels.telegram.transport import call
-from gateway.core.errors import GatewayError
-from gateway.core.messages import Element, InboundMessage, Media, Text
-
-log = logging.getLogger(__name__)
-
-
-SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
+from channels._kit.media import download
+from channels.base import MediaStream
+from channels.telegram.transport import PLATFORM, call
+from gateway.core.errors import NotFound, TooLarge
+from gateway.core.messages import MediaRef
 
 
-def _suffix(name: str) -> str:
-    """The file's extension when it looks like one; the learner names the file, and a name's tail of 300
-    characters, or one with a NUL in it, cannot be part of a file name on disk."""
-    suffix = Path(name).suffix
-    return suffix if SUFFIX.fullmatch(suffix) else ""
-
-
-def _megabytes(size: int) -> str:
-    return f"{size / (1024 * 1024):.1f} MB"
-
-
-def _note(media: Media, reason: str) -> Text:
-    label = f"{media.kind} {media.name}".strip()
-    return Text(text=f"\n[{label} not downloaded: {reason}]")
-
-
-async def _fetch(bot: Bot, media: Media, ref: str, folder: Path, limit: int) -> tuple[Media, Text | None]:
-    if media.size is not None and media.size > limit:
-        return media, _note(media, f"{_megabytes(media.size)} is over the {_megabytes(limit)} limit")
-    try:
-        file = await call("getFile", bot.get_file(ref))
-        if file.file_size is not None and file.file_size > limit:
-            return media, _note(media, f"{_megabytes(file.file_size)} is over the {_megabytes(limit)} limit")
-        if not file.file_path:  # optional in getFile's answer; PTB would raise RuntimeError
-            return media, _note(media, "Telegram gave no path to download it from")
-        path = folder / f"{file.file_unique_id}{_suffix(file.file_path or '') or _suffix(media.name)}"
-        await asyncio.to_thread(folder.mkdir, parents=True, exist_ok=True)
-        await call("downloadFile", file.download_to_drive(path))
-    except GatewayError as error:
-        log.warning("telegram media not downloaded ref=%s reason=%s", media.platform_ref, error)
-        return media, _note(media, f"Telegram refused it ({getattr(error, 'detail', error)})")
-    except (OSError, ValueError) as error:  # raised out of the poll loop it would stop the queue on this update
-        log.warning("telegram media not saved ref=%s reason=%s", media.platform_ref, error)
-        return media, _note(media, "it could not be saved")
-    return media.model_copy(update={"url": path.as_uri(), "size": path.stat().st_size}), None
-
-
-async def download_media(bot: Bot, message: InboundMessage, folder: Path, limit: int) -> InboundMessage:
-    """The message with its files downloaded (or noted as left out); unchanged when it has none."""
-    if not any(isinstance(e, Media) and e.platform_ref and not e.url for e in message.elements):
-        return message
-    elements: list[Element] = []
-    notes: list[Text] = []
-    for element in message.elements:
-        if isinstance(element, Media) and element.platform_ref and not element.url:
-            element, note = await _fetch(bot, element, element.platform_ref, folder, limit)
-            if note is not None:
-                log.info("telegram media left out event=%s reason=%s", message.event_id, note.text.strip())
-                notes.append(note)
-        elements.append(element)
-    return message.model_copy(update={"elements": (*elements, *notes)})
+@asynccontextmanager
+async def fetch(bot: Bot, http: httpx.AsyncClient, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:
+    file = await call("getFile", bot.get_file(ref.locator))
+    if file.file_size is not None and file.file_size > limit:
+        raise TooLarge(PLATFORM, limit, file.file_size)
+    if not file.file_path:  # optional in getFile's answer: nothing to download from
+        raise NotFound(PLATFORM, "Telegram gave no path to download it from")
+    async with download(http, file.file_path, limit=limit, platform=PLATFORM, declared_type=ref.mime_type,
+                        name=ref.name or file.file_path.rsplit("/", 1)[-1]) as stream:
+        yield stream

@@ -32,15 +32,12 @@ from typing import TypedDict
 from telegram import Bot, InputFile, Message, ReplyParameters
 
 from channels.telegram.transport import PLATFORM, call
-from gateway.core.capabilities import capabilities_of
 from gateway.core.errors import BadRequest
 from gateway.core.messages import Attachment
 
 log = logging.getLogger(__name__)
 
 HTML = "HTML"
-UPLOAD_LIMIT = capabilities_of(PLATFORM).media_max_bytes
-"""The cloud Bot API takes uploads up to 50 MB: ``media_max_bytes`` in platforms.toml, with its source."""
 _TAG = re.compile(r"<[^>]+>")
 
 
@@ -124,13 +121,11 @@ async def send_draft(bot: Bot, where: Where, draft_id: int, text: str) -> None:
 def _source(attachment: Attachment) -> str | InputFile:
     if attachment.path:
         path = Path(attachment.path)
-        try:
-            size = path.stat().st_size
+        try:  # its size was checked against media_max_bytes by the outbound path (gateway.pipeline.budget)
+            data = path.read_bytes()
         except OSError as error:
             raise BadRequest(PLATFORM, f"attachment {path.name} cannot be read: {error.strerror}") from None
-        if size > UPLOAD_LIMIT:
-            raise BadRequest(PLATFORM, f"attachment {path.name} is {size} bytes; Telegram takes at most {UPLOAD_LIMIT}")
-        return InputFile(path.read_bytes(), filename=attachment.name or path.name)
+        return InputFile(data, filename=attachment.name or path.name)
     if attachment.url:
         return attachment.url
     raise BadRequest(PLATFORM, "attachment has neither a path nor a URL")

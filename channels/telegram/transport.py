@@ -12,6 +12,7 @@ the request class below (PTB's documented ``BaseRequest`` seam) raises
 PTB turns into ``RetryAfter`` itself.  Translation, most specific first::
 
     RetryAfter (429, parameters.retry_after)    -> RateLimited(retry_after), per chat
+    ChatMigrated (400, migrate_to_chat_id)      -> ChatMoved(new_chat): the group is a supergroup now
     404 "method not found" (an older server)    -> Unsupported
     400 "... not found"                         -> NotFound
     any other status                            -> the kit's meaning (channels._kit.http_errors), where
@@ -37,7 +38,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from telegram import Bot
-from telegram.error import InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
+from telegram.error import ChatMigrated, InvalidToken, NetworkError, RetryAfter, TelegramError, TimedOut
 from telegram.request import HTTPXRequest, RequestData
 from telegram.warnings import PTBDeprecationWarning
 
@@ -72,6 +73,17 @@ class BotApiError(TelegramError):
         self.status, self.description = status, description
 
 
+class ChatMoved(NotFound):
+    """The group was upgraded to a supergroup: it lives on under ``new_chat``, and the old id takes nothing more.
+
+    A ``NotFound`` to anyone who does not look closer (the old chat is gone for the bot); the channel
+    looks closer, remembers the move and sends again to ``new_chat`` (see channels.telegram.moves)."""
+
+    def __init__(self, method: str, new_chat: int) -> None:
+        super().__init__(PLATFORM, f"{method}: the group was upgraded to a supergroup, now chat {new_chat}", code=400)
+        self.new_chat = new_chat
+
+
 class Unreachable(NetworkError):
     """The Bot API server could not be reached; says which server and why, in plain words."""
 
@@ -103,13 +115,21 @@ class StatusKeepingRequest(HTTPXRequest):
             if why is None:
                 raise
             raise Unreachable(self.endpoint, why) from error
-        if 200 <= status < 300 or status == 429:
-            return status, payload
+        if 200 <= status < 300 or status == 429 or _migrated(payload):
+            return status, payload  # PTB reads retry_after and migrate_to_chat_id into its own errors
         try:
             description = str(json.loads(payload).get("description") or "")
         except (ValueError, AttributeError):
             description = ""
         raise BotApiError(status, description or payload[:200].decode("utf-8", "replace") or f"HTTP {status}")
+
+
+def _migrated(payload: bytes) -> bool:
+    try:
+        parameters = json.loads(payload).get("parameters") or {}
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(parameters, dict) and isinstance(parameters.get("migrate_to_chat_id"), int)
 
 
 def new_bot(config: TelegramConfig, *, poll_timeout: float) -> Bot:
@@ -155,6 +175,8 @@ def translate(error: TelegramError, method: str) -> GatewayError:
 def _translate(error: TelegramError, method: str) -> GatewayError:
     if isinstance(error, RetryAfter):
         return RateLimited(PLATFORM, retry_seconds(error), code=429, scope="chat")
+    if isinstance(error, ChatMigrated):
+        return ChatMoved(method, int(error.new_chat_id))
     if isinstance(error, BotApiError):
         status, where = error.status, f"{method}: {error.description}"
         if status == 404 and "method" in error.description.lower():

@@ -55,14 +55,14 @@ class WebchatConfig(AccountConfig):
     """A session nobody follows is forgotten after this long."""
 
 
-class WebchatChannel(Channel):
+class WebchatChannel(Channel[WebchatConfig]):
     name = "webchat"
     config_model = WebchatConfig
 
-    def __init__(self, context: ChannelContext) -> None:
-        super().__init__(context)
+    def __init__(self, context: ChannelContext[AccountConfig]) -> None:
         config = context.config
-        self.settings = config if isinstance(config, WebchatConfig) else WebchatConfig.model_validate(config.model_dump())
+        super().__init__(context.with_config(
+            config if isinstance(config, WebchatConfig) else WebchatConfig.model_validate(config.model_dump())))
         self.title = self.settings.title or context.partner_name or DEFAULT_TITLE
         """What the page calls the partner (escaped when the page is rendered)."""
         self.feeds = SessionFeeds(

@@ -36,6 +36,10 @@ def format_status(report: StatusReport, url: str) -> str:
     headers = ("CHANNEL", "ACCOUNT", "STATE", "RESTARTS", "PENDING", "HELD", "OUTBOX", "REASON")
     table = format_table(headers, rows) if rows else "no channel accounts running"
     lines = [header, "", table]
+    short = [a for a in report.accounts if a.undelivered]
+    if short:
+        lines += ["", "not delivered whole since start:"] + [
+            f"  {a.channel}/{a.account}: {a.undelivered} replies, the last because {a.last_undelivered}" for a in short]
     if report.unavailable:
         lines += ["", "not running:"] + [f"  {u.channel}/{u.account}: {u.reason}" for u in report.unavailable]
     if report.models:

@@ -10,6 +10,10 @@ The declarations are data, not code: this module reads the file by its path in
 the source tree (:data:`PLATFORMS_FILE`, or a path handed to
 :func:`platform_catalog`) and never imports ``channels`` -- the vocabulary stays
 a leaf, and listing what a platform can do loads no channel and no SDK.
+
+Rows are validated when the catalog loads: closed sets are enums, numbers
+have their ranges, contradictory facts are refused with the platform's name.
+Every field has a reader outside this module (``tests/test_capabilities_read.py``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,12 @@ import tomllib
 from enum import Enum
 from functools import cache
 from pathlib import Path
+from typing import get_args
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from gateway.core.errors import ConfigError
+from gateway.core.messages import ELEMENT_KINDS, MediaKind
 
 PLATFORMS_FILE = Path(__file__).resolve().parents[2] / "channels" / "platforms.toml"
 """The declarations beside the channels they describe (gateway/core/ -> the source root -> channels/)."""
@@ -51,6 +59,21 @@ class EditMode(str, Enum):
     NATIVE_STREAM = "native_stream"  # a platform streaming primitive
 
 
+class Proactive(str, Enum):
+    """Whether the bot may write first (a reminder, a teacher's report) rather than only answer."""
+
+    ALLOWED = "allowed"  # any time, within the reply window where the platform declares one
+    NONE = "none"  # only replies to a message (QQ's official API since 2025-04-21)
+
+
+class GroupAddressing(str, Enum):
+    """When a group message counts as said to the bot, by what the platform lets it see."""
+
+    MENTION = "mention"  # a mention of the bot, a reply to it, a command
+    ALWAYS = "always"  # the bot sees every group message and each one is for it
+    DIRECT_ONLY = "direct_only"  # the platform has no group chats for bots (WhatsApp Cloud, email)
+
+
 class InboundMode(str, Enum):
     POLL = "poll"
     WEBHOOK = "webhook"
@@ -73,35 +96,48 @@ class ChannelCapabilities(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     platform: str
-    text_limit: int
+    text_limit: int = Field(gt=0)
     text_unit: TextUnit
+    payload_max_bytes: int | None = Field(default=None, gt=0)
+    """The whole message on the wire, envelope included, where the platform caps that besides the text
+    (a Matrix event: 65,536 bytes); the channel keeps its encoding under it."""
+    line_length: int | None = Field(default=None, gt=0)
+    """The longest line the wire format should carry (email: 78, RFC 5322); None: lines are not limited."""
     dialect: Dialect
     elements: frozenset[str] = Field(description="element kinds the platform shows natively")
     edit_mode: EditMode = EditMode.NONE
-    min_edit_interval: float = 1.0
+    min_edit_interval: float = Field(default=1.0, ge=0)
     typing: bool = False
-    typing_interval: float = 5.0
+    typing_interval: float = Field(default=5.0, gt=0)
     threads: bool = False
     reactions: bool = False
     media_kinds: frozenset[str] = frozenset()
-    media_max_bytes: int = 0
-    reply_window_s: float | None = None
+    media_max_bytes: int = Field(default=0, ge=0)
+    media_fetch_max_bytes: int | None = Field(default=None, gt=0)
+    """The largest inbound file the platform hands out, where it differs from ``media_max_bytes`` (the
+    Telegram cloud Bot API sends up to 50 MB but serves only 20 MB through getFile)."""
+    reply_window_s: float | None = Field(default=None, gt=0)
     """How long after the inbound message a reply may be sent (None: no window)."""
-    group_reply_window_s: float | None = None
-    replies_per_inbound: int | None = None
-    proactive_quota: str | None = None
-    """Free-form statement of proactive-send limits, e.g. "5 per 48 h after a user message"."""
+    group_reply_window_s: float | None = Field(default=None, gt=0)
+    """A narrower window for group conversations (QQ: 5 min against 60); both are enforced by
+    ``gateway.pipeline.windows``, the only place that computes a window."""
+    replies_per_inbound: int | None = Field(default=None, ge=1)
+    """How many messages the platform takes in answer to one inbound message (QQ 5); a reply that would
+    take more is merged to fit, and what still does not fit is recorded (``gateway.pipeline.budget``)."""
+    proactive: Proactive = Proactive.ALLOWED
+    """Whether a message that answers nothing (a reminder, a teacher's report) may be sent at all."""
     send_rate_chat: SendRate | None = None
     send_rate_group: SendRate | None = None
     send_rate_global: SendRate | None = None
     inbound_modes: tuple[InboundMode, ...] = (InboundMode.POLL,)
-    ack_deadline_s: float | None = None
-    """How soon a webhook or stream frame must be answered before the platform retries it."""
-    signature_window_s: float | None = None
+    ack_deadline_s: float | None = Field(default=None, gt=0)
+    """How soon a webhook or stream frame must be answered before the platform retries it (Slack 3 s)."""
+    signature_window_s: float | None = Field(default=None, gt=0)
     """How far a signed webhook's timestamp may be from now (Slack's 5 minutes); older is refused as stale."""
-    redelivery_horizon_s: float = 7 * 24 * 3600.0
+    redelivery_horizon_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
-    group_addressing: str = "mention"
+    group_addressing: GroupAddressing = GroupAddressing.MENTION
+    """Which group messages the platform shows the bot; ``partners doctor`` warns on settings it cannot honour."""
     authenticates_senders: bool = False
     """True when the platform proves who sent a message (a signed-in account), so a sender id can be
     trusted as a person.  Only such channels may carry a partner's owners: on any other channel
@@ -110,6 +146,21 @@ class ChannelCapabilities(BaseModel):
     """The platform recognises a repeated send by its idempotency key (Matrix's txnId).  When it
     does not, the outbound path lets one send per account be unrecorded at a time, so a crash can
     repeat at most that one (docs/adr/0022-one-unrecorded-send-per-account.md)."""
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ChannelCapabilities:
+        """Facts that contradict each other are refused when the catalog loads, not found at a send."""
+        unknown = self.elements - set(ELEMENT_KINDS)
+        if unknown:
+            raise ValueError(f"elements: unknown kinds {sorted(unknown)} (known: {', '.join(ELEMENT_KINDS)})")
+        not_media = self.media_kinds - set(get_args(MediaKind))
+        if not_media:
+            raise ValueError(f"media_kinds: {sorted(not_media)} are not media kinds ({', '.join(get_args(MediaKind))})")
+        if self.media_kinds and not self.media_max_bytes:
+            raise ValueError("media_max_bytes: a platform that carries media_kinds needs its size limit")
+        if self.group_reply_window_s is not None and self.reply_window_s is None:
+            raise ValueError("group_reply_window_s: a group window narrows reply_window_s, which is not declared")
+        return self
 
 
 class PlatformEntry(BaseModel):
@@ -132,14 +183,24 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
         raw = tomllib.load(fh)
     catalog: dict[str, PlatformEntry] = {}
     for name, entry in raw.items():
-        caps = dict(entry.pop("capabilities"))
+        caps = dict(entry.pop("capabilities", {}))
         caps["platform"] = name
-        catalog[name] = PlatformEntry(name=name, capabilities=ChannelCapabilities(**caps), **entry)
+        try:
+            catalog[name] = PlatformEntry(name=name, capabilities=ChannelCapabilities(**caps), **entry)
+        except ValidationError as error:
+            problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'capabilities'}: {e['msg']}" for e in error.errors())
+            raise ConfigError(f"platform {name!r} is declared wrongly: {problems}", file=str(path), field=name,
+                              fix="correct the row in channels/platforms.toml; its comments name each number's source") from None
     return catalog
 
 
 def capabilities_of(platform: str) -> ChannelCapabilities:
     return platform_catalog()[platform].capabilities
+
+
+def fetch_limit(capabilities: ChannelCapabilities) -> int:
+    """The most bytes of one inbound file the pipeline fetches from this platform."""
+    return capabilities.media_fetch_max_bytes or capabilities.media_max_bytes
 
 
 def authenticates_senders(platform: str) -> bool:

@@ -10,7 +10,8 @@ and neither side imports the other.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterable, AsyncIterator, Sequence
+from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
@@ -59,3 +60,37 @@ class Heartbeat(Protocol):
     def event(self) -> None: ...
 
     def set_state(self, state: ChannelState, reason: str | None = None) -> None: ...
+
+
+@dataclass(frozen=True)
+class MediaStream:
+    """An inbound file as it arrives (``Channel.fetch_media``): its bytes in chunks, and what the
+    platform's server says it is.  ``chunks`` is already bounded by the limit the fetch was asked for
+    (``channels._kit.media.limited``); the blob store counts again, so a channel that forgets cannot
+    fill the disk."""
+
+    chunks: AsyncIterator[bytes]
+    content_type: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Blob:
+    key: str
+    size: int
+
+
+class BlobStore(Protocol):
+    """Where inbound files live once fetched, by the hash of their bytes (``gateway.blobs``)."""
+
+    async def put(self, chunks: AsyncIterable[bytes], *, limit: int, suffix: str = "") -> Blob:
+        """Store the bytes (at most ``limit``, else ``TooLarge`` and nothing kept) under their hash."""
+        ...
+
+    async def get(self, key: str) -> bytes:
+        """The bytes of a stored blob; ``KeyError`` when there is none."""
+        ...
+
+    def url(self, key: str) -> str:
+        """Where the blob can be read from (``file://`` for a local folder)."""
+        ...

@@ -365,6 +365,8 @@ class PipelineConfig(_Model):
     """Never delay a turn more than this, however fast messages keep coming."""
     delivery_max_attempts: int = Field(default=8, ge=1)
     shutdown_drain_s: float = Field(default=10.0, ge=0)
+    media_fetch_timeout_s: float = Field(default=60.0, gt=0)
+    """How long fetching one inbound file may take before the turn goes ahead with a note instead."""
 
 
 class Config(_Model):

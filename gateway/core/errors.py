@@ -17,7 +17,8 @@ first -- and nothing above the channel ever sees a platform exception::
         ├── ReplyWindowClosed        the reply token or window expired
         ├── NotFound                 chat or message is gone
         │   └── Forbidden            403: the bot may not act in that chat (blocked, kicked, no right)
-        └── BadRequest               the platform rejected our payload
+        ├── BadRequest               the platform rejected our payload
+        └── TooLarge                 a file over the size limit (declared, or counted as it arrived)
     InvalidEvent                     an inbound event we cannot decode (logged, dropped with reason)
     ForgedRequest                    an inbound webhook whose signature does not verify (with a reason)
 
@@ -158,6 +159,26 @@ class Forbidden(NotFound):
 
 class BadRequest(PermanentError):
     pass
+
+
+def human_size(size: int) -> str:
+    """A size as a reader says it: "640 bytes", "10.0 KB", "25.0 MB"."""
+    if size < 1024:
+        return f"{size} bytes"
+    if size < 1024 * 1024:
+        return f"{size / 1024:.1f} KB"
+    return f"{size / (1024 * 1024):.1f} MB"
+
+
+class TooLarge(PermanentError):
+    """A file over the limit, by its declared size or by what arrived (a ``Content-Length`` may lie).
+
+    ``str(error.detail)`` is the short reason the model reads: "too large (25.0 MB > 20.0 MB)"."""
+
+    def __init__(self, platform: str, limit: int, size: int | None = None):
+        self.limit, self.size = limit, size
+        shown = f"{human_size(size)} > {human_size(limit)}" if size is not None else f"over {human_size(limit)}"
+        super().__init__(platform, f"too large ({shown})")
 
 
 class InvalidEvent(GatewayError):

@@ -116,16 +116,48 @@ MediaKind = Literal["image", "audio", "video", "file"]
 """What a file is, for the channels that send each kind differently (a photo, a voice note, a document)."""
 
 
+class MediaRef(_Frozen):
+    """Where the platform keeps an inbound file, and what it declared about it, before anything is fetched.
+
+    A channel decodes this and nothing more: the event is made durable and acknowledged first, and a
+    pipeline step fetches the file afterwards through the channel (``Channel.fetch_media``) into the blob
+    store.  ``locator`` is the channel's own: a Telegram ``file_id``, a Matrix ``mxc://`` URL, a Slack
+    ``url_private``.  The declared size and type are the sender's word, checked against what arrives."""
+
+    locator: str
+    size: int | None = None
+    mime_type: str = ""
+    name: str = ""
+
+
 class Media(_Frozen):
-    """An image, audio clip, video or file, by URL or by platform file reference."""
+    """An image, audio clip, video or file.
+
+    Inbound, ``ref`` says where the platform keeps it; once fetched, ``blob`` is its key in the blob store
+    (``gateway.blobs``) and ``size``/``mime_type`` are what arrived; a file that could not be fetched keeps
+    no blob and says why in ``missing``, which the model reads as a note (:func:`plain_text`).  Outbound
+    (a degraded attachment), ``url`` is where it can be seen."""
 
     kind: MediaKind
     url: str | None = None
-    platform_ref: str | None = None
+    ref: MediaRef | None = None
+    blob: str | None = None
+    missing: str = ""
+    """Why the file is not in the blob store ("too large (25.0 MB > 20.0 MB)"); empty when it is, or not yet tried."""
     name: str = ""
     mime_type: str = ""
     size: int | None = None
     caption: str = ""
+
+    @classmethod
+    def inbound(cls, kind: MediaKind, ref: MediaRef, *, caption: str = "") -> Media:
+        """A file the platform announced: what it declared, nothing fetched yet."""
+        return cls(kind=kind, ref=ref, name=ref.name, mime_type=ref.mime_type, size=ref.size, caption=caption)
+
+    @property
+    def awaiting_fetch(self) -> bool:
+        """Announced by the platform, neither fetched nor given up on yet."""
+        return self.ref is not None and self.blob is None and not self.missing
 
 
 class Quote(_Frozen):
@@ -200,6 +232,16 @@ def without_bot_mention(elements: tuple[Element, ...]) -> tuple[Element, ...]:
     return (*elements[:start], *rest)
 
 
+_A_KIND: dict[str, str] = {"image": "an image", "audio": "an audio clip", "video": "a video", "file": "a file"}
+
+
+def missing_note(media: Media) -> str:
+    """What the model reads about a file it cannot see: "the learner sent an image (cat.jpg) that could
+    not be fetched: too large (25.0 MB > 20.0 MB)", so the partner can say so instead of pretending."""
+    named = f" ({media.name})" if media.name else ""
+    return f"the learner sent {_A_KIND[media.kind]}{named} that could not be fetched: {media.missing}"
+
+
 def plain_text(elements: tuple[Element, ...] | list[Element]) -> str:
     """What a reader would see if every element were flattened to text."""
     parts: list[str] = []
@@ -212,6 +254,8 @@ def plain_text(elements: tuple[Element, ...] | list[Element]) -> str:
             parts.append(element.text or element.url)
         elif isinstance(element, Media):
             parts.append(element.caption or f"[{element.kind}{': ' + element.name if element.name else ''}]")
+            if element.missing:
+                parts.append(f" [{missing_note(element)}]")
         elif isinstance(element, Emoji):
             parts.append(element.fallback or f":{element.name}:")
     return "".join(parts)

@@ -15,6 +15,9 @@ Every send carries ``{reply key}:{part}`` as its idempotency key -- the same
 on every retry and after every restart -- for platforms that deduplicate.
 Transient errors retry with backoff (``retry_after`` for 429s); permanent
 ones and exhausted attempts end in a dead letter with the reason recorded.
+What the platform takes -- its reply window (:mod:`.windows`), its messages per
+inbound message and its file size limit (:mod:`.budget`) -- is decided there,
+once; a reply sent short is recorded and its teacher told.
 """
 
 from __future__ import annotations
@@ -22,10 +25,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 
 from channels.base import Channel
 from gateway.core.capabilities import ChannelCapabilities, EditMode
@@ -33,6 +36,9 @@ from gateway.core.errors import ReplyWindowClosed
 from gateway.core.messages import Address, ConversationKind, Element, Link, Media, MessageId, OutboundReply, RenderedPart, plain_text
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
+from gateway.pipeline.budget import fit_budget, within_size
+from gateway.pipeline.undelivered import Undelivered
+from gateway.pipeline.windows import reply_window, unasked, why_closed
 from gateway.render import degrade, render_reply
 from gateway.store import OutboxItem, ReplyState, Store
 
@@ -121,22 +127,17 @@ def _as_markdown(element: Element) -> str:
     return plain_text([element])
 
 
-def window_closed(reply: OutboundReply, capabilities: ChannelCapabilities, first_received: datetime | None) -> str | None:
-    """Why a reply can no longer be sent, or None.  Checked before each send, not after a platform error."""
-    now = datetime.now(UTC)
-    if reply.referrer.expires_at is not None and now > reply.referrer.expires_at:
-        return "the platform's reply token expired"
-    window = capabilities.group_reply_window_s if is_group(reply.target) else None
-    window = window or capabilities.reply_window_s
-    if window is not None and first_received is not None and (now - first_received).total_seconds() > window:
-        return f"the platform's reply window of {window:g} s has closed"
-    return None
+ShortfallNotice = Callable[[OutboundReply, str], Awaitable[None]]
+"""Tells a reply's teacher what of it could not be sent, and why."""
 
 
 class Delivery:
-    def __init__(self, store: Store, metrics: Metrics) -> None:
+    def __init__(self, store: Store, metrics: Metrics, on_shortfall: ShortfallNotice | None = None) -> None:
         self.store = store
         self.metrics = metrics
+        self.on_shortfall = on_shortfall
+        self.undelivered = Undelivered()
+        """Dead letters and replies sent short, per account since start (``/status``)."""
 
     async def deliver(
         self, key: str, outlet: Outlet, *, first_received: datetime | None = None, item: OutboxItem | None = None
@@ -147,8 +148,31 @@ class Delivery:
         item = item or await self.store.get_reply(key)
         if item is None or item.state in (ReplyState.DELIVERED, ReplyState.FAILED):
             return item.state if item else ReplyState.FAILED
-        parts = render_parts(item.reply, outlet.capabilities)
-        return await self._send_parts(item, parts, outlet, first_received)
+        caps = outlet.capabilities
+        reply, lost = within_size(item.reply, caps)
+        fitted = fit_budget(render_parts(reply, caps), caps)
+        short = "; ".join(filter(None, [lost, fitted.left_out]))
+        if short and item.parts_sent == 0:
+            await self._sent_short(item, outlet, short)
+        return await self._send_parts(item, fitted.parts, outlet, first_received)
+
+    async def _sent_short(self, item: OutboxItem, outlet: Outlet, reason: str) -> None:
+        """Record, count and tell the teacher that this reply goes out without all it held (once, before part 0)."""
+        key = item.reply.idempotency_key
+        await self.store.finish_reply(key, item.state, reason)
+        self.metrics.replies_short.labels(*outlet.labels).inc()
+        self.undelivered.note(*outlet.labels, reason)
+        log.warning("reply sent short platform=%s account=%s reply=%s reason=%s", *outlet.labels, key, reason)
+        if self.on_shortfall is not None:
+            await self.on_shortfall(item.reply, reason)
+
+    async def _window_opened(self, reply: OutboundReply, caps: ChannelCapabilities, first_received: datetime | None) -> float | None:
+        """When the learner's message that opens this reply's window arrived (the one answered, else the latest)."""
+        if first_received is not None:
+            return first_received.timestamp()
+        if reply_window(caps, reply.target) is None:
+            return None
+        return await self.store.last_inbound_at(reply.target.conversation_key)
 
     async def _send_parts(
         self, item: OutboxItem, parts: list[RenderedPart], outlet: Outlet, first_received: datetime | None
@@ -157,8 +181,10 @@ class Delivery:
         chat, group = chat_key(reply.target), is_group(reply.target)
         attempts = item.attempts
         index = item.parts_sent
+        opened = await self._window_opened(reply, caps, first_received)
         while index < len(parts):
-            closed = window_closed(reply, caps, first_received)
+            closed = why_closed(caps, reply.target, at=time.time(), opened=opened, proactive=unasked(reply),
+                                expires_at=reply.referrer.expires_at)
             if closed:
                 return await self._dead_letter(key, outlet, ReplyWindowClosed(caps.platform, closed))
             part = parts[index]
@@ -215,5 +241,6 @@ class Delivery:
     async def _dead_letter(self, key: str, outlet: Outlet, error: Exception) -> ReplyState:
         await self.store.finish_reply(key, ReplyState.FAILED, str(error))
         self.metrics.dead_letters.labels(*outlet.labels).inc()
+        self.undelivered.note(*outlet.labels, f"given up: {error}")
         log.error("reply given up platform=%s account=%s reply=%s reason=%s", *outlet.labels, key, error)
         return ReplyState.FAILED

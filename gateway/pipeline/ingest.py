@@ -4,11 +4,19 @@
 inbox row in one write -- which is when a channel may acknowledge the
 platform.  Redelivered events are counted and dropped here; new ones are
 handed to the dispatcher without waiting for it.
+
+Platforms that push events give an answer only seconds (Slack, Feishu, QQ:
+3 s; WeCom 5 s; ``ack_deadline_s``) before they count the delivery failed and
+send it again.  A commit that takes more than half of that is logged and
+counted (``partners_slow_accepts``): the store is the one thing here that can
+make a channel miss its deadline, and the redeliveries it causes are
+otherwise only seen as dedup hits.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 
 from gateway.core.capabilities import ChannelCapabilities
@@ -32,6 +40,7 @@ class Ingest:
     ) -> None:
         self.channel, self.account = channel, account
         self.retention_s = capabilities.redelivery_horizon_s
+        self.ack_deadline_s = capabilities.ack_deadline_s
         self.store = store
         self.metrics = metrics
         self.dispatch = dispatch
@@ -46,7 +55,13 @@ class Ingest:
                     f"{self.channel}:{self.account} tried to accept a message addressed to "
                     f"{message.address.channel}:{message.address.account}"
                 )
+        started = time.monotonic()
         fresh = await self.store.accept(messages, self.retention_s)
+        took = time.monotonic() - started
+        if self.ack_deadline_s is not None and took > self.ack_deadline_s / 2:
+            self.metrics.slow_accepts.labels(self.channel, self.account).inc()
+            log.warning("accept slow platform=%s account=%s took_s=%.2f ack_deadline_s=%g: the platform may send it again",
+                        self.channel, self.account, took, self.ack_deadline_s)
         self.on_event()
         for message, new in zip(messages, fresh, strict=True):
             if new:

@@ -15,6 +15,11 @@ for ``mid_turn: merge`` partners the responder takes it at its next round
 boundary (``Turn.take_arrivals``) and the reply covers it; otherwise it waits
 for the next turn.  The reply and the "answered" marks of every message it
 covers are written in one transaction (the transactional outbox).
+
+Files are fetched here, after the ack and before the turn that reads them
+(:mod:`gateway.pipeline.media`).  The responder takes arrivals without waiting,
+so a message with a file to fetch is not merged into a running turn: it, and
+whatever comes after it, waits in order for the next turn.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
 from gateway.core.messages import Address, Attachment, InboundMessage, OutboundReply, reply_key
 from gateway.core.turns import Responder, Role, Turn
 from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
+from gateway.pipeline.media import MediaFetch, awaits_fetch
 from gateway.pipeline.streaming import PreviewStream
 from gateway.store import InboundState, ReplyState, Store
 
@@ -80,7 +86,9 @@ class Lanes:
         responder: Responder,
         settings: PipelineConfig,
         outlet_for: Callable[[str, str], Outlet | None],
+        media: MediaFetch | None = None,
     ) -> None:
+        self.media = media
         self.store = store
         self.delivery = delivery
         self.responder = responder
@@ -101,7 +109,12 @@ class Lanes:
             lane.stop = admitted
             lane.responding.cancel()
             return
-        if lane.merging and admitted.partner.mid_turn is MidTurn.MERGE:
+        if lane.merging and admitted.partner.mid_turn is MidTurn.MERGE and awaits_fetch(admitted.message):
+            lane.merging = False  # its file is fetched before a turn: it and what follows wait, in order
+            lane.pending.extend(lane.arrivals)
+            lane.arrivals = []
+            lane.pending.append(admitted)
+        elif lane.merging and admitted.partner.mid_turn is MidTurn.MERGE:
             lane.arrivals.append(admitted)
         else:
             lane.pending.append(admitted)
@@ -209,6 +222,9 @@ class Lanes:
         return batch
 
     async def _turn(self, lane: Lane, batch: list[Admitted]) -> None:
+        if self.media is not None:
+            for admitted in batch:
+                admitted.message = await self.media.resolve(admitted.message)
         first = batch[0]
         message = first.message
         key = reply_key(message.address, message.event_id)

@@ -113,6 +113,11 @@ class Store(Protocol):
 
     async def mark_inbound(self, keys: Sequence[tuple[str, str, str]], state: InboundState, reason: str = "") -> None: ...
 
+    async def record_media(self, message: InboundMessage) -> None:
+        """Keep what fetching the message's files found (blob keys, or why not) in its inbox row, so a
+        restart reuses the fetch instead of repeating it; the event id, state and order stay as they were."""
+        ...
+
     async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
         """Move a sender's held messages back to pending and return them."""
         ...

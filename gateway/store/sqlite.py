@@ -216,6 +216,15 @@ class SqliteStore:
 
         await self._run(op)
 
+    async def record_media(self, message: InboundMessage) -> None:
+        payload = message.model_dump_json()
+
+        def op(conn: sqlite3.Connection) -> None:
+            conn.execute("UPDATE inbound SET payload = ? WHERE channel = ? AND account = ? AND event_id = ?",
+                         (payload, *message.dedup_key))
+
+        await self._run(op)
+
     async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
         def op(conn: sqlite3.Connection) -> list[InboxItem]:
             rows = conn.execute(

@@ -459,3 +459,19 @@ def test_a_wrong_key_from_the_providers_own_variable_is_refused_not_missing(invo
     assert result.exit_code == 1, result.output
     assert f"error  partner tutor: {keyed_stub.url} refused the API key for openai/stub-model (401)" in result.output
     assert "such as OPENAI_API_KEY" in result.output
+
+
+def test_group_settings_the_platform_cannot_honour_are_warned_about_with_the_fix():
+    from gateway.doctor import check_group_reach
+
+    config = parse_config({"channels": {
+        "telegram": {"main": {"access": {"group": "always"}}, "quiet": {"access": {"group": "mention"}}},
+        "email": {"school": {"access": {"group": "keyword", "keywords": ["tutor"]}}},
+        "webchat": {"default": {}},
+    }})
+    found = {r.name: r for r in check_group_reach(config)}
+    assert set(found) == {"telegram/main", "email/school"}
+    assert found["telegram/main"].severity is Severity.WARN
+    assert "only group messages that mention it" in found["telegram/main"].message
+    assert "/setprivacy" in found["telegram/main"].fix
+    assert "has no group chats for bots" in found["email/school"].message

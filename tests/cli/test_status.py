@@ -98,3 +98,20 @@ def test_a_report_with_nothing_in_error_has_no_problems():
                           accounts=[AccountStatus(channel="webchat", account="default", state="running")],
                           unavailable=[], responder="notes")
     assert report.problems() == []
+
+
+def test_replies_that_did_not_arrive_whole_are_listed_with_the_last_reason():
+    report = StatusReport(
+        version="0.1.0", started_at=datetime(2025, 3, 1, 8, 30, tzinfo=UTC), partners=["coach"], responder="brain",
+        accounts=[AccountStatus(channel="qq", account="main", state="running", undelivered=2,
+                                last_undelivered="2 of 7 text parts left out: qq takes 5 messages in answer to one message"),
+                  AccountStatus(channel="webchat", account="default", state="running")],
+        unavailable=[],
+    )
+
+    lines = format_status(report, "http://127.0.0.1:8780").splitlines()
+
+    at = lines.index("not delivered whole since start:")
+    assert lines[at + 1] == ("  qq/main: 2 replies, the last because 2 of 7 text parts left out: "
+                             "qq takes 5 messages in answer to one message")
+    assert not any("webchat/default:" in line for line in lines)

@@ -107,6 +107,9 @@ class DiscordHarness:
     async def rate_limited_sends(self) -> int:
         return self.peer.rate_limited()
 
+    async def send_requests(self) -> int:
+        return sum(1 for r in self.peer.requests if r["method"] == "POST" and r["route"] == "channels/{id}/messages")
+
     async def outage(self, down: bool) -> None:
         await self.peer.outage(down)
 

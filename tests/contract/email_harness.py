@@ -163,6 +163,9 @@ class EmailHarness:
     async def rate_limited_sends(self) -> int:
         return self.peer.smtp.relay.answers_to[(self.bot.lower(), "451")] - self._rate_limited_before
 
+    async def send_requests(self) -> int:
+        return self.peer.smtp.relay.submissions[self.bot.lower()]
+
     async def outage(self, down: bool) -> None:
         await asyncio.to_thread(self.peer.dovecot.stop if down else self.peer.dovecot.start)
 

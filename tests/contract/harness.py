@@ -102,6 +102,10 @@ class Harness(Protocol):
     async def rate_limited_sends(self) -> int:
         """Feature ``faults``: how many sends the peer answered with 429."""
 
+    async def send_requests(self) -> int:
+        """Feature ``faults``: how many send requests the peer received from this account, whatever it answered
+        (a retry counts again) -- what shows a second retry layer hiding in an SDK."""
+
     async def outage(self, down: bool) -> None:
         """Feature ``outage``: the peer stops answering (every call fails) or comes back."""
 
@@ -117,6 +121,7 @@ HARNESSES: dict[str, str] = {
     "webchat": "tests.contract.webchat_harness:WebchatHarness",
     "email": "tests.contract.email_harness:EmailHarness",
     "matrix": "tests.contract.matrix_harness:MatrixHarness",
+    "slack": "tests.contract.slack_harness:SlackHarness",
     "discord": "tests.contract.discord_harness:DiscordHarness",
 }
 """channel name -> harness class.  A new channel adds one line here (and its harness module)."""

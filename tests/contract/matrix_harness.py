@@ -137,6 +137,10 @@ class MatrixHarness:
     async def rate_limited_sends(self) -> int:
         return self.proxy.outcomes["rate_limited"]
 
+    async def send_requests(self) -> int:
+        refused = sum(n for outcome, n in self.proxy.outcomes.items() if outcome.startswith("failed_"))
+        return self.proxy.outcomes["rate_limited"] + refused + self.proxy.outcomes["posted"]
+
     async def outage(self, down: bool) -> None:
         self.proxy.down = down
 

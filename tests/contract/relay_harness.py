@@ -89,6 +89,9 @@ class RelayHarness:
     async def rate_limited_sends(self) -> int:
         return (await self.client.attempts())["summary"].get("rate_limited", 0)
 
+    async def send_requests(self) -> int:
+        return len((await self.client.attempts())["attempts"])
+
     async def stop(self) -> None:
         os.environ.pop(self.env, None)
         os.environ.pop(self.env + "_REFUSED", None)

@@ -105,6 +105,9 @@ class TelegramHarness:
     async def rate_limited_sends(self) -> int:
         return (await self.users.attempts())["summary"].get("rate_limited", 0)
 
+    async def send_requests(self) -> int:
+        return len((await self.users.attempts())["attempts"])
+
     async def outage(self, down: bool) -> None:
         await self.users.faults(down=down)
 

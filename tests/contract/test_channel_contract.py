@@ -241,6 +241,22 @@ async def test_rate_limited_send_arrives_once_after_retry_after(rig: Rig):
 
 
 @rigs(with_feature("faults"))
+async def test_one_429_is_one_rate_limited_and_one_paced_retry_not_an_sdk_retrying_too(rig: Rig):
+    """An SDK's own retry loop is switched off or is the only one: the peer sees the refused send and one retry.
+
+    A second layer (python-telegram-bot's rate limiter, matrix-nio's max_limit_exceeded, an SMTP client's
+    resend) would show as a third request, or as a retry the gateway never counted as RateLimited."""
+    await rig.harness.fail_next_send(429, retry_after=0.3)
+    said = await rig.harness.say("just once more, please")
+    await rig.replies(said.chat, 1)
+    await rig.quiet()
+    assert await rig.harness.rate_limited_sends() == 1
+    assert await rig.harness.send_requests() == 2
+    assert counter(rig.gateway, "partners_errors_total", channel=rig.harness.channel, kind="RateLimited") == 1
+    assert len(await rig.harness.seen(said.chat)) == 1
+
+
+@rigs(with_feature("faults"))
 @pytest.mark.parametrize(
     "status, error",
     [(429, RateLimited), (401, AuthFailed), (503, PeerUnavailable), (400, BadRequest)],

@@ -136,6 +136,9 @@ class WebchatHarness:
     async def rate_limited_sends(self) -> int:
         raise AssertionError("web chat has no rate limits")
 
+    async def send_requests(self) -> int:
+        raise AssertionError("web chat's platform is the gateway itself: there are no send requests to count")
+
     async def outage(self, down: bool) -> None:
         raise AssertionError("web chat's platform is the gateway itself: it cannot go down alone")
 

@@ -28,6 +28,7 @@ from brain.notes import NotesIndex
 from brain.session_log import SessionLog
 from brain.usage import UsageLedger
 from channels.email.ledger import SentLedger
+from gateway.core.capabilities import capabilities_of
 
 
 async def open_all(data: Path) -> None:
@@ -36,7 +37,7 @@ async def open_all(data: Path) -> None:
         store.close()
     NotesIndex(data / "notes-index.db").close()
     await FtsEngine(data / "knowledge" / "tutor" / "catalog.db").close()
-    SentLedger(data / "channels" / "email" / "main" / "sent.sqlite3").close()
+    SentLedger(data / "channels" / "email" / "main" / "sent.sqlite3", capabilities_of("email").redelivery_horizon_s).close()
 
 
 def in_child(data: Path, *, kill_at: int = 0, trace: str = "") -> int:

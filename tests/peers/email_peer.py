@@ -259,6 +259,8 @@ class LmtpRelay:
         self.answers_to: Counter[tuple[str, str]] = Counter()
         """(envelope sender, reply code) -> how often: what one test's bot was told."""
         self.accepted: list[bytes] = []
+        self.submissions: Counter[str] = Counter()
+        """envelope sender -> messages it tried to submit (DATA), whatever the answer: a retry counts again."""
         self._retrying: set[asyncio.Task] = set()
         self._lock = threading.Lock()
 
@@ -295,6 +297,7 @@ class LmtpRelay:
         return None
 
     async def handle_DATA(self, server, session, envelope) -> str:
+        self.submissions[(envelope.mail_from or "").lower()] += 1
         fault = self._take_fault(envelope.mail_from)
         if fault is not None and not fault.after_delivery:
             self.answers[fault.reply[:3]] += 1

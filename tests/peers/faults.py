@@ -23,6 +23,10 @@ class Faults:
     """Every call fails, as if the platform were unreachable."""
     send_latency: float = 0.0
     """Seconds a send takes to answer *after* the message is posted (a slow response)."""
+    file_hold: bool = False
+    """File downloads hang (a stuck file server) until this is set back to False."""
+    file_status: int = 0
+    """File downloads answer this HTTP status instead of the file (0: serve the file)."""
 
     def draw(self, rng: random.Random) -> str | None:
         """The outcome of the next send: a forced one, else 429 / 503 / 504 at their rates, else None (success)."""

@@ -16,7 +16,10 @@ be told to:
 - hand out a /sync response it already handed out once more (a redelivery:
   the same events reach the gateway twice, as after a lost sync answer);
 - add a raw event to the next /sync answer -- content Synapse's client API
-  would refuse, as events federated from a laxer server can still carry.
+  would refuse, as events federated from a laxer server can still carry;
+- hold media downloads (a stuck media repository) or answer them with an
+  HTTP error, and note the ``since`` of every /sync, so a test can tell that
+  a sync's token was stored before its files were fetched.
 
 Everything else -- what was posted, deduplication by txnId, media -- is the
 real homeserver's doing.  The proxy runs in the test's event loop (uvicorn on
@@ -39,6 +42,7 @@ from tests.waits import HANG_S
 
 SEND_RE = re.compile(r"^/_matrix/client/(?:r0|v3)/rooms/[^/]+/send/")
 SYNC_RE = re.compile(r"^/_matrix/client/(?:r0|v3)/sync$")
+MEDIA_RE = re.compile(r"^/_matrix/(?:client/v1/media|media/v3)/download/")
 KEPT_SYNCS = 50
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
 CANNED = {
@@ -64,6 +68,10 @@ class MatrixFaultProxy:
         self.syncs: list[bytes] = []
         self.replay: bytes | None = None
         self.injected: list[tuple[str, dict]] = []
+        self.media_hold = False
+        self.media_status = 0
+        self.downloads = 0
+        self.sinces: list[str] = []
         self._http = httpx.AsyncClient(trust_env=False, timeout=httpx.Timeout(60.0))
         self._server: Any = None
         self._task: asyncio.Task | None = None
@@ -140,7 +148,16 @@ class MatrixFaultProxy:
         if self.down:
             self.outcomes["down"] += 1
             return _error(502, "M_UNKNOWN", "proxy: homeserver unreachable")
+        if scope["method"] == "GET" and MEDIA_RE.match(path):
+            while self.media_hold:
+                await asyncio.sleep(0.05)
+            if self.media_status:
+                return _error(self.media_status, "M_UNKNOWN", f"proxy: injected {self.media_status}")
+            self.downloads += 1
         if scope["method"] == "GET" and SYNC_RE.match(path):
+            since = re.search(r"(?:^|&)since=([^&]+)", scope.get("query_string", b"").decode())
+            if since:
+                self.sinces.append(since.group(1))
             if self.replay is not None:
                 body, self.replay = self.replay, None
                 self.outcomes["sync_replayed"] += 1

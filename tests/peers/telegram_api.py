@@ -17,6 +17,10 @@ The rules a channel's correctness depends on:
 - Text is HTML-parsed (``parse_mode=HTML``) and measured after parsing in
   UTF-16 units against 4,096; bad markup is ``can't parse entities``.
 - Editing to the same content is ``message is not modified``.
+- A group upgraded to a supergroup gets a new chat id; anything sent to the
+  old id is refused with 400 and ``parameters.migrate_to_chat_id`` naming the
+  new one, and the upgrade posts the service messages ``migrate_to_chat_id``
+  (in the old group) and ``migrate_from_chat_id`` (in the new supergroup).
 - No send takes an idempotency key: Telegram has none.  A 504 after posting
   (a lost response) therefore leaves a message the bot cannot know about.
 - In a group with privacy mode on, a bot only receives commands, mentions of
@@ -53,9 +57,10 @@ MEDIA_FIELD = {"sendPhoto": "photo", "sendDocument": "document", "sendVoice": "v
 
 
 class ApiError(Exception):
-    def __init__(self, code: int, description: str, *, retry_after: float | None = None):
+    def __init__(self, code: int, description: str, *, retry_after: float | None = None, migrate_to_chat_id: int | None = None):
         super().__init__(description)
         self.code, self.description, self.retry_after = code, description, retry_after
+        self.migrate_to_chat_id = migrate_to_chat_id
 
 
 @dataclass
@@ -85,6 +90,8 @@ class Bot:
     attempts: list[dict] = field(default_factory=list)
     polls: list[int] = field(default_factory=list)
     """The offset of every getUpdates call, in order."""
+    downloads: list[str] = field(default_factory=list)
+    """The path of every file download served, in order."""
     faults: Faults = field(default_factory=Faults)
     generation: int = 0
     wakeup: asyncio.Event | None = None
@@ -99,6 +106,8 @@ class TelegramPlatform:
         self.messages: dict[tuple[int, int], dict] = {}
         self.next_message: dict[int, int] = {}
         self.files: dict[str, StoredFile] = {}
+        self.migrated: dict[int, int] = {}
+        """Old group id -> the supergroup it was upgraded to."""
         self._ids = itertools.count(7_000_000_001)
         self.webhook_delivery = None  # set by the server: async (bot) -> None
 
@@ -210,6 +219,25 @@ class TelegramPlatform:
         queued = self.sees(bot, message)
         update_id = self._queue(bot, message) if queued else None
         return {"update_id": update_id, "message_id": message["message_id"], "delivered": queued}
+
+    def migrate(self, bot: Bot, body: dict) -> dict:
+        """Upgrade a group to a supergroup: a new chat id, the old one refused from now on, service messages posted.
+
+        Telegram gives a supergroup an id of the form -100xxxxxxxxxx; the emulator keeps that shape."""
+        old = self.chat({"id": int(body["chat_id"])})
+        if old["id"] in self.migrated:
+            raise ApiError(400, "Bad Request: the group is already a supergroup")
+        new_id = int(f"-100{abs(old['id'])}")
+        new = self.chat({"id": new_id, "type": "supergroup", "title": old.get("title")})
+        admin = {"id": int(body.get("user_id") or 1), "is_bot": False, "first_name": "Admin"}
+        notices = (self._post(old, admin, migrate_to_chat_id=new_id),
+                   self._post(new, {"id": 1087968824, "is_bot": True, "first_name": "Group", "username": "GroupAnonymousBot"},
+                              sender_chat=old, migrate_from_chat_id=old["id"]))
+        if body.get("notify", True):  # False plays a bot that has not polled them yet when it next sends
+            for message in notices:
+                self._queue(bot, message)  # service messages reach every bot of the group, privacy mode or not
+        self.migrated[old["id"]] = new_id
+        return {"chat_id": new_id}
 
     def sees(self, bot: Bot, message: dict) -> bool:
         """Privacy mode: in groups a bot sees commands, mentions of it and replies to it -- nothing else."""
@@ -323,6 +351,9 @@ class TelegramPlatform:
             chat = self.chats[int(body.get("chat_id"))]
         except (KeyError, TypeError, ValueError):
             raise ApiError(400, "Bad Request: chat not found") from None
+        if chat["id"] in self.migrated:
+            raise ApiError(400, "Bad Request: group chat was upgraded to a supergroup chat",
+                           migrate_to_chat_id=self.migrated[chat["id"]])
         content: dict[str, Any] = {}
         thread = body.get("message_thread_id")
         if thread is not None:

@@ -50,6 +50,12 @@ class TelegramUsers(ControlClient):
         user = user if isinstance(user, dict) else {"id": user}
         return await self._post("/test/say", chat=chat, user=user, text=text, **options)
 
+    async def migrate(self, chat: int, *, notify: bool = True) -> int:
+        """An admin upgrades group ``chat`` to a supergroup; returns the supergroup's new chat id.
+
+        ``notify=False`` keeps the upgrade's service messages from the bot's updates."""
+        return (await self._post("/test/migrate", chat_id=chat, notify=notify))["chat_id"]
+
     async def open_chat(self, chat: dict) -> dict:
         """Make a chat exist at the platform without anyone saying anything (for hand-made updates)."""
         return await self._post("/test/chat", chat=chat)

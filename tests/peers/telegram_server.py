@@ -20,6 +20,7 @@ Test control (JSON): ``POST /test/bots {token, username?, privacy?, knows_drafts
 text, mention?, mention_name?, command?, command_to?, reply_to?, thread?, media?: {kind, name?, size?, hex?}}``,
 ``POST /test/chat {chat}`` (a chat exists, nothing said yet), ``POST /test/raw {token, update}`` (a malformed update),
 ``POST /test/redeliver {token, update_id}``,
+``POST /test/migrate {token, chat_id} -> {chat_id}`` (a group upgraded to a supergroup),
 ``POST /test/faults {token, next?, rate_429?, rate_5xx?, rate_lost?, retry_after?, down?, send_latency?}``,
 ``GET /test/seen?token=`` (the bot's messages per chat as users see them),
 ``GET /test/attempts?token=``, ``GET /test/bot?token=`` (commands, webhook, queue, drafts, chat actions).
@@ -106,6 +107,8 @@ def failure(error: ApiError) -> JSONResponse:
     body: dict[str, Any] = {"ok": False, "error_code": error.code, "description": error.description}
     if error.retry_after is not None:
         body["parameters"] = {"retry_after": error.retry_after}
+    if error.migrate_to_chat_id is not None:
+        body["parameters"] = {"migrate_to_chat_id": error.migrate_to_chat_id}
     return JSONResponse(body, status_code=error.code)
 
 
@@ -177,8 +180,14 @@ def build_app(platform: TelegramPlatform) -> Starlette:
 
     async def file_download(request: Request) -> Response:
         try:
-            platform.authorize(request.path_params["token"])
-            return Response(platform.file_content(request.path_params["path"]), media_type="application/octet-stream")
+            bot = platform.authorize(request.path_params["token"])
+            while bot.faults.file_hold:  # a stuck file server: the bot's download waits, or gives up
+                await asyncio.sleep(0.05)
+            if bot.faults.file_status:
+                raise ApiError(bot.faults.file_status, "file server failure")
+            content = platform.file_content(request.path_params["path"])
+            bot.downloads.append(request.path_params["path"])
+            return Response(content, media_type="application/octet-stream")
         except ApiError as error:
             return failure(error)
 
@@ -219,7 +228,8 @@ def build_app(platform: TelegramPlatform) -> Starlette:
     def bot_info(query: dict) -> dict:
         bot = platform.bot(query.get("token"))
         return {"user": bot.user, "commands": bot.commands, "webhook": bot.webhook, "queued": [u["update_id"] for u in bot.updates],
-                "polling": bot.wakeup is not None, "polls": bot.polls, "drafts": bot.drafts, "actions": dict(bot.actions)}
+                "polling": bot.wakeup is not None, "polls": bot.polls, "downloads": bot.downloads, "drafts": bot.drafts,
+                "actions": dict(bot.actions)}
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette):
@@ -231,6 +241,7 @@ def build_app(platform: TelegramPlatform) -> Starlette:
         Route("/file/bot{token}/{path:path}", file_download, methods=["GET"]),
         Route("/test/bots", control(bots), methods=["POST"]),
         Route("/test/say", control(lambda b: platform.say(platform.bot(b.get("token")), b)), methods=["POST"]),
+        Route("/test/migrate", control(lambda b: platform.migrate(platform.bot(b.get("token")), b)), methods=["POST"]),
         Route("/test/chat", control(lambda b: platform.chat(b["chat"])), methods=["POST"]),
         Route("/test/raw", control(lambda b: {"update_id": platform.queue_raw(platform.bot(b.get("token")), b["update"])}),
               methods=["POST"]),

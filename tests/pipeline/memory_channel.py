@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from channels.base import Channel
 from gateway.core.capabilities import ChannelCapabilities, Dialect, EditMode, SendRate, TextUnit
 from gateway.core.channel import Heartbeat
+from gateway.core.config import AccountConfig
 from gateway.core.messages import (
     AccountId,
     Address,
@@ -64,8 +65,9 @@ class Sent:
     final: bool = True
 
 
-class MemoryChannel(Channel):
+class MemoryChannel(Channel[AccountConfig]):
     name = "memory"
+    config_model = AccountConfig
     caps = DEFAULT_CAPS
     instances: list[MemoryChannel] = []
 

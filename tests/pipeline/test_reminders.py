@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+from gateway.core.capabilities import Proactive
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
 
 
@@ -41,7 +42,7 @@ async def test_reminders_beyond_the_reply_window_are_refused_with_the_reason(sta
 
 
 async def test_platforms_without_proactive_messages_refuse(start_gateway):
-    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"proactive_quota": "none: no active push"})
+    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"proactive": Proactive.NONE})
     gateway, channel = await start_gateway()
     message = await channel.inject("remind me")
     outcome = await gateway.reminders.schedule(message.address, soon(60), "hello")
@@ -51,11 +52,26 @@ async def test_platforms_without_proactive_messages_refuse(start_gateway):
 async def test_a_refused_reminder_is_reported_to_the_teacher(start_gateway):
     from gateway.app import _ReportedReminders
 
-    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"proactive_quota": "none: no active push"})
+    # A windowed platform: the teacher wrote recently, so a report may reach them; the reminder is too late.
+    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"reply_window_s": 86400.0})
+    gateway, channel = await start_gateway(partner={"owners": [{"channel": "memory", "user": "teacher", "account": "acct"}]})
+    await channel.inject("hello", chat="teacher", user="teacher")
+    message = await channel.inject("remind me", chat="kid", user="kid")
+    outcome = await _ReportedReminders(gateway).schedule(message.address, soon(2 * 86400), "revise fractions")
+    assert not outcome.accepted
+    await channel.wait_for(lambda sent: any(s.chat == "teacher" and "could not be scheduled" in s.text for s in sent))
+    report = next(s.text for s in channel.sent if s.chat == "teacher" and "could not be scheduled" in s.text)
+    assert "revise fractions" in report and "24 hours" in report
+
+
+async def test_no_report_reaches_a_teacher_where_the_platform_takes_no_unasked_message(start_gateway):
+    from gateway.app import _ReportedReminders
+
+    MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"proactive": Proactive.NONE})
     gateway, channel = await start_gateway(partner={"owners": [{"channel": "memory", "user": "teacher", "account": "acct"}]})
     message = await channel.inject("remind me", chat="kid", user="kid")
     outcome = await _ReportedReminders(gateway).schedule(message.address, soon(60), "revise fractions")
-    assert not outcome.accepted
-    await channel.wait_for(lambda sent: any(s.chat == "teacher" for s in sent))
-    report = next(s.text for s in channel.sent if s.chat == "teacher")
-    assert "could not be scheduled" in report and "revise fractions" in report
+    assert not outcome.accepted and "does not allow" in outcome.reason
+    await gateway.lanes.drain()
+    assert not any(s.chat == "teacher" for s in channel.sent)
+    assert "does not allow" in (await gateway.status()).accounts[0].last_undelivered  # recorded, not lost silently

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from gateway.core.capabilities import ChannelCapabilities, Dialect, TextUnit
-from gateway.core.messages import ELEMENT_KINDS, Element, Emoji, Link, Media, Mention, MessageId, Quote, Style, Text, UserId
+from gateway.core.messages import ELEMENT_KINDS, Element, Emoji, Link, Media, MediaRef, Mention, MessageId, Quote, Style, Text, UserId
 from gateway.render import degrade
 
 
@@ -51,9 +51,9 @@ def test_media_becomes_a_link_or_a_label() -> None:
     assert degrade([image], caps("text")) == (Text(text="plot.png (https://x.org/p.png)"),)
     unnamed = Media(kind="audio", url="https://x.org/a.ogg")
     assert degrade([unnamed], caps("text", "link")) == (Link(url="https://x.org/a.ogg", text="audio"),)
-    stored = Media(kind="image", platform_ref="file-123", name="plot.png")
+    stored = Media.inbound("image", MediaRef(locator="file-123", name="plot.png"))
     assert degrade([stored], caps("text", "link")) == (Text(text="[image: plot.png]"),)
-    assert degrade([Media(kind="file", platform_ref="f")], caps("text")) == (Text(text="[file]"),)
+    assert degrade([Media.inbound("file", MediaRef(locator="f"))], caps("text")) == (Text(text="[file]"),)
 
 
 def test_quote_becomes_lines_before_the_message() -> None:

@@ -266,5 +266,5 @@ async def test_an_attachment_in_is_carried_by_reference(open_rig):
     await rig.replies(said["channel_id"], 1)
     [message] = rig.responder.turns[0].messages
     [media] = [e for e in message.elements if isinstance(e, Media)]
-    assert (media.kind, media.platform_ref, media.name, media.size) == ("image", picture["url"], "leaf.png", 2048)
+    assert (media.kind, media.ref.locator, media.name, media.size) == ("image", picture["url"], "leaf.png", 2048)
     assert media.url is None  # nothing was downloaded before the event was durable

@@ -18,7 +18,7 @@ from channels.email.smtp import translate_reply
 from gateway.configfile import parse_config, validate_account
 from gateway.core.config import ConfigError
 from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, RateLimited
-from gateway.core.messages import AccountId, Attachment, Media, RenderedPart, Text
+from gateway.core.messages import AccountId, Attachment, Media, RenderedPart, plain_text
 
 
 def mail(sender: str = "ann@school.test", **headers: str) -> EmailMessage:
@@ -128,7 +128,7 @@ def test_decoding_carries_what_the_reply_needs(tmp_path):
     message = mail("Ann Lee <Ann@School.test>", Message_ID="<q1@school.test>", References="<r0@school.test>",
                    Reply_To="ann.home@family.test", Date="Mon, 30 Nov 2026 10:00:00 +0000")
     received = decode(message, message.as_bytes(), account=AccountId("inbox"), me="tutor@school.test",
-                      media_dir=tmp_path, media_max_bytes=1000)
+                      media_max_bytes=1000)
     inbound = received.message
     assert inbound.event_id == "<q1@school.test>"
     assert inbound.address.conversation.chat == "ann@school.test"
@@ -144,19 +144,21 @@ def test_an_html_only_mail_is_read_as_text(tmp_path):
     message = EmailMessage()
     message["From"] = "ann@school.test"
     message.set_content("<p>What is <b>pi</b>?</p><p>See <a href='https://ex.test/pi'>this</a></p>", subtype="html")
-    inbound = decode(message, message.as_bytes(), account=AccountId("inbox"), me="t@x.test", media_dir=tmp_path,
+    inbound = decode(message, message.as_bytes(), account=AccountId("inbox"), me="t@x.test",
                      media_max_bytes=10).message
     assert inbound.text == "What is pi?\n\nSee this (https://ex.test/pi)"
 
 
-def test_an_attachment_over_the_limit_becomes_a_note(tmp_path):
+def test_an_attachment_over_the_limit_becomes_a_note_and_its_bytes_are_not_kept():
     message = mail()
     message.add_attachment(b"x" * 50, maintype="application", subtype="pdf", filename="big.pdf")
     message.add_attachment(b"y" * 5, maintype="image", subtype="jpeg", filename="small.jpg")
-    elements = attachments(message, tmp_path, max_bytes=10)
-    assert isinstance(elements[0], Text) and "big.pdf not kept: 50 bytes" in elements[0].text
-    assert isinstance(elements[1], Media) and elements[1].kind == "image" and elements[1].size == 5
-    assert [p.name for p in tmp_path.iterdir()] == ["02-small.jpg"]
+    elements, parts = attachments(message, max_bytes=10)
+    big, small = elements
+    assert isinstance(big, Media) and big.missing == "too large (50 bytes > 10 bytes)"
+    assert "the learner sent a file (big.pdf) that could not be fetched: too large" in plain_text(elements)
+    assert isinstance(small, Media) and small.kind == "image" and small.size == 5 and small.ref is not None
+    assert parts == {small.ref.locator: b"y" * 5}
 
 
 # --------------------------------------------------------------------------- composing
@@ -260,17 +262,15 @@ def test_message_ids_are_ascii_so_replies_can_carry_them_verbatim():
     assert thread_root(mail(In_Reply_To="<ünï@school.test>"), "<own@x>") == "<own@x>"
 
 
-def test_a_long_non_latin_attachment_name_fits_the_file_system_and_keeps_its_extension(tmp_path):
+def test_a_long_non_latin_attachment_name_is_bounded_and_keeps_its_extension():
     """File systems cap a name at 255 bytes, not characters: 120 CJK characters are 360 bytes, and the
     mail carrying them was dropped as unreadable when saving the file failed."""
-    from pathlib import Path
-
     message = mail()
     message.add_attachment(b"%PDF-1.4", maintype="application", subtype="pdf", filename="数学作业" * 30 + ".pdf")
-    [media] = attachments(message, tmp_path, max_bytes=100)
+    [media], parts = attachments(message, max_bytes=100)
     assert isinstance(media, Media) and media.name.endswith(".pdf") and media.name.startswith("数学作业")
-    assert len(Path(media.platform_ref).name.encode()) <= 255
-    assert Path(media.platform_ref).read_bytes() == b"%PDF-1.4"
+    assert len(media.name.encode()) <= 255
+    assert list(parts.values()) == [b"%PDF-1.4"]
 
 
 def test_html_with_a_long_run_of_blanks_is_flattened_in_linear_time():

@@ -51,3 +51,15 @@ def test_a_memory_without_a_window_or_room_is_refused():
         ReplayMemory(0)
     with pytest.raises(ValueError):
         ReplayMemory(60, capacity=0)
+
+
+def test_a_platforms_memory_lasts_its_declared_signature_window():
+    clock = Clock()
+    memory = ReplayMemory.for_platform("slack", clock=clock)
+    assert memory.window_s == 300  # X-Slack-Request-Timestamp: 5 minutes (platforms.toml)
+    memory.claim("sig")
+    clock.now = 299
+    with pytest.raises(ForgedRequest):
+        memory.claim("sig")
+    with pytest.raises(ValueError, match="telegram declares no signature_window_s"):
+        ReplayMemory.for_platform("telegram")

@@ -111,14 +111,14 @@ def test_a_photo_with_caption_becomes_media_and_words():
              {"file_id": "big", "file_unique_id": "b", "width": 900, "height": 900, "file_size": 9000}]
     message = decoded(update(photo=photo, caption="my homework"))
     [media] = [e for e in message.elements if isinstance(e, Media)]
-    assert media.kind == "image" and media.platform_ref == "big" and media.size == 9000
+    assert media.kind == "image" and media.ref.locator == "big" and media.size == 9000
     assert "my homework" in message.text
 
 
 def test_a_voice_note_becomes_audio():
     message = decoded(update(voice={"file_id": "v1", "file_unique_id": "v", "duration": 2, "file_size": 10}))
     [media] = message.elements
-    assert media.kind == "audio" and media.platform_ref == "v1"
+    assert media.kind == "audio" and media.ref.locator == "v1"
 
 
 def test_updates_that_are_not_new_messages_are_invalid_with_the_reason():

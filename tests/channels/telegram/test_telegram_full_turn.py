@@ -88,3 +88,21 @@ async def test_a_learner_in_a_forum_topic_gets_the_answer_in_that_topic_edited_i
     assert message["thread"] == 12 and message["reply_to"] == asked["message_id"]
     [request] = stub.requests
     assert QUESTION in request["messages"][-1]["content"]
+
+
+async def test_a_photo_telegram_cannot_hand_over_reaches_the_model_as_a_note_and_gets_one_answer(turn):
+    """The update is acked first; the download fails after it.  The model is told, in the learner's
+    message, what it cannot see, and the learner gets exactly one answer -- never silence."""
+    users, stub, gateway = turn
+    stub.script(Reply.text(ANSWER))
+    await users.faults(file_status=500)
+    chat = new_id()
+    await users.say(chat, "is my drawing right?", media={"kind": "photo", "hex": (b"\xff\xd8" * 50).hex()})
+    [message] = await answered(users, gateway, chat)
+    assert message["text"] == SHOWN
+    [request] = stub.requests
+    said = request["messages"][-1]
+    assert said["role"] == "user" and "is my drawing right?" in said["content"]
+    assert "the learner sent an image" in said["content"]
+    assert "could not be fetched: telegram did not hand it over (file download answered HTTP 500)" in said["content"]
+    assert len((await users.seen())[str(chat)]) == 1

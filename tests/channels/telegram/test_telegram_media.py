@@ -1,4 +1,4 @@
-"""Files in (getFile + download into the account's data dir, within a limit) and out (sendPhoto/Voice/Document)."""
+"""Files in (after the ack: getFile + a streamed download into the blob store, within a limit) and out."""
 
 from __future__ import annotations
 
@@ -12,22 +12,22 @@ from tests.contract.harness import eventually
 PICTURE = bytes(range(256)) * 40
 
 
-def local_path(media: Media) -> Path:
-    assert media.url and media.url.startswith("file://"), media
-    return Path(unquote(urlparse(media.url).path))
+def media_of(message) -> Media:
+    [media] = [e for e in message.elements if isinstance(e, Media)]
+    return media
 
 
-async def test_a_photo_is_downloaded_into_the_data_dir_and_handed_on_with_its_caption(open_rig):
+async def test_a_photo_is_fetched_into_the_blob_store_and_handed_on_with_its_caption(open_rig):
     rig = await open_rig()
     chat = new_id()
     await rig.users.say(chat, "is my drawing right?", media={"kind": "photo", "hex": PICTURE.hex()})
     await rig.replies(chat, 1)
     [message] = rig.responder.turns[0].messages
-    [media] = [e for e in message.elements if isinstance(e, Media)]
-    path = local_path(media)
-    assert media.kind == "image" and media.platform_ref
-    assert path.read_bytes() == PICTURE
-    assert path.is_relative_to(rig.data_dir)
+    media = media_of(message)
+    assert media.kind == "image" and media.ref is not None and media.ref.locator.startswith("photo-")
+    assert media.blob is not None and not media.missing and media.size == len(PICTURE)
+    assert await rig.gateway.blobs.get(media.blob) == PICTURE
+    assert Path(unquote(urlparse(rig.gateway.blobs.url(media.blob)).path)).is_relative_to(rig.data_dir / "blobs")
     assert "is my drawing right?" in message.text
 
 
@@ -37,39 +37,39 @@ async def test_a_voice_note_and_a_document_arrive_as_audio_and_file(open_rig):
     await rig.users.say(chat, "", media={"kind": "voice", "hex": b"OggS-voice".hex()})
     await rig.users.say(chat, "", media={"kind": "document", "name": "essay.txt", "hex": b"My essay.".hex()})
     await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 2, what="both messages in turns")
-    kinds = {e.kind: local_path(e).read_bytes() for t in rig.responder.turns for m in t.messages for e in m.elements
-             if isinstance(e, Media)}
+    kinds = {media_of(m).kind: await rig.gateway.blobs.get(media_of(m).blob or "")
+             for t in rig.responder.turns for m in t.messages}
     assert kinds == {"audio": b"OggS-voice", "file": b"My essay."}
 
 
-
-async def test_a_document_whose_name_cannot_be_a_file_name_is_still_saved_and_the_queue_moves_on(open_rig):
-    """The saved file took its extension from the learner's file name; an "extension" of 300 characters
-    made saving fail with OSError, which no one caught: the poll loop died on that update, restarted onto
-    the same offset, and the account answered nothing ever again."""
+async def test_a_document_whose_name_cannot_be_a_file_name_is_still_kept_and_the_queue_moves_on(open_rig):
+    """The learner names the file: a name of 300 characters, or with a path in it, is cleaned for the
+    record and never becomes a path on disk (the blob's key is the hash of its bytes)."""
     rig = await open_rig()
     chat = new_id()
-    await rig.users.say(chat, "my notes", media={"kind": "document", "name": "notes." + "x" * 300, "hex": b"notes".hex()})
+    await rig.users.say(chat, "my notes", media={"kind": "document", "name": "../../notes." + "x" * 300, "hex": b"notes".hex()})
     await rig.users.say(chat, "and a question")
     await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 2, what="both messages in turns")
     first, second = (m for t in rig.responder.turns for m in t.messages)
-    [media] = [e for e in first.elements if isinstance(e, Media)]
-    assert local_path(media).read_bytes() == b"notes" and len(local_path(media).name.encode()) <= 255
+    media = media_of(first)
+    assert await rig.gateway.blobs.get(media.blob or "") == b"notes"
+    assert "/" not in media.name and len(media.name.encode()) <= 255 and not media.name.startswith(".")
     assert second.text == "and a question"
     [account] = (await rig.gateway.status()).accounts
     assert account.restarts == 0
 
-async def test_a_file_over_the_limit_is_not_downloaded_and_the_message_says_why(open_rig):
+
+async def test_a_file_over_the_limit_is_not_fetched_and_the_model_reads_why(open_rig):
     rig = await open_rig()
     chat = new_id()
     await rig.users.say(chat, "here is the video", media={"kind": "document", "name": "lesson.mp4", "size": 25 * 1024 * 1024})
     await rig.replies(chat, 1)
     [message] = rig.responder.turns[0].messages
-    [media] = [e for e in message.elements if isinstance(e, Media)]
-    assert media.url is None
+    media = media_of(message)
+    assert media.blob is None and media.missing == "too large (25.0 MB > 20.0 MB)"
     assert "here is the video" in message.text
-    assert "file lesson.mp4 not downloaded: 25.0 MB is over the 20.0 MB limit" in message.text
-    assert not (rig.data_dir / "channels" / "telegram" / "main" / "media").exists()
+    assert "the learner sent a file (lesson.mp4) that could not be fetched: too large (25.0 MB > 20.0 MB)" in message.text
+    assert (await rig.users.info())["downloads"] == []
 
 
 async def test_a_lower_limit_set_by_the_teacher_applies_to_what_telegram_would_serve(open_rig):
@@ -78,7 +78,65 @@ async def test_a_lower_limit_set_by_the_teacher_applies_to_what_telegram_would_s
     await rig.users.say(chat, "", media={"kind": "photo", "hex": PICTURE.hex()})
     await rig.replies(chat, 1)
     [message] = rig.responder.turns[0].messages
-    assert "over the 0.0 MB limit" in message.text and "not downloaded" in message.text
+    assert "could not be fetched: too large (10.0 KB > 1000 bytes)" in message.text
+
+
+async def test_the_update_is_confirmed_before_its_file_is_downloaded(open_rig):
+    """Downloading before the ack cannot meet a 3-second webhook deadline and stalls the poll loop behind
+    a slow file server.  With the file server stuck, the update must still be confirmed (the next
+    getUpdates asks past it) and the words of the next message still taken; the file follows later."""
+    rig = await open_rig()
+    await rig.users.faults(file_hold=True)
+    chat = new_id()
+    sent = await rig.users.say(chat, "my homework", media={"kind": "document", "name": "hw.pdf", "hex": b"%PDF-1".hex()})
+
+    async def confirmed():
+        polls = (await rig.users.info())["polls"]
+        return any(offset > sent["update_id"] for offset in polls)
+
+    await eventually(confirmed, what="the update confirmed while its file cannot be downloaded")
+    assert (await rig.users.info())["downloads"] == []
+    assert rig.responder.turns == []  # the turn waits for the file, not the ack
+    await rig.users.faults(file_hold=False)
+    await rig.replies(chat, 1)
+    [message] = rig.responder.turns[0].messages
+    assert await rig.gateway.blobs.get(media_of(message).blob or "") == b"%PDF-1"
+    [account] = (await rig.gateway.status()).accounts
+    assert account.restarts == 0
+
+
+async def test_a_file_server_that_fails_gives_a_note_and_exactly_one_answer(open_rig):
+    rig = await open_rig()
+    await rig.users.faults(file_status=500)
+    chat = new_id()
+    await rig.users.say(chat, "see my drawing", media={"kind": "photo", "hex": PICTURE.hex()})
+    await rig.replies(chat, 1)
+    await rig.quiet()
+    [turn] = rig.responder.turns
+    [message] = turn.messages
+    assert media_of(message).blob is None
+    assert "could not be fetched: telegram did not hand it over (file download answered HTTP 500)" in message.text
+    assert len((await rig.users.seen())[str(chat)]) == 1
+
+
+async def test_a_file_telegram_gives_no_path_for_is_not_found_not_a_crash():
+    """``file_path`` is optional in getFile's answer; without it there is nothing to download from."""
+    import httpx
+    import pytest
+    from telegram import File
+
+    from channels.telegram.media import fetch
+    from gateway.core.errors import NotFound
+    from gateway.core.messages import MediaRef
+
+    class Bot:
+        async def get_file(self, file_id):
+            return File(file_id=file_id, file_unique_id="u1", file_size=10)
+
+    async with httpx.AsyncClient() as http:
+        with pytest.raises(NotFound, match="no path"):
+            async with fetch(Bot(), http, MediaRef(locator="doc-1", name="essay.txt"), limit=1000):
+                pass
 
 
 async def test_attachments_go_out_as_photo_voice_and_document_after_the_text(open_rig, tmp_path):
@@ -131,38 +189,6 @@ async def test_a_part_given_up_for_good_is_not_remembered_forever(open_rig, tmp_
     assert rig.channel._progress == {}
 
 
-async def test_a_file_telegram_gives_no_path_for_is_a_note_not_a_crash(tmp_path):
-    """``file_path`` is optional in getFile's answer; without it PTB's download raises RuntimeError, which
-    escaped the note handling and stopped the poll loop on that update, again after every restart."""
-    from telegram import File
-
-    from channels.telegram.media import download_media
-    from gateway.core.messages import (
-        AccountId,
-        Address,
-        ChannelName,
-        ChatId,
-        Conversation,
-        ConversationKind,
-        InboundMessage,
-        Sender,
-        UserId,
-    )
-
-    class Bot:
-        async def get_file(self, file_id):
-            return File(file_id=file_id, file_unique_id="u1", file_size=10)
-
-    message = InboundMessage(
-        event_id="1", received_at="2026-11-30T10:00:00Z", sender=Sender(user=UserId("7")),
-        address=Address(channel=ChannelName("telegram"), account=AccountId("main"),
-                        conversation=Conversation(chat=ChatId("7"), kind=ConversationKind.DIRECT)),
-        elements=(Media(kind="file", platform_ref="doc-1", name="essay.txt"),))
-    received = await download_media(Bot(), message, tmp_path, 1000)
-    [media] = [e for e in received.elements if isinstance(e, Media)]
-    assert media.url is None and "essay.txt not downloaded" in received.text
-
-
 async def test_a_file_to_send_is_read_off_the_event_loop(open_rig, tmp_path, monkeypatch):
     """Uploads go up to 50 MB; reading one with read_bytes on the event loop stalled every channel meanwhile."""
     import threading
@@ -184,33 +210,3 @@ async def test_a_file_to_send_is_read_off_the_event_loop(open_rig, tmp_path, mon
     await rig.users.say(chat, "plot it")
     await rig.replies(chat, 2)
     assert readers and threading.main_thread() not in readers
-
-
-async def test_a_batch_whose_downloads_outlast_the_stall_watch_is_still_taken(open_rig, monkeypatch):
-    """The poll loop showed life only when getUpdates returned: a batch of files taking longer to download
-    than the supervisor's stall watch (90 s; a class uploading homework on a slow link) was cancelled as a
-    stall, fetched again from the same offset, downloaded again, cancelled again -- forever."""
-    import asyncio
-
-    import channels.telegram.channel as channel_module
-    from gateway.supervisor import Supervisor
-
-    start, download = Supervisor.start, channel_module.download_media
-
-    def quick_watch(self, name, factory, *, stall_after=None):
-        return start(self, name, factory, stall_after=2.0 if stall_after else None)
-
-    async def slow_download(*args, **kwargs):
-        await asyncio.sleep(0.8)
-        return await download(*args, **kwargs)
-
-    monkeypatch.setattr(Supervisor, "start", quick_watch)
-    monkeypatch.setattr(channel_module, "download_media", slow_download)
-    rig = await open_rig()
-    chat = new_id()
-    for page in range(4):
-        await rig.users.say(chat, "", media={"kind": "document", "name": f"page{page}.pdf", "hex": b"%PDF".hex()})
-    await eventually(lambda: sum(len(t.messages) for t in rig.responder.turns) == 4,
-                     what="all four pages taken")
-    [account] = (await rig.gateway.status()).accounts
-    assert account.restarts == 0

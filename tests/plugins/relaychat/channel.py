@@ -4,7 +4,7 @@ A third-party channel in every respect: it lives outside the gateway's
 packages, is found through the ``partners.channels`` entry point and declares
 its own capabilities (the relay platform has no row in ``platforms.toml``).
 
-Inbound is a Telegram-style long poll.  The offset is advanced -- which
+Inbound is a Telegram-style long poll on the kit's loop (``channels._kit.longpoll``).  The offset is advanced -- which
 confirms the updates to the platform -- only after ``sink.accept`` returned,
 so an update is never confirmed before it is durable; a crash in between
 makes the platform hand the same updates out again, and the gateway's dedup
@@ -20,6 +20,7 @@ from typing import ClassVar
 
 import httpx
 
+from channels._kit.longpoll import Batch, poll
 from channels.base import Channel, ChannelContext
 from gateway.core.capabilities import ChannelCapabilities, Dialect, EditMode, InboundMode, SendRate, TextUnit
 from gateway.core.channel import ChannelState, Heartbeat
@@ -55,13 +56,12 @@ class RelayConfig(AccountConfig):
     """Seconds one getUpdates may wait on the platform (the supervisor's stall limit is 90)."""
 
 
-class RelayChannel(Channel):
+class RelayChannel(Channel[RelayConfig]):
     name: ClassVar[str] = "relay"
-    config_model: ClassVar[type[AccountConfig]] = RelayConfig
+    config_model = RelayConfig
 
-    def __init__(self, context: ChannelContext) -> None:
+    def __init__(self, context: ChannelContext[RelayConfig]) -> None:
         super().__init__(context)
-        self.settings: RelayConfig = context.config  # type: ignore[assignment]
         self._client: httpx.AsyncClient | None = None
         self._me: str | None = None
 
@@ -94,27 +94,21 @@ class RelayChannel(Channel):
         me = await self._call("getMe", {})  # a wrong token fails here, as AuthFailed
         self._me = str(me["id"])
         heartbeat.set_state(ChannelState.RUNNING)
-        offset = int(await self.context.cursors.get("offset") or 0)
-        log.info("relay polling account=%s bot=%s offset=%d", self.account, self._me, offset)
-        while True:
-            updates = await self._call(
-                "getUpdates", {"offset": offset, "timeout": self.settings.poll_timeout},
-                timeout=self.settings.poll_timeout + 10,
-            )
-            heartbeat.beat()
-            if not updates:
-                continue
-            batch = []
-            for update in updates:
-                try:
-                    batch.append(decode(update, account=self.account, me=self._me))
-                except InvalidEvent as error:
-                    self.context.sink.invalid(str(error))
-            if batch:
-                await self.context.sink.accept(batch)
-                heartbeat.event()
-            offset = max(offset, max(int(u.get("update_id", 0)) for u in updates) + 1)
-            await self.context.cursors.put("offset", str(offset))
+        log.info("relay polling account=%s bot=%s", self.account, self._me)
+        await poll(self._fetch, sink=self.context.sink, cursors=self.context.cursors, heartbeat=heartbeat, what="relay getUpdates")
+
+    async def _fetch(self, cursor: str | None) -> Batch:
+        offset = int(cursor or 0)
+        updates = await self._call("getUpdates", {"offset": offset, "timeout": self.settings.poll_timeout},
+                                   timeout=self.settings.poll_timeout + 10)
+        batch = []
+        for update in updates:
+            try:
+                batch.append(decode(update, account=self.account, me=self._me or ""))
+            except InvalidEvent as error:
+                self.context.sink.invalid(str(error))
+        moved = max((int(u.get("update_id", 0)) + 1 for u in updates), default=offset)
+        return Batch(batch, str(moved) if moved > offset else None)
 
     # ------------------------------------------------------------------ outbound
 

@@ -1,0 +1,127 @@
+"""Inbound file downloads every channel shares: streamed, size-limited, with names safe to keep.
+
+A channel's ``fetch_media`` resolves its platform reference to a URL (Telegram's
+getFile, Matrix's media endpoint, Slack's ``url_private``) and hands it to
+:func:`download`, which yields a :class:`~channels.base.MediaStream` that stops
+at the limit: a ``Content-Length`` over it fails before a byte is read, and a
+body that runs past it -- the header lied, or there was none -- fails the moment
+it does, so a peer cannot fill the disk by understating a size.
+
+The learner names their files, so a name is cleaned before anything keeps it
+(:func:`safe_name`): no path separators, no dot-files, no control characters,
+NFC-normalized so the same name typed on two systems is one name, and bounded
+in UTF-8 bytes because file systems cap names at 255 bytes, not characters.
+"""
+
+from __future__ import annotations
+
+import logging
+import mimetypes
+import re
+import unicodedata
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from email.message import Message
+from pathlib import PurePosixPath
+
+import httpx
+
+from gateway.core.channel import MediaStream
+from gateway.core.errors import AuthFailed, NotFound, PeerUnavailable, PermanentError, RateLimited, TooLarge
+
+log = logging.getLogger(__name__)
+
+NAME_BYTES = 200
+"""Longest name kept, in UTF-8 bytes (file systems allow 255; room is left for a prefix)."""
+SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
+_UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]+")
+
+
+def safe_name(name: str, *, fallback: str = "file") -> str:
+    """A file name that is only a name: the last path segment, cleaned, never hidden, never empty."""
+    name = unicodedata.normalize("NFC", name or "")
+    name = name.replace("\\", "/").rsplit("/", 1)[-1]
+    name = "".join(ch for ch in name if unicodedata.category(ch) not in {"Cc", "Cf", "Cs", "Zl", "Zp"})
+    name = _UNSAFE.sub("_", name).strip(" .")
+    stem, suffix = _split(name)
+    room = NAME_BYTES - len(suffix.encode())
+    stem = stem.encode()[:room].decode("utf-8", "ignore").rstrip(" .")
+    return (stem + suffix) if stem else fallback + suffix
+
+
+def _split(name: str) -> tuple[str, str]:
+    suffix = suffix_of(name)
+    return (name[: -len(suffix)], suffix) if suffix else (name, "")
+
+
+def suffix_of(name: str) -> str:
+    """The name's extension when it surely is one (".jpg"), else empty: "notes." + 300 x's has none."""
+    suffix = PurePosixPath(name or "").suffix
+    return suffix.lower() if SUFFIX.fullmatch(suffix) else ""
+
+
+def content_type(header: str | None, *, declared: str = "", name: str = "") -> str:
+    """The file's type: the server's header unless it only says "bytes", else the platform's declared
+    type, else a guess from the name; ``application/octet-stream`` when nothing says more."""
+    given = (header or "").split(";", 1)[0].strip().lower()
+    if given and given != "application/octet-stream":
+        return given
+    return declared or mimetypes.guess_type(name)[0] or "application/octet-stream"
+
+
+def attachment_name(disposition: str | None) -> str:
+    """The file name a ``Content-Disposition`` header gives (RFC 6266, ``filename*`` included), or ""."""
+    if not disposition:
+        return ""
+    message = Message()
+    message["content-disposition"] = disposition
+    return message.get_filename() or ""
+
+
+async def limited(chunks: AsyncIterator[bytes], limit: int, *, platform: str) -> AsyncIterator[bytes]:
+    """The chunks, failing with :class:`TooLarge` once more than ``limit`` bytes came."""
+    total = 0
+    async for chunk in chunks:
+        total += len(chunk)
+        if total > limit:
+            raise TooLarge(platform, limit)
+        yield chunk
+
+
+def _check(platform: str, response: httpx.Response) -> None:
+    status = response.status_code
+    if status < 400:
+        return
+    what = f"file download answered HTTP {status}"
+    if status == 429:
+        raise RateLimited(platform, float(response.headers.get("Retry-After", "1") or 1), code=status)
+    if status in (401, 403):
+        raise AuthFailed(platform, what, code=status)
+    if status == 404:
+        raise NotFound(platform, what, code=status)
+    if status >= 500:
+        raise PeerUnavailable(platform, what, code=status)
+    raise PermanentError(platform, what, code=status)
+
+
+@asynccontextmanager
+async def download(client: httpx.AsyncClient, url: str, *, limit: int, platform: str,
+                   headers: Mapping[str, str] | None = None, declared_type: str = "",
+                   name: str = "") -> AsyncIterator[MediaStream]:
+    """Stream ``url`` within ``limit`` bytes.  The URL and headers may hold a token: never logged.
+
+    Transport failures become :class:`PeerUnavailable`; an HTTP error its class in the error tree."""
+    try:
+        async with client.stream("GET", url, headers=headers) as response:
+            _check(platform, response)
+            length = response.headers.get("Content-Length", "")
+            if length.isdigit() and int(length) > limit:
+                raise TooLarge(platform, limit, int(length))
+            given = attachment_name(response.headers.get("Content-Disposition")) or name
+            yield MediaStream(
+                chunks=limited(response.aiter_bytes(), limit, platform=platform),  # as they arrive, not re-chunked
+                content_type=content_type(response.headers.get("Content-Type"), declared=declared_type, name=given),
+                name=safe_name(given) if given else "",
+            )
+    except httpx.HTTPError as error:  # the URL may carry a token: name the failure's kind, never the URL
+        raise PeerUnavailable(platform, f"file download failed ({type(error).__name__})") from None

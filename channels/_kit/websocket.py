@@ -1,0 +1,262 @@
+"""A websocket session for platforms whose SDK does not own the socket (QQ, OneBot/NapCat, Mochat, DingTalk-style).
+
+These gateways all speak the same dance with different words: connect, say
+hello (the server names its heartbeat interval), identify -- or resume a known
+session from the last sequence number seen -- then events, each to be
+acknowledged, while the client heartbeats and the server answers each beat.
+The channel supplies the words as a :class:`WireProtocol` (what identify,
+heartbeat and ack frames look like, how to read a frame); :class:`Session`
+owns the loop and its guarantees:
+
+- **Ack after durable.** A frame's ack is sent, and its sequence number stored,
+  only after ``await sink.accept(...)`` returned.  When ``accept`` fails the
+  socket is closed without the ack and the error raised: the supervisor's
+  restart resumes from the stored sequence and the platform delivers the frame
+  again.
+- **Resume.** The session id and the last durable sequence live in the
+  account's :class:`~channels.base.CursorStore`, so a reconnect -- or a restart
+  of the whole gateway -- resumes where the durable record ends.  A server that
+  refuses the resume (``INVALID_SESSION``) gets a fresh identify.
+- **Liveness.** Every frame is a sign of life for the supervisor's watchdog;
+  an accepted event is an event.  A heartbeat the server does not answer
+  before the next one is due means a dead connection that TCP has not noticed
+  yet: the session closes it and reconnects.  A platform without client
+  heartbeats (``heartbeat`` returns None) is pinged at the websocket level on
+  the same schedule; websockets' own keepalive is off, so there is one
+  liveness check, not two.
+- **Reconnect.** A dropped socket or a server's "reconnect" is tried again in
+  place with the kit's one backoff (:mod:`channels._kit.retry`, which is
+  :class:`gateway.core.retry.RetryPolicy`'s formula); websockets' own reconnecting
+  iterator is not used.  When the waits run out the error goes to the
+  supervisor.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+
+from channels._kit.retry import RECONNECT, Retries, Sleep
+from gateway.core.channel import ChannelState, CursorStore, Heartbeat, InboundSink
+from gateway.core.errors import InvalidEvent, PeerUnavailable
+from gateway.core.messages import InboundMessage
+from gateway.core.retry import RetryPolicy
+
+log = logging.getLogger(__name__)
+
+Wire = str | bytes
+"""One websocket message, text or binary, as the platform sends it."""
+
+SESSION_KEY = "ws_session"
+SEQUENCE_KEY = "ws_sequence"
+
+
+class FrameKind(str, Enum):
+    HELLO = "hello"
+    """The server's greeting, naming the heartbeat interval."""
+    READY = "ready"
+    """Identify succeeded: a new session, with its id."""
+    RESUMED = "resumed"
+    """Resume succeeded: the missed events follow."""
+    EVENT = "event"
+    HEARTBEAT_ACK = "heartbeat_ack"
+    HEARTBEAT_REQUEST = "heartbeat_request"
+    """The server asks for a heartbeat now."""
+    RECONNECT = "reconnect"
+    """The server asks the client to reconnect (and resume)."""
+    INVALID_SESSION = "invalid_session"
+    """The session cannot be resumed; identify afresh."""
+    IGNORED = "ignored"
+
+
+@dataclass(frozen=True)
+class Frame:
+    """What one wire message means, read by the channel's protocol."""
+
+    kind: FrameKind
+    sequence: int | None = None
+    session_id: str | None = None
+    heartbeat_interval: float | None = None
+    """Seconds, from a HELLO."""
+    messages: Sequence[InboundMessage] = ()
+    """The decoded messages of an EVENT (empty for events that carry none: a reaction, a presence)."""
+    ack: Wire | None = None
+    """What to send back once ``messages`` are durable; None where the platform takes no acks."""
+
+
+@dataclass(frozen=True)
+class Resume:
+    """A session to resume: its id and the last sequence the gateway made durable."""
+
+    session_id: str
+    sequence: int | None
+
+
+class WireProtocol(Protocol):
+    """A platform's words for the session's dance; pure functions of their arguments, no I/O but ``endpoint``."""
+
+    greets: bool
+    """Whether the server speaks first (a HELLO with the heartbeat interval) before the client identifies."""
+    heartbeat_interval: float
+    """Seconds between heartbeats when no HELLO names them."""
+
+    async def endpoint(self, resume: Resume | None) -> str:
+        """The ``ws(s)://`` URL to connect to (some platforms hand out a new one per session)."""
+        ...
+
+    def identify(self, resume: Resume | None) -> Wire | None:
+        """The first frame the client sends: identify, or resume ``resume``; None when the URL or headers did it."""
+        ...
+
+    def heartbeat(self, sequence: int | None) -> Wire | None:
+        """A heartbeat naming the last sequence seen; None where the platform has none (a ping is sent instead)."""
+        ...
+
+    def read(self, wire: Wire) -> Frame:
+        """What a wire message means; raise :class:`~gateway.errors.InvalidEvent` for one that cannot be read."""
+        ...
+
+
+class _NotDurable(Exception):
+    """``sink.accept`` failed: carried past the connection-error handling, raised as itself to the supervisor."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class _Reconnect(Exception):
+    """The server asked for a new connection (or refused the resume): connect again at once."""
+
+
+class Session:
+    """One account's websocket session; :meth:`run` until cancelled, as a channel's ``run`` would."""
+
+    def __init__(self, protocol: WireProtocol, *, sink: InboundSink, cursors: CursorStore, heartbeat: Heartbeat,
+                 policy: RetryPolicy = RECONNECT, sleep: Sleep = asyncio.sleep, what: str = "websocket",
+                 open_timeout: float = 10.0) -> None:
+        self.protocol, self.sink, self.cursors, self.heartbeat = protocol, sink, cursors, heartbeat
+        self.what, self.open_timeout = what, open_timeout
+        self._retries = Retries(heartbeat, policy=policy, sleep=sleep, what=what)
+        self._sequence: int | None = None
+        self._answered = True
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self._connect_once()
+            except _NotDurable as failed:  # the socket is closed unacked; the restart resumes from the stored sequence
+                raise failed.error from None
+            except _Reconnect as why:
+                log.info("%s reconnecting reason=%s", self.what, why)
+            except (ConnectionClosed, OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
+                await self._retries.pause(PeerUnavailable(self.what, f"{type(error).__name__}: {error}"))
+            except PeerUnavailable as error:
+                await self._retries.pause(error)
+
+    async def _saved(self) -> Resume | None:
+        session = await self.cursors.get(SESSION_KEY)
+        if not session:
+            return None
+        sequence = await self.cursors.get(SEQUENCE_KEY)
+        return Resume(session, int(sequence) if sequence else None)
+
+    async def _connect_once(self) -> None:
+        resume = await self._saved()
+        self._sequence = resume.sequence if resume else None
+        url = await self.protocol.endpoint(resume)
+        async with connect(url, open_timeout=self.open_timeout, ping_interval=None, proxy=None) as socket:
+            interval = self.protocol.heartbeat_interval
+            if self.protocol.greets:
+                hello = self.protocol.read(await asyncio.wait_for(socket.recv(), self.open_timeout))
+                self.heartbeat.beat()
+                if hello.kind is not FrameKind.HELLO:
+                    raise PeerUnavailable(self.what, f"expected a hello, got {hello.kind.value}")
+                interval = hello.heartbeat_interval or interval
+            first = self.protocol.identify(resume)
+            if first is not None:
+                await socket.send(first)
+            self._answered = True
+            pulse = asyncio.create_task(self._pulse(socket, interval), name=f"{self.what}:heartbeat")
+            try:
+                await self._read(socket, resume)
+            except (PeerUnavailable, ConnectionClosed):
+                if pulse.done() and not pulse.cancelled() and (silent := pulse.exception()) is not None:
+                    raise silent from None  # the heartbeat closed the socket: say that, not "closed"
+                raise
+            finally:
+                pulse.cancel()
+                with contextlib.suppress(asyncio.CancelledError, PeerUnavailable, ConnectionClosed):
+                    await pulse
+
+    async def _read(self, socket: ClientConnection, resume: Resume | None) -> None:
+        async for wire in socket:
+            self.heartbeat.beat()  # every frame is a sign of life
+            try:
+                frame = self.protocol.read(wire)
+            except InvalidEvent as error:  # recorded and passed over: one unreadable frame must not stop the account
+                self.sink.invalid(str(error))
+                continue
+            if frame.kind is FrameKind.EVENT:
+                await self._event(socket, frame)
+            elif frame.kind is FrameKind.HEARTBEAT_ACK:
+                self._answered = True
+            elif frame.kind is FrameKind.HEARTBEAT_REQUEST:
+                await self._beat(socket)
+            elif frame.kind in (FrameKind.READY, FrameKind.RESUMED):
+                if frame.session_id:
+                    await self.cursors.put(SESSION_KEY, frame.session_id)
+                self._retries.succeeded()
+                self.heartbeat.set_state(ChannelState.RUNNING)
+                log.info("%s %s session=%s sequence=%s", self.what, frame.kind.value, frame.session_id or
+                         (resume.session_id if resume else None), self._sequence)
+            elif frame.kind is FrameKind.RECONNECT:
+                raise _Reconnect("the server asked for it")
+            elif frame.kind is FrameKind.INVALID_SESSION:
+                await self.cursors.put(SESSION_KEY, "")  # identify afresh next time
+                await self.cursors.put(SEQUENCE_KEY, "")
+                raise _Reconnect("the server refused to resume the session")
+        # the server closed the socket: ``async for`` ends on a clean close, raise so it counts as a drop
+        raise PeerUnavailable(self.what, f"the server closed the connection ({socket.close_code})")
+
+    async def _event(self, socket: ClientConnection, frame: Frame) -> None:
+        if frame.messages:
+            try:
+                await self.sink.accept(frame.messages)
+            except Exception as error:  # no ack: the frame comes again after the restart
+                raise _NotDurable(error) from error
+            self.heartbeat.event()
+        if frame.ack is not None:
+            await socket.send(frame.ack)
+        if frame.sequence is not None:
+            self._sequence = frame.sequence
+            await self.cursors.put(SEQUENCE_KEY, str(frame.sequence))
+
+    async def _pulse(self, socket: ClientConnection, interval: float) -> None:
+        while True:
+            await asyncio.sleep(interval)
+            if not self._answered:
+                await socket.close(code=4000, reason="heartbeat not answered")
+                raise PeerUnavailable(self.what, f"no answer to a heartbeat within {interval:g} s")
+            await self._beat(socket)
+
+    async def _beat(self, socket: ClientConnection) -> None:
+        wire = self.protocol.heartbeat(self._sequence)
+        self._answered = False
+        if wire is not None:
+            await socket.send(wire)
+            return
+        pong = asyncio.ensure_future(await socket.ping())  # resolves when the pong arrives
+        pong.add_done_callback(self._ponged)
+
+    def _ponged(self, pong: asyncio.Future[float]) -> None:
+        if not pong.cancelled() and pong.exception() is None:  # a closed socket fails it: that is no answer
+            self._answered = True
