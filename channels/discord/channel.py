@@ -6,7 +6,12 @@ resumes the session with its ``session_id`` and last sequence, and Discord
 replays what was dispatched meanwhile.  The Gateway has no per-event
 acknowledgement; an event counts as handled once ``await sink.accept(...)``
 returned, and one that is replayed (or dispatched twice) carries the same
-snowflake, so the gateway's dedup answers it once.  While discord.py
+snowflake, so the gateway's dedup answers it once.  What a *new* session
+cannot replay (said while we were down, or killed in flight) is fetched over
+REST on its READY from the last accepted message of each known channel: see
+channels/discord/catchup.py.  An event that could not be stored ends the run,
+so the supervisor restarts the account and that catch-up fetches it again.
+While discord.py
 reconnects the account reports ``error`` with the reason, and ``running``
 again once the session is back.
 
@@ -33,11 +38,12 @@ import discord
 from discord import app_commands
 
 from channels.base import Channel, ChannelContext
+from channels.discord.catchup import CURSOR, Cursors, missed
 from channels.discord.config import DiscordConfig
 from channels.discord.decode import command_text, decode_interaction, decode_message, interaction_token
 from channels.discord.encode import nonce_for, outgoing
 from channels.discord.probe import check_settings, probe_application
-from channels.discord.transport import PLATFORM, call, new_client
+from channels.discord.transport import PLATFORM, call, new_client, translate
 from gateway.core.channel import ChannelState, Heartbeat
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
 from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
@@ -63,6 +69,13 @@ class DiscordChannel(Channel[DiscordConfig]):
         self._heartbeat: Heartbeat | None = None
         self._followups: dict[str, str] = {}
         """Message id -> the interaction token it was sent through, so a streaming edit goes the same way."""
+        self._cursors = Cursors(None)
+        self._failed: BaseException | None = None
+        self._behind: dict[str, int] = {}
+        """Cursors as they stood when the session was lost: live messages do not move these until caught up."""
+        self._in_order = asyncio.Lock()
+        """One message stored at a time, in dispatch order, so a cursor never passes one still being stored."""
+        """Why an event could not be stored: the run ends with it, and no cursor moves past it meanwhile."""
 
     @property
     def me(self) -> str:
@@ -101,6 +114,9 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Connect and stay connected; a run that ends leaves a fresh client (and session) to the next."""
         client = await self._ready()
         self._heartbeat = heartbeat
+        self._failed = None
+        self._cursors = Cursors(await self.context.cursors.get(CURSOR))
+        self._behind = dict(self._cursors.last)
         heartbeat.set_state(ChannelState.CONNECTING)
         app = client.application
         if self.settings.message_content and app is not None and not (
@@ -114,6 +130,8 @@ class DiscordChannel(Channel[DiscordConfig]):
         beating = asyncio.create_task(self._beat(client, heartbeat))
         try:
             await call("gateway", client.connect(reconnect=True), endpoint=self.settings.gateway_url)
+            if self._failed is not None:
+                raise PeerUnavailable(PLATFORM, f"an event could not be stored ({self._failed}); restarting to fetch it again")
             raise PeerUnavailable(PLATFORM, "the Gateway connection ended")
         finally:
             beating.cancel()
@@ -123,35 +141,82 @@ class DiscordChannel(Channel[DiscordConfig]):
         async def on_ready() -> None:
             heartbeat.set_state(ChannelState.RUNNING)
             log.info("discord connected account=%s bot=%s guilds=%d", self.account, client.user, len(client.guilds))
+            await self._catch_up(client, heartbeat)
 
         async def on_resumed() -> None:
             heartbeat.set_state(ChannelState.RUNNING)
             log.info("discord session resumed account=%s", self.account)
+            self._behind = {}  # the Gateway replayed what the session missed
+
+        async def on_connect() -> None:  # before READY or RESUMED: live messages must not pass what a catch-up needs
+            self._behind = self._behind or dict(self._cursors.last)
 
         async def on_disconnect() -> None:
             heartbeat.set_state(ChannelState.ERROR, "the Discord Gateway connection dropped; reconnecting to resume the session")
 
         async def on_message(message: discord.Message) -> None:
-            try:
-                inbound = decode_message(message, account=self.account, me=self.me)
-            except (InvalidEvent, ValueError, AttributeError) as error:
-                self.context.sink.invalid(f"discord message {message.id}: {error}")
-                return
-            await self._accept(inbound, heartbeat)
+            await self._message(message, heartbeat)
 
-        for handler in (on_ready, on_resumed, on_disconnect, on_message):
+        for handler in (on_connect, on_ready, on_resumed, on_disconnect, on_message):
             setattr(client, handler.__name__, handler)  # discord.py's documented Client.event, by attribute
 
+    async def _message(self, message: discord.Message, heartbeat: Heartbeat, *, caught_up: bool = False) -> bool:
+        """Decode, store and move the channel's cursor past one message; False when it could not be stored."""
+        inbound: InboundMessage | None
+        try:
+            inbound = decode_message(message, account=self.account, me=self.me)
+        except (InvalidEvent, ValueError, AttributeError) as error:
+            self.context.sink.invalid(f"discord message {message.id}: {error}")
+            inbound = None
+        async with self._in_order:
+            if inbound is not None and not await self._accept(inbound, heartbeat):
+                return False
+            where = str(message.channel.id)
+            if not (caught_up or where not in self._behind) or self._failed is not None:
+                return True
+            if self._cursors.advance(where, message.id):
+                await self.context.cursors.put(CURSOR, self._cursors.dump())
+        return True
+
+    async def _catch_up(self, client: discord.Client, heartbeat: Heartbeat) -> None:
+        """Every known channel from its cursor, oldest first; a channel that is gone (404/403) is forgotten."""
+        fetched = 0
+        for channel, after in list(self._behind.items()):
+            count = 0
+            try:
+                async for message in missed(client, channel, after, self.settings):
+                    count += 1
+                    if not await self._message(message, heartbeat, caught_up=True):
+                        return
+                if count < self.settings.catch_up_max_messages:  # at the bound: the cursor waits for the next session
+                    self._behind.pop(channel, None)
+                fetched += count
+            except (discord.NotFound, discord.Forbidden) as error:
+                log.warning("discord channel no longer readable account=%s channel=%s: %s", self.account, channel, error)
+                self._cursors.forget(channel)
+                self._behind.pop(channel, None)
+            except Exception as error:  # a 429, a 5xx, a dropped socket: the next new session fetches it again
+                self._fail(client, translate(error, "catch up"))
+                return
+        log.info("discord caught up account=%s channels=%d messages=%d", self.account, len(self._cursors.last), fetched)
+
     async def _accept(self, inbound: InboundMessage, heartbeat: Heartbeat | None) -> bool:
-        """Hand one event to the sink; False (logged) when it could not be stored."""
+        """Hand one event to the sink; on failure end the run, so a new session's catch-up fetches it again."""
         try:
             await self.context.sink.accept([inbound])
-        except Exception:
+        except Exception as error:
             log.exception("discord event not stored account=%s event=%s", self.account, inbound.event_id)
+            if self._client is not None:
+                self._fail(self._client, error)
             return False
         if heartbeat is not None:
             heartbeat.event()
         return True
+
+    def _fail(self, client: discord.Client, error: BaseException) -> None:
+        if self._failed is None:
+            self._failed = error
+            asyncio.get_running_loop().create_task(client.close())  # connect() returns; run() raises with the reason
 
     async def _beat(self, client: discord.Client, heartbeat: Heartbeat) -> None:
         """Beat while discord.py's connection lives: its own heartbeat/ACK watch catches a silent socket."""

@@ -17,7 +17,8 @@ always carry content).
 
 REST (``/api/v10``): ``users/@me``, ``oauth2/applications/@me`` (with ``flags``),
 ``channels/{id}/messages`` POST (JSON or multipart ``payload_json`` + ``files[n]``,
-``nonce`` + ``enforce_nonce`` deduplicated per author) and PATCH, ``typing``, threads
+``nonce`` + ``enforce_nonce`` deduplicated per author), GET (``around``/``before``/``after``,
+``limit`` 1-100 default 50, newest first) and PATCH, ``typing``, threads
 from a message, DM channel creation, interaction callbacks (type 5 defers: a
 placeholder the first follow-up fills) and follow-up webhooks, command
 registration.  Every answer carries ``X-RateLimit-Limit/Remaining/Reset-After/Bucket``
@@ -503,6 +504,8 @@ class DiscordPeer:
             return 200, self.channels[cid]
         if parts[2] == "typing":
             return 204, None
+        if parts[2:] == ["messages"] and method == "GET":
+            return self._history(cid, request.query)
         if parts[2:] == ["messages"] and method == "POST":
             payload, files = await self._payload(request)
             return self._post(cid, payload, files)
@@ -515,6 +518,37 @@ class DiscordPeer:
             self.channels[tid]["id"] = tid
             return 201, self.channels[tid]
         return 404, {"message": "404: Not Found", "code": 0}
+
+    def _history(self, cid: str, query: Any) -> tuple[int, Any]:
+        """Get Channel Messages: at most ``limit`` (1-100, default 50) of ``around``/``before``/``after`` (one of them),
+        newest first as Discord returns them (``after`` gives the ``limit`` oldest after it, still newest first)."""
+        try:
+            limit = int(query.get("limit", 50))
+            anchors = {k: int(query[k]) for k in ("around", "before", "after") if k in query}
+        except ValueError:
+            return 400, {"message": "Invalid Form Body", "code": 50035}
+        if not 1 <= limit <= 100 or len(anchors) > 1:
+            return 400, {"message": "Invalid Form Body", "code": 50035}
+        shown = sorted((m for m in self.messages.get(cid, []) if not m["flags"] & LOADING), key=lambda m: int(m["id"]))
+        if "after" in anchors:
+            picked = [m for m in shown if int(m["id"]) > anchors["after"]][:limit]
+        elif "before" in anchors:
+            picked = [m for m in shown if int(m["id"]) < anchors["before"]][-limit:]
+        elif "around" in anchors:
+            at = next((i for i, m in enumerate(shown) if int(m["id"]) >= anchors["around"]), len(shown))
+            picked = shown[max(0, at - limit // 2):max(0, at - limit // 2) + limit]
+        else:
+            picked = shown[-limit:]
+        return 200, [{k: v for k, v in m.items() if k != "edits"} for m in reversed(picked)]
+
+    def post_offline(self, text: str, *, user: str | None = None, channel: str | None = None, mention: bool = False) -> dict:
+        """A user posts while no bot session is connected: stored (REST history shows it), dispatched to nobody."""
+        user = user or snowflake()
+        cid = channel or self.dm_channel(user)
+        content = f"<@{self.app_id}> {text}" if mention else text
+        message = self._message(cid, user_object(user, f"user{user[-4:]}"), content, mentions=[self.bot] if mention else [])
+        self.messages[cid].append(message)
+        return message
 
     def _post(self, cid: str, payload: dict, files: list[dict], *, author: dict | None = None) -> tuple[int, Any]:
         author = author or self.bot
