@@ -9,7 +9,7 @@ the bot has received messages in (the ``CHANNELS_KEPT`` most recently active);
 it is written only after ``sink.accept`` returned, so it never passes a message
 that is not durable.  On READY of a new session :func:`missed` pages
 ``GET /channels/{id}/messages?after=`` oldest first from each cursor, bounded by
-the account's horizon (``catch_up_max_age_s``, ``catch_up_max_messages``);
+the account's horizon (``catch_up_max_age_s``: nothing older is answered late);
 overlap with live dispatches is harmless, the pipeline dedups by snowflake.
 
 A DM channel the bot has never received a message in is unknown here: Discord
@@ -62,6 +62,5 @@ async def missed(client: discord.Client, channel: str, after: int, settings: Dis
     horizon = discord.utils.time_snowflake((now or datetime.now(UTC)) - timedelta(seconds=settings.catch_up_max_age_s))
     where = await client.fetch_channel(int(channel))  # its kind (DM, text channel, thread) decides the conversation
     assert isinstance(where, discord.abc.Messageable)
-    async for message in where.history(after=discord.Object(max(after, horizon)), oldest_first=True,
-                                       limit=settings.catch_up_max_messages):
+    async for message in where.history(after=discord.Object(max(after, horizon)), oldest_first=True, limit=None):
         yield message

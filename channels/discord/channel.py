@@ -182,15 +182,12 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Every known channel from its cursor, oldest first; a channel that is gone (404/403) is forgotten."""
         fetched = 0
         for channel, after in list(self._behind.items()):
-            count = 0
             try:
                 async for message in missed(client, channel, after, self.settings):
-                    count += 1
+                    fetched += 1
                     if not await self._message(message, heartbeat, caught_up=True):
                         return
-                if count < self.settings.catch_up_max_messages:  # at the bound: the cursor waits for the next session
-                    self._behind.pop(channel, None)
-                fetched += count
+                self._behind.pop(channel, None)
             except (discord.NotFound, discord.Forbidden) as error:
                 log.warning("discord channel no longer readable account=%s channel=%s: %s", self.account, channel, error)
                 self._cursors.forget(channel)

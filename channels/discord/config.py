@@ -23,5 +23,3 @@ class DiscordConfig(AccountConfig):
     """Discord's Gateway address; after the first connection Discord's ``resume_gateway_url`` is used."""
     catch_up_max_age_s: float = Field(default=86400.0, gt=0)
     """On a new Gateway session, messages missed in known channels are fetched back this far (24 h)."""
-    catch_up_max_messages: int = Field(default=200, ge=1)
-    """At most this many missed messages per channel are fetched on a new session (the rest at the next new session)."""
