@@ -133,6 +133,7 @@ async def test_status_is_the_report_as_json(client: httpx.AsyncClient) -> None:
     assert body["accounts"][0] == {
         "channel": "hooks", "account": "main", "state": "running", "reason": "", "since": None, "restarts": 1,
         "last_event_at": None, "inbound_pending": 0, "inbound_held": 0, "outbox_open": 0,
+        "undelivered": 0, "last_undelivered": "",
     }
 
 

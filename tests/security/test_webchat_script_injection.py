@@ -152,7 +152,7 @@ async def test_no_payload_runs_and_every_one_shows_as_text(running: Running, chr
             await link.focus()
         await asyncio.sleep(0.5)  # an image's onerror fires once its load failed
         checks = [await page.evaluate(HOSTILE_DOM)]
-        shown = await page.locator(".bubble.partner").last.inner_text()
+        shown = "\n".join(await page.locator(".bubble.partner").all_inner_texts())  # a file is a bubble of its own
         learner = await page.locator(".bubble.learner .body").inner_text()
 
         await page.reload()  # the backlog renders the same conversation again
