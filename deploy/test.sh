@@ -5,6 +5,8 @@
 # a missing service is a failure, never a skip.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Debian keeps daemons (dovecot, the email tests' peer) in sbin, which a non-login shell's PATH may lack.
+export PATH="$PATH:/usr/local/sbin:/usr/sbin:/sbin"
 
 venv="${PARTNERS_VENV:-.venv}"
 [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
