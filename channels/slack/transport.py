@@ -101,22 +101,3 @@ async def call(method: str, operation: Awaitable[Any], endpoint: str) -> Any:
     except (TimeoutError, SlackClientError, aiohttp.ClientError, OSError) as error:
         raise translate(error, method, endpoint) from error
 
-
-async def download(client: AsyncWebClient, url: str, limit: int) -> bytes:
-    """A file's bytes from ``url_private``, which Slack serves only with the bot token as a Bearer.
-
-    Raises BadRequest past ``limit`` bytes (read no further), AuthFailed when refused."""
-    headers = {"Authorization": f"Bearer {client.token}"}
-    try:
-        async with aiohttp.ClientSession(trust_env=False) as session, session.get(url, headers=headers) as response:
-            if response.status in (401, 403):
-                raise AuthFailed(PLATFORM, f"file download (HTTP {response.status}): the bot may not read it",
-                                 code=response.status)
-            if response.status != 200:
-                raise PeerUnavailable(PLATFORM, f"file download (HTTP {response.status})", code=response.status)
-            body = await response.content.read(limit + 1)
-    except (TimeoutError, aiohttp.ClientError, OSError) as error:
-        raise translate(error, "file download", url) from error
-    if len(body) > limit:
-        raise BadRequest(PLATFORM, f"the file is over the {limit}-byte download limit")
-    return body
