@@ -20,7 +20,7 @@ Translation, most specific first::
     Refused 5xx                                 -> PeerUnavailable
     PrivilegedIntentsRequired (close 4014)      -> AuthFailed: enable the intent, or message_content: false
     LoginFailure, HTTP 401, close 4004          -> AuthFailed: the token is wrong or was reset
-    HTTP 403 (missing access or permissions)    -> NotFound: that channel is closed to the bot
+    HTTP 403 (missing access or permissions)    -> Forbidden (a NotFound): that channel is closed to the bot
     HTTP 404                                    -> NotFound
     other HTTP 4xx (400, 413 too large)         -> BadRequest
     no connection at all                        -> PeerUnreachable, naming the endpoint
@@ -38,8 +38,9 @@ import aiohttp
 import discord
 import yarl
 
+from channels._kit.http_errors import ErrorKind, error_for, status_kind
 from channels.discord.config import DiscordConfig
-from gateway.core.errors import AuthFailed, BadRequest, GatewayError, NotFound, PeerUnavailable, PeerUnreachable, RateLimited
+from gateway.core.errors import AuthFailed, BadRequest, GatewayError, PeerUnavailable, PeerUnreachable, RateLimited
 from gateway.endpoints import origin, why_unreachable
 
 PLATFORM = "discord"
@@ -116,14 +117,11 @@ def translate(error: BaseException, action: str, *, endpoint: str = "") -> Gatew
     if isinstance(error, discord.LoginFailure) or (isinstance(error, discord.ConnectionClosed) and error.code == 4004):
         return AuthFailed(PLATFORM, f"{action}: the bot token is wrong or was reset; copy it again from the Bot page", code=401)
     if isinstance(error, discord.HTTPException):
-        status, where = error.status, f"{action}: {redact(error.text or str(error))}"
-        if status == 401:
-            return AuthFailed(PLATFORM, f"{where}: the bot token is wrong or was reset", code=status)
-        if status in (403, 404):
-            return NotFound(PLATFORM, where, code=status)
-        if status >= 500:
-            return PeerUnavailable(PLATFORM, where, code=status)
-        return BadRequest(PLATFORM, where, code=status)
+        where = f"{action}: {redact(error.text or str(error))}"
+        kind = status_kind(error.status) or ErrorKind.BAD_REQUEST  # the kit's one meaning per status (403: that chat only)
+        if kind is ErrorKind.AUTH_FAILED:
+            where += ": the bot token is wrong or was reset"
+        return error_for(kind, PLATFORM, where, code=error.status)
     if (why := why_unreachable(error)) is not None:
         return PeerUnreachable(PLATFORM, origin(endpoint) if endpoint else "Discord", why,
                                check="the network, or api_base and gateway_url", action=action)
