@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import ClassVar
 
 import discord
+import httpx
 from discord import app_commands
 
+from channels._kit.media import download
 from channels.base import Channel, ChannelContext
 from channels.discord.catchup import CURSOR, Cursors, missed
 from channels.discord.config import DiscordConfig
@@ -44,9 +48,9 @@ from channels.discord.decode import command_text, decode_interaction, decode_mes
 from channels.discord.encode import nonce_for, outgoing
 from channels.discord.probe import check_settings, probe_application
 from channels.discord.transport import PLATFORM, call, new_client, translate
-from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
-from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
 
@@ -75,7 +79,6 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Cursors as they stood when the session was lost: live messages do not move these until caught up."""
         self._in_order = asyncio.Lock()
         """One message stored at a time, in dispatch order, so a cursor never passes one still being stored."""
-        """Why an event could not be stored: the run ends with it, and no cursor moves past it meanwhile."""
 
     @property
     def me(self) -> str:
@@ -257,6 +260,15 @@ class DiscordChannel(Channel[DiscordConfig]):
             log.warning("discord interaction not deferred account=%s interaction=%s reason=%s",
                         self.account, interaction.id, error)
 
+    @asynccontextmanager
+    async def fetch_media(self, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:
+        """An attachment by the CDN URL its message carries, after the ack: the URL is signed by Discord
+        (``ex``/``is``/``hm``), so no token goes with it; the kit streams it and stops at the limit.  A client
+        of its own per file: files are few, and a run that ends (closing the bot's client) leaves it be."""
+        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False) as http, download(
+                http, ref.locator, limit=limit, platform=PLATFORM, declared_type=ref.mime_type, name=ref.name) as stream:
+            yield stream
+
     # ------------------------------------------------------------------ outbound
 
     def _where(self, target: Address) -> int:
@@ -264,7 +276,7 @@ class DiscordChannel(Channel[DiscordConfig]):
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         client = await self._ready()
-        out = outgoing(part, max_bytes=self.capabilities().media_max_bytes)
+        out = outgoing(part)
         token = interaction_token(referrer, datetime.now(UTC))
         if token is not None:
             sent = await call("followup", self._hook(client, token).send(wait=True, **out.send_kwargs()))
