@@ -18,7 +18,7 @@ again once the session is back.
 Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
 same connection.  Each is made durable first, then deferred (Discord wants an
 answer within 3 s; accepting takes milliseconds), and answered by follow-up
-through the interaction's webhook while its token lives (15 min); after that
+through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min); after that
 the answer goes to the channel as a plain message.
 
 Outbound: a part is a message in the channel (or the thread) that replies to
@@ -55,8 +55,6 @@ from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
 
 log = logging.getLogger(__name__)
-TOKEN_LIFETIME_S = 900.0
-"""An interaction token answers follow-ups for 15 minutes (platform-facts D4)."""
 BEAT_S = 5.0
 FOLLOWUPS_KEPT = 500
 
@@ -79,6 +77,11 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Cursors as they stood when the session was lost: live messages do not move these until caught up."""
         self._in_order = asyncio.Lock()
         """One message stored at a time, in dispatch order, so a cursor never passes one still being stored."""
+
+    @property
+    def token_lifetime_s(self) -> float:
+        """How long an interaction token answers follow-ups (platforms.toml; 15 min)."""
+        return self.capabilities().reply_token_lifetime_s or 0.0
 
     @property
     def me(self) -> str:
@@ -250,7 +253,7 @@ class DiscordChannel(Channel[DiscordConfig]):
             log.warning("discord slash commands not registered account=%s reason=%s", self.account, error)
 
     async def _command(self, interaction: discord.Interaction, text: str) -> None:
-        inbound = decode_interaction(interaction, text, account=self.account, token_lifetime_s=TOKEN_LIFETIME_S)
+        inbound = decode_interaction(interaction, text, account=self.account, token_lifetime_s=self.token_lifetime_s)
         assert self._client is not None
         if not await self._accept(inbound, self._heartbeat):
             return  # not deferred: Discord shows the learner that the command failed
