@@ -22,7 +22,8 @@ through the interaction's webhook while its token lives (``reply_token_lifetime_
 the answer goes to the channel as a plain message.
 
 Outbound: a part is a message in the channel (or the thread) that replies to
-the learner's message; streaming edits it in place, no faster than the
+the learner's message; a long answer to a channel message continues in a thread
+(channels/discord/threads.py); streaming edits it in place, no faster than the
 declared ``min_edit_interval``.  Sends carry a nonce Discord deduplicates.
 Rate limits belong to the outbound path's pacer: see channels/discord/transport.py.
 """
@@ -47,6 +48,7 @@ from channels.discord.config import DiscordConfig
 from channels.discord.decode import command_text, decode_interaction, decode_message, interaction_token
 from channels.discord.encode import nonce_for, outgoing
 from channels.discord.probe import check_settings, probe_application
+from channels.discord.threads import continuation
 from channels.discord.transport import PLATFORM, call, new_client, translate
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
@@ -285,7 +287,8 @@ class DiscordChannel(Channel[DiscordConfig]):
             sent = await call("followup", self._hook(client, token).send(wait=True, **out.send_kwargs()))
             self._remember(str(sent.id), token)
             return SentMessage(message=MessageId(str(sent.id)))
-        where = client.get_partial_messageable(self._where(target))
+        thread = await continuation(client, target, part, referrer, self.settings.long_answer_thread)
+        where = client.get_partial_messageable(thread or self._where(target))
         reference = None
         if part.index == 0 and referrer.message:
             reference = discord.MessageReference(message_id=int(referrer.message), channel_id=where.id, fail_if_not_exists=False)

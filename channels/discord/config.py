@@ -17,6 +17,8 @@ class DiscordConfig(AccountConfig):
     bot still reads DMs, messages that mention it and replies to it, but not other guild chatter."""
     slash_commands: bool = True
     """Register ``/ask``, ``/stop`` and ``/link`` for the application when the account starts."""
+    long_answer_thread: str | None = Field(default="The whole answer", min_length=1, max_length=100)
+    """The name of the thread a long answer to a server channel's message continues in; null keeps it in the channel."""
     api_base: str = DISCORD_API
     """Discord's REST base; a test peer or a proxy sets its own.  One per process (discord.py keeps it per class)."""
     gateway_url: str = DISCORD_GATEWAY

@@ -19,7 +19,8 @@ REST (``/api/v10``): ``users/@me``, ``oauth2/applications/@me`` (with ``flags``)
 ``channels/{id}/messages`` POST (JSON or multipart ``payload_json`` + ``files[n]``,
 ``nonce`` + ``enforce_nonce`` deduplicated per author), GET (``around``/``before``/``after``,
 ``limit`` 1-100 default 50, newest first) and PATCH, ``typing``, threads
-from a message, DM channel creation, interaction callbacks (type 5 defers: a
+from a message (the thread takes the message's id, THREAD_CREATE is dispatched, a second
+start is 400 with code 160004), DM channel creation, interaction callbacks (type 5 defers: a
 placeholder the first follow-up fills) and follow-up webhooks, command
 registration.  ``/attachments/{id}/{name}`` plays the CDN: it serves what users
 attached and what the bot uploaded (404 for anything else).  Every answer carries ``X-RateLimit-Limit/Remaining/Reset-After/Bucket``
@@ -54,6 +55,7 @@ FLAG_MESSAGE_CONTENT, FLAG_MESSAGE_CONTENT_LIMITED = 1 << 18, 1 << 19
 TEXT, DM, PUBLIC_THREAD = 0, 1, 11
 ATTACHMENT_LIMIT = 10 * 1024 * 1024
 LOADING = 1 << 7
+HAS_THREAD = 1 << 5
 """Message flag of a deferred interaction's "is thinking..." placeholder."""
 
 _ids = itertools.count(1)
@@ -86,6 +88,8 @@ class Fault:
     status: int
     retry_after: float = 1.0
     is_global: bool = False
+    route: str = ""
+    """Only a request whose route ends so takes this fault (``threads``); empty: the next POST or PATCH."""
 
 
 class DiscordPeer:
@@ -115,6 +119,8 @@ class DiscordPeer:
         self.deferred: dict[str, dict] = {}
         """interaction token -> the placeholder message its first follow-up fills."""
         self.interactions: dict[str, dict] = {}
+        self.threads_started: list[str] = []
+        """The message ids threads were started from (Start Thread from Message), in order."""
         self._buckets: dict[str, tuple[float, int]] = {}
         self._nonces: dict[tuple[str, str], dict] = {}
         self.files: dict[str, tuple[bytes, str]] = {}
@@ -165,13 +171,16 @@ class DiscordPeer:
                               "last_message_id": None}
         return cid
 
-    async def open_thread(self, name: str = "Homework", *, parent: str | None = None) -> str:
-        tid = snowflake()
+    async def open_thread(self, name: str = "Homework", *, parent: str | None = None, tid: str | None = None,
+                          announce: bool = True) -> str:
+        """A public thread (``tid``: started from that message); THREAD_CREATE tells the bot unless not ``announce``."""
+        tid = tid or snowflake()
         self.channels[tid] = {"id": tid, "type": PUBLIC_THREAD, "guild_id": self.guild_id, "parent_id": parent or self.channel_id,
                               "name": name, "owner_id": self.app_id, "message_count": 0, "member_count": 1,
                               "thread_metadata": {"archived": False, "auto_archive_duration": 1440,
                                                   "archive_timestamp": now_iso(), "locked": False}}
-        await self.dispatch("THREAD_CREATE", {**self.channels[tid], "newly_created": True})
+        if announce:
+            await self.dispatch("THREAD_CREATE", {**self.channels[tid], "newly_created": True})
         return tid
 
     async def new_channel(self, name: str = "class") -> str:
@@ -256,8 +265,8 @@ class DiscordPeer:
 
     # ------------------------------------------------------------------ control: faults
 
-    def fail_next(self, status: int, *, retry_after: float = 1.0, is_global: bool = False) -> None:
-        self.faults.append(Fault(status, retry_after, is_global))
+    def fail_next(self, status: int, *, retry_after: float = 1.0, is_global: bool = False, route: str = "") -> None:
+        self.faults.append(Fault(status, retry_after, is_global, route))
 
     def rate_limited(self) -> int:
         return sum(1 for r in self.requests if r["status"] == 429)
@@ -436,8 +445,9 @@ class DiscordPeer:
             record["status"] = 401
             return self._json({"message": "401: Unauthorized", "code": 0}, 401)
         key = f"{request.method} {route} {channel or ''}"
-        if self.faults and request.method in ("POST", "PATCH") and parts[0] in ("channels", "webhooks") and parts[-1] != "typing":
-            fault = self.faults.popleft()
+        fault = next((f for f in self.faults if route.endswith(f.route)), None)
+        if fault and request.method in ("POST", "PATCH") and parts[0] in ("channels", "webhooks") and parts[-1] != "typing":
+            self.faults.remove(fault)
             record["status"] = fault.status
             if fault.status == 429:
                 return self._too_many(record, fault.retry_after, fault.is_global)
@@ -537,11 +547,24 @@ class DiscordPeer:
             payload, _ = await self._payload(request)
             return self._edit(cid, parts[3], payload)
         if len(parts) == 5 and parts[4] == "threads" and method == "POST":
-            body = await request.json()
-            tid = await self.open_thread(body.get("name", "thread"), parent=cid)
-            self.channels[tid]["id"] = tid
-            return 201, self.channels[tid]
+            return await self._start_thread(cid, parts[3], await request.json())
         return 404, {"message": "404: Not Found", "code": 0}
+
+    async def _start_thread(self, cid: str, mid: str, body: dict) -> tuple[int, Any]:
+        """Start Thread from Message: the thread takes the message's id; a second start is 400/160004."""
+        message = next((m for m in self.messages[cid] if m["id"] == mid), None)
+        if message is None:
+            return 404, {"message": "Unknown Message", "code": 10008}
+        if mid in self.channels:
+            return 400, {"message": "A thread has already been created for this message", "code": 160004}
+        name = body.get("name") or ""
+        if not 1 <= len(name) <= 100 or body.get("auto_archive_duration", 1440) not in (60, 1440, 4320, 10080):
+            return 400, {"message": "Invalid Form Body", "code": 50035}
+        self.threads_started.append(mid)
+        await self.open_thread(name, parent=cid, tid=mid)
+        message["flags"] |= HAS_THREAD
+        message["thread"] = self.channels[mid]
+        return 201, self.channels[mid]
 
     def _history(self, cid: str, query: Any) -> tuple[int, Any]:
         """Get Channel Messages: at most ``limit`` (1-100, default 50) of ``around``/``before``/``after`` (one of them),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from channels.discord.channel import DiscordChannel
+from gateway.core.capabilities import TextUnit
 from gateway.core.messages import Attachment, Media, Quote
 from gateway.core.probes import Gravity
 from gateway.pipeline.lanes import NOTHING_TO_STOP
-from tests.contract.harness import eventually
+from tests.contract.discord_harness import seen_from
+from tests.contract.harness import eventually, units
 
 # --------------------------------------------------------------------------- the session
 
@@ -300,3 +302,81 @@ async def test_a_file_in_the_answer_is_uploaded_and_one_over_the_limit_becomes_i
     assert [(a["filename"], a["size"]) for a in upload["attachments"]] == [("sheet.txt", sheet.stat().st_size)]
     assert len(shown) == 2  # the oversized file was never posted: Discord would have answered 413
     assert all(r["status"] != 413 for r in rig.peer.requests)
+
+
+# --------------------------------------------------------------------------- a long answer opens a thread
+
+LONG = " ".join(f"Step {i}: carry the one and write the next digit down." for i in range(90))  # about 5,000 characters
+
+
+async def test_a_long_answer_to_a_channel_mention_continues_in_a_thread_started_from_the_learners_message(open_rig):
+    rig = await open_rig()
+    rig.responder.answer = lambda turn: LONG
+    room = await rig.peer.new_channel()
+    asked = await rig.peer.say("explain long addition", channel=room, mention=True)
+    continued = await rig.replies(asked["id"], 2, what="the rest of the answer in the thread")  # the thread has its id
+    await rig.quiet()
+    [first] = [seen_from(m) for m in rig.peer.seen(room)]
+    assert first.reply_to == asked["id"]  # the first part answers the learner where they asked
+    assert rig.peer.threads_started == [asked["id"]]
+    thread = rig.peer.channels[asked["id"]]
+    assert thread["parent_id"] == room and thread["name"] == "The whole answer"
+    assert " ".join([first.text, *(c.text for c in continued)]).split() == LONG.split()
+    assert all(units(c.text, TextUnit.UTF16) <= 2000 for c in [first, *continued])
+    assert len(rig.responder.turns) == 1
+
+
+async def test_a_short_answer_a_dm_and_an_answer_inside_a_thread_open_no_thread(open_rig):
+    rig = await open_rig()
+    room = await rig.peer.new_channel()
+    short = await rig.peer.say("what is 2 + 2?", channel=room, mention=True)
+    await rig.replies(room, 1)
+    rig.responder.answer = lambda turn: LONG
+    dm = await rig.peer.say("explain it at length")
+    dm_parts = await rig.replies(dm["channel_id"], 3)
+    thread = await rig.peer.open_thread("Homework", parent=room)
+    await rig.peer.say("and here, at length", channel=thread, mention=True)
+    thread_parts = await rig.replies(thread, 3)
+    await rig.quiet()
+    assert rig.peer.threads_started == [] and short["id"] not in rig.peer.channels
+    assert len(dm_parts) == len(thread_parts) == 3 and len(rig.peer.seen(room)) == 1
+
+
+async def test_a_retried_thread_start_finds_the_thread_it_opened_and_no_second_one(open_rig):
+    """The start's answer is lost (504 after Discord made the thread): the retry is told 160004 and uses it."""
+    rig = await open_rig()
+    rig.responder.answer = lambda turn: LONG
+    rig.peer.fail_next(504, route="threads")
+    room = await rig.peer.new_channel()
+    asked = await rig.peer.say("explain long addition", channel=room, mention=True)
+    continued = await rig.replies(asked["id"], 2, what="the rest of the answer in the thread")
+    await rig.quiet()
+    starts = [r["status"] for r in rig.peer.requests if r["route"].endswith("/threads")]
+    assert starts[0] == 504 and rig.peer.threads_started == [asked["id"]]
+    assert len(rig.peer.seen(room)) == 1 and len(continued) == 2
+    assert " ".join(c.text for c in [seen_from(rig.peer.seen(room)[0]), *continued]).split() == LONG.split()
+
+
+async def test_an_existing_thread_from_the_learners_message_is_used_when_discord_says_so(open_rig):
+    """A thread started from the message before (a run that crashed, another program): 400/160004, then posted there."""
+    rig = await open_rig(long_answer_thread="Long answers")
+    rig.responder.answer = lambda turn: LONG
+    room = await rig.peer.new_channel()
+    asked = rig.peer.post_offline("explain long addition", channel=room, mention=True)
+    await rig.peer.open_thread("Started elsewhere", parent=room, tid=asked["id"], announce=False)  # unknown to discord.py
+    await rig.peer.redeliver(asked)
+    await rig.replies(asked["id"], 2, what="the rest of the answer in the existing thread")
+    await rig.quiet()
+    starts = [r["status"] for r in rig.peer.requests if r["route"].endswith("/threads")]
+    assert starts[0] == 400 and rig.peer.threads_started == []  # 160004: it is there
+    assert rig.peer.channels[asked["id"]]["name"] == "Started elsewhere" and len(rig.peer.seen(room)) == 1
+
+
+async def test_without_a_thread_name_a_long_answer_stays_in_the_channel(open_rig):
+    rig = await open_rig(long_answer_thread=None)
+    rig.responder.answer = lambda turn: LONG
+    room = await rig.peer.new_channel()
+    await rig.peer.say("explain long addition", channel=room, mention=True)
+    assert len(await rig.replies(room, 3)) == 3
+    await rig.quiet()
+    assert rig.peer.threads_started == []
