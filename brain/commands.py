@@ -26,7 +26,7 @@ from contextlib import nullcontext
 from brain.locks import KeyedLocks
 from brain.memory.controls import MemoryControls
 from brain.memory.people import CODE_TTL_S, FORGET_TTL_S
-from brain.memory.scopes import Session, identity_of
+from brain.memory.scopes import Session, identity_of, person_lock_key
 from brain.session_log import CommandRan, SessionLog
 from gateway.core.messages import ConversationKind, InboundMessage
 from gateway.core.turns import Turn
@@ -104,7 +104,7 @@ class Commands:
         if owner is None:
             return BAD_CODE, "bad code"
         # The code's person may be mid-turn on another chat app, and their log is about to be rewritten.
-        other = locks.hold(f"person:{owner}", timeout=LINK_WAIT_S) if owner != session.person else nullcontext()
+        other = locks.hold(person_lock_key(owner), timeout=LINK_WAIT_S) if owner != session.person else nullcontext()
         try:
             async with other:
                 linked = await self.controls.redeem(session, code)

@@ -133,6 +133,7 @@ class Brain:
         settings: BrainSettings = BrainSettings(),
         memory: TurnMemory | None = None,
         commands: Commands | None = None,
+        locks: KeyedLocks | None = None,
     ) -> None:
         self.persona_for = persona_for
         self.model = model
@@ -144,8 +145,9 @@ class Brain:
         self.settings = settings
         self.memory = memory
         self.commands = commands
-        self.locks = KeyedLocks()
-        """One turn at a time per person (per group in groups); ``/link`` also takes the other person's."""
+        self.locks = locks if locks is not None else KeyedLocks()
+        """One turn at a time per person (per group in groups); ``/link`` also takes the other person's, and
+        a teacher's edit of a learner (``brain.memory.guarded``, handed the same instance) waits on it."""
 
     async def respond(self, turn: Turn) -> AsyncIterator[RuntimeEvent]:
         session = await self.memory.session(turn) if self.memory is not None else None

@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from brain.health import ModelHealth
 from brain.tools.services import ScheduleResult
@@ -49,6 +50,9 @@ from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
 from gateway.takeover import TeacherDesk
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from brain.factory import BuiltBrain
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +130,17 @@ class Gateway:
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
         given = responder or responder_from_env()
-        self.own_brain = given is None
+        self.brain: BuiltBrain | None = None
+        """The gateway's own brain and its parts (the teachers' memory controls, the knowledge service),
+        closed by :meth:`stop`; None with a plugged-in responder, whose memory is not the brain's."""
+        self.responder: Responder
+        if given is None:
+            self.brain = self._build_brain()
+            self.responder = self.brain.responder
+        else:
+            self.responder = given
+        self.own_brain = self.brain is not None
         """True when the gateway built its brain (and so may call a model); False with a plugged-in responder."""
-        self.responder: Responder = given or self._build_brain()
         self.blobs: BlobStore = LocalBlobs(config.data_dir / "blobs")
         """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
         media = MediaFetch(self.store, self.blobs, self.channel, timeout_s=config.pipeline.media_fetch_timeout_s)
@@ -164,7 +176,7 @@ class Gateway:
         return partner.model_copy(update={"mid_turn": partner.mid_turn or persona.policies.mid_turn,
                                           "greeting": partner.greeting or persona.greeting})
 
-    def _build_brain(self) -> Responder:
+    def _build_brain(self) -> BuiltBrain:
         """The brain, with the two services only the gateway can give it: reminders and the teacher desk."""
         from brain.factory import build_brain
 
@@ -321,6 +333,11 @@ class Gateway:
                 await channel.close()
             except Exception:
                 log.exception("channel close failed platform=%s account=%s", channel.name, channel.account)
+        if self.brain is not None:
+            try:
+                await self.brain.close()
+            except Exception:
+                log.exception("closing the brain failed")
         await self.store.close()
         if self._data_lock is not None:
             datadir.release(self._data_lock)
