@@ -163,8 +163,8 @@ class Gateway:
         return self._outlets.get((channel, account))
 
     def _with_persona_defaults(self, partner: PartnerConfig) -> PartnerConfig:
-        """Fill what the partner leaves to its persona: the mid-turn policy and the greeting."""
-        if partner.mid_turn is not None and partner.greeting:
+        """Fill what the partner leaves to its persona: the mid-turn policy, the greeting and the languages."""
+        if partner.mid_turn is not None and partner.greeting and partner.languages:
             return partner
         from personas.loader import load_persona, persona_dirs
 
@@ -174,7 +174,8 @@ class Gateway:
             log.error("persona does not load partner=%s error=%s", partner.id, error)
             return partner.model_copy(update={"mid_turn": partner.mid_turn or MidTurn.QUEUE})
         return partner.model_copy(update={"mid_turn": partner.mid_turn or persona.policies.mid_turn,
-                                          "greeting": partner.greeting or persona.greeting})
+                                          "greeting": partner.greeting or persona.greeting,
+                                          "languages": partner.languages or persona.languages})
 
     def _build_brain(self) -> BuiltBrain:
         """The brain, with the two services only the gateway can give it: reminders and the teacher desk."""

@@ -142,7 +142,8 @@ class RefusalNotice(_Model):
     """What a refused sender sees: a short notice at most every ``min_interval_s``, or nothing."""
 
     notify: bool = True
-    text: str = "Sorry, I can't answer here. Ask the teacher who runs me for access."
+    text: str = ""
+    """The teacher's own words, sent as written; empty sends the catalogue's refusal in the partner's language."""
     min_interval_s: float = 3600.0
 
 
@@ -274,6 +275,9 @@ class PartnerConfig(_Model):
     """None takes the persona's policy (``policies.mid_turn``)."""
     model: ModelSettings | None = None
     """Overrides the persona's model for this partner (several partners may share a persona)."""
+    languages: tuple[str, ...] = ()
+    """The languages the partner speaks, first the main one; empty takes the persona's ``languages``.
+    They choose the language of the gateway's own notices (:func:`gateway.core.phrases.language_for`)."""
     tool_rules: tuple[ToolRule, ...] = ()
     """Context rules that take tools away from this partner's set; they never add one."""
 

@@ -48,6 +48,7 @@ from gateway.core.messages import (
     StreamHandle,
     plain_text,
 )
+from gateway.core.phrases import ENGLISH, Phrase, say
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.pipeline.budget import fit_budget, within_size
@@ -59,7 +60,7 @@ from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)
 
-APOLOGY = "Sorry, something went wrong on my side while answering. Please send your message again."
+APOLOGY = say(Phrase.DELIVERY_APOLOGY, ENGLISH)
 """What a learner gets instead of an answer with nothing in it (an empty or failed turn)."""
 
 
