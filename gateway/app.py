@@ -135,7 +135,7 @@ class Gateway:
         self.lanes = Lanes(self.store, self.outbox, self.delivery, self.responder, config.pipeline, self._outlet, media)
         self.dispatcher = Dispatcher(self.store, self.outbox, self.metrics, self.router, self.lanes, self._policy,
                                      self.teacher, self._authenticates)
-        self.store_watch = StoreWatch(self.store, self.dispatcher, self.lanes, self._runs, self.metrics)
+        self.store_watch = StoreWatch(self.store, self.outbox, self.dispatcher, self.lanes, self._runs, self.metrics)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -271,7 +271,7 @@ class Gateway:
 
     async def _recover(self) -> None:
         """Resume what a previous run left: unsent replies first, then unanswered messages."""
-        replies, pending = await resume(self.store, self.dispatcher, self.lanes, self._runs)
+        replies, pending = await resume(self.store, self.outbox, self.dispatcher, self.lanes, self._runs)
         if replies or pending:
             log.info("recovered replies=%d pending_messages=%d", replies, pending)
 
