@@ -1,8 +1,9 @@
 """Builds the brain for a gateway configuration: personas, notes, tools, model, log, memory.
 
-The gateway's composition root calls :func:`build_brain` and hands in the two
+The gateway's composition root calls :func:`build_brain` and hands in the
 services only the gateway can provide (reminders go through its outbox, teacher
-takeovers through its pipeline), and the model health record it reports from;
+takeovers through its pipeline, a forgotten learner's files are in its blob
+store), and the model health record it reports from;
 everything else is the brain's own.
 """
 
@@ -18,7 +19,7 @@ from brain.knowledge.service import KnowledgeService
 from brain.loop import Brain
 from brain.memory import MEMORY_FILE
 from brain.memory.consolidate import Consolidator
-from brain.memory.controls import MemoryControls
+from brain.memory.controls import MemoryControls, SentFiles
 from brain.memory.service import MemoryService
 from brain.memory.store import MemoryStore
 from brain.model import LitellmClient, ModelQuirks
@@ -32,8 +33,10 @@ from gateway.core.config import Config
 from personas.loader import load_persona, persona_dirs
 
 
-def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff, health: ModelHealth | None = None) -> Brain:
-    """``health`` hears how every partner's model calls go (the gateway's ``/status`` and metrics read it)."""
+def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff, health: ModelHealth | None = None,
+                files: SentFiles | None = None) -> Brain:
+    """``health`` hears how every partner's model calls go (the gateway's ``/status`` and metrics read it);
+    ``files`` erases what a learner sent when they ``/forget`` (the gateway's blob store)."""
     search = persona_dirs(config)
     persona_for = partial(load_persona, search=search)
     index = NotesIndex(config.data_dir / "notes-index.db")
@@ -65,5 +68,5 @@ def build_brain(config: Config, *, scheduler: Scheduler, handoff: Handoff, healt
         usage=usage,
         fallback=NotesResponder(search, index=index, knowledge=knowledge),
         memory=memory,
-        commands=Commands(MemoryControls(store, log_, usage), log_),
+        commands=Commands(MemoryControls(store, log_, usage, files=files), log_),
     )

@@ -24,6 +24,7 @@ from brain.tools.services import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.blob_gc import BlobCollector
 from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
@@ -123,14 +124,17 @@ class Gateway:
         self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall)
         self.reminders = ReminderDesk(self.store, self._capabilities)
         self.teacher = TeacherDesk(self.store, self.router, self.outbox)
+        blobs = LocalBlobs(config.data_dir / "blobs")
+        self.blobs: BlobStore = blobs
+        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
+        self.blob_gc = BlobCollector(self.store, blobs, config.pipeline.blob_retention_s)
+        """Removes files no stored message needs any more, and a forgotten learner's at once (lent to the brain)."""
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
         given = responder or responder_from_env()
         self.own_brain = given is None
         """True when the gateway built its brain (and so may call a model); False with a plugged-in responder."""
         self.responder: Responder = given or self._build_brain()
-        self.blobs: BlobStore = LocalBlobs(config.data_dir / "blobs")
-        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
         media = MediaFetch(self.store, self.blobs, self.channel, timeout_s=config.pipeline.media_fetch_timeout_s)
         self.lanes = Lanes(self.store, self.outbox, self.delivery, self.responder, config.pipeline, self._outlet, media)
         self.dispatcher = Dispatcher(self.store, self.outbox, self.metrics, self.router, self.lanes, self._policy,
@@ -169,7 +173,7 @@ class Gateway:
         from brain.factory import build_brain
 
         return build_brain(self.config, scheduler=_ReportedReminders(self.reminders, self.teacher), handoff=self.teacher,
-                           health=self.model_health)
+                           health=self.model_health, files=self.blob_gc)
 
     def _count_model_error(self, partner: str, kind: str) -> None:
         self.metrics.model_errors.labels(partner, kind).inc()
@@ -293,6 +297,7 @@ class Gateway:
                     since_prune = 0.0
                     removed = await self.store.prune()
                     log.info("store pruned rows=%d", removed)
+                    await self.blob_gc.collect()  # after the prune: files only pruned rows referred to age out
             except asyncio.CancelledError:
                 raise
             except Exception:
