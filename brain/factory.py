@@ -1,9 +1,9 @@
 """The brain's one composition root: personas, notes, tools, model, log, memory -- and what teachers reach.
 
 :func:`build_brain` builds the brain for a gateway configuration.  The gateway
-hands in the two services only it can provide (reminders go through its
-outbox, teacher takeovers through its pipeline) and the model health record it
-reports from; everything else is the brain's own.  It returns a
+hands in the services only it can provide (reminders go through its outbox,
+teacher takeovers through its pipeline, a forgotten learner's files are in its
+blob store) and the model health record it reports from; everything else is the brain's own.  It returns a
 :class:`BuiltBrain`: the responder, the teachers' memory controls (sharing the
 turns' per-person locks, so an edit of a learner waits for that learner's
 turn), the knowledge service, and ``close()``, which the gateway calls on
@@ -29,7 +29,7 @@ from brain.locks import KeyedLocks
 from brain.loop import Brain
 from brain.memory import MEMORY_FILE
 from brain.memory.consolidate import Consolidator
-from brain.memory.controls import MemoryControls
+from brain.memory.controls import MemoryControls, SentFiles
 from brain.memory.guarded import GuardedControls
 from brain.memory.service import MemoryService
 from brain.memory.store import MemoryStore
@@ -106,8 +106,8 @@ def _open_files(config: Config) -> BrainFiles:
     )
 
 
-def _guarded(files: BrainFiles, locks: KeyedLocks) -> GuardedControls:
-    return GuardedControls(MemoryControls(files.memory, files.log, files.usage), locks)
+def _guarded(files: BrainFiles, locks: KeyedLocks, sent: SentFiles | None = None) -> GuardedControls:
+    return GuardedControls(MemoryControls(files.memory, files.log, files.usage, files=sent), locks)
 
 
 def build_controls(config: Config) -> BrainControls:
@@ -117,8 +117,9 @@ def build_controls(config: Config) -> BrainControls:
 
 
 def build_brain(config: Config, *, scheduler: Scheduler | None, handoff: Handoff | None,
-                health: ModelHealth | None = None) -> BuiltBrain:
-    """``health`` hears how every partner's model calls go (the gateway's ``/status`` and metrics read it).
+                health: ModelHealth | None = None, sent_files: SentFiles | None = None) -> BuiltBrain:
+    """``health`` hears how every partner's model calls go (the gateway's ``/status`` and metrics read it);
+    ``sent_files`` erases what a learner sent when they are forgotten (the gateway's blob store).
 
     Without a ``scheduler`` or ``handoff`` (a benchmark) those tools answer that the service is missing."""
     search = persona_dirs(config)
@@ -144,8 +145,8 @@ def build_brain(config: Config, *, scheduler: Scheduler | None, handoff: Handoff
         usage=files.usage,
         fallback=NotesResponder(search, index=files.notes, knowledge=files.knowledge),
         memory=memory,
-        commands=Commands(MemoryControls(files.memory, files.log, files.usage), files.log),
+        commands=Commands(MemoryControls(files.memory, files.log, files.usage, files=sent_files), files.log),
         locks=locks,
     )
-    return BuiltBrain(memory=_guarded(files, locks), knowledge=files.knowledge, files=files,
+    return BuiltBrain(memory=_guarded(files, locks, sent_files), knowledge=files.knowledge, files=files,
                       responder=brain, http=http, consolidator=consolidator)

@@ -25,6 +25,7 @@ from brain.tools.services import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.blob_gc import BlobCollector
 from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
@@ -127,6 +128,11 @@ class Gateway:
         self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall)
         self.reminders = ReminderDesk(self.store, self._capabilities)
         self.teacher = TeacherDesk(self.store, self.router, self.outbox)
+        blobs = LocalBlobs(config.data_dir / "blobs")
+        self.blobs: BlobStore = blobs
+        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
+        self.blob_gc = BlobCollector(self.store, blobs, config.pipeline.blob_retention_s)
+        """Removes files no stored message needs any more, and a forgotten learner's at once (lent to the brain)."""
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
         given = responder or responder_from_env()
@@ -141,13 +147,11 @@ class Gateway:
             self.responder = given
         self.own_brain = self.brain is not None
         """True when the gateway built its brain (and so may call a model); False with a plugged-in responder."""
-        self.blobs: BlobStore = LocalBlobs(config.data_dir / "blobs")
-        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
         media = MediaFetch(self.store, self.blobs, self.channel, timeout_s=config.pipeline.media_fetch_timeout_s)
         self.lanes = Lanes(self.store, self.outbox, self.delivery, self.responder, config.pipeline, self._outlet, media)
         self.dispatcher = Dispatcher(self.store, self.outbox, self.metrics, self.router, self.lanes, self._policy,
                                      self.teacher, self._authenticates)
-        self.store_watch = StoreWatch(self.store, self.dispatcher, self.lanes, self._runs, self.metrics)
+        self.store_watch = StoreWatch(self.store, self.outbox, self.dispatcher, self.lanes, self._runs, self.metrics)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -178,11 +182,11 @@ class Gateway:
                                           "languages": partner.languages or persona.languages})
 
     def _build_brain(self) -> BuiltBrain:
-        """The brain, with the two services only the gateway can give it: reminders and the teacher desk."""
+        """The brain, with the services only the gateway can give it: reminders, the teacher desk, the blob store's eraser."""
         from brain.factory import build_brain
 
         return build_brain(self.config, scheduler=_ReportedReminders(self.reminders, self.teacher), handoff=self.teacher,
-                           health=self.model_health)
+                           health=self.model_health, sent_files=self.blob_gc)
 
     def _count_model_error(self, partner: str, kind: str) -> None:
         self.metrics.model_errors.labels(partner, kind).inc()
@@ -284,7 +288,7 @@ class Gateway:
 
     async def _recover(self) -> None:
         """Resume what a previous run left: unsent replies first, then unanswered messages."""
-        replies, pending = await resume(self.store, self.dispatcher, self.lanes, self._runs)
+        replies, pending = await resume(self.store, self.outbox, self.dispatcher, self.lanes, self._runs)
         if replies or pending:
             log.info("recovered replies=%d pending_messages=%d", replies, pending)
 
@@ -306,6 +310,7 @@ class Gateway:
                     since_prune = 0.0
                     removed = await self.store.prune()
                     log.info("store pruned rows=%d", removed)
+                    await self.blob_gc.collect()  # after the prune: files only pruned rows referred to age out
             except asyncio.CancelledError:
                 raise
             except Exception:

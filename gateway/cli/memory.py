@@ -54,18 +54,20 @@ def _identity(text: str, hint: str) -> Identity:
 
 
 def _controlled(ctx: click.Context, partner_id: str, work: Callable[[GuardedControls, PartnerConfig], Coroutine[Any, Any, T]],
-                *, rewrites: bool = False) -> T:
+                *, rewrites: bool = False, files: bool = False) -> T:
     """Run ``work`` against the config's memory and session log, closing both afterwards.
 
     ``rewrites``: the work moves or erases a learner's data, so no gateway may be running on the
-    data directory (a turn in progress would finish writing under the old key)."""
+    data directory (a turn in progress would finish writing under the old key).  ``files``: the work
+    may erase files learners sent, so the gateway's store and blob folder are lent to the controls
+    (as the running gateway lends them to the brain)."""
     if rewrites:
         from gateway.datadir import DataDirBusy, exclusive
 
         config = config_of(ctx, resolve_secrets=False)
         try:
             with exclusive(config.data_dir):
-                return _controlled(ctx, partner_id, work)
+                return _controlled(ctx, partner_id, work, files=files)
         except DataDirBusy:
             raise click.ClickException(
                 f"a gateway is running on {config.data_dir}: stop it first, or let the learner use "
@@ -80,7 +82,7 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[GuardedCont
 
     async def run() -> T:
         try:
-            return await work(built.memory, partner)
+            return await (_with_files(config, built.memory, partner, work) if files else work(built.memory, partner))
         finally:
             await built.close()
 
@@ -88,6 +90,24 @@ def _controlled(ctx: click.Context, partner_id: str, work: Callable[[GuardedCont
         return asyncio.run(run())
     except TurnRunning as error:  # only this process's own callers hold its locks, so this is not expected
         raise click.ClickException(str(error)) from None
+
+
+async def _with_files(config: Config, controls: GuardedControls, partner: PartnerConfig,
+                      work: Callable[[GuardedControls, PartnerConfig], Coroutine[Any, Any, T]]) -> T:
+    from gateway.blob_gc import BlobCollector
+    from gateway.blobs import LocalBlobs
+    from gateway.store.sqlite import SqliteStore
+
+    if not config.database_path.exists():  # no gateway ever ran here: it received no files
+        return await work(controls, partner)
+    store = SqliteStore(config.database_path)
+    await store.open()
+    try:
+        controls.controls.files = BlobCollector(store, LocalBlobs(config.data_dir / "blobs"),
+                                                config.pipeline.blob_retention_s)
+        return await work(controls, partner)
+    finally:
+        await store.close()
 
 
 async def _person(controls: GuardedControls, partner: PartnerConfig, text: str) -> str:
@@ -294,5 +314,5 @@ def people_forget(ctx: click.Context, learner: str, partner_id: str, yes: bool) 
     async def work(controls: GuardedControls, partner: PartnerConfig) -> dict[str, int]:
         return await controls.forget(await _person(controls, partner, learner))
 
-    counts = _controlled(ctx, partner_id, work, rewrites=True)
+    counts = _controlled(ctx, partner_id, work, rewrites=True, files=True)
     click.echo("Erased " + ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in sorted(counts.items())) + ".")

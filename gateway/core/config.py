@@ -371,6 +371,10 @@ class PipelineConfig(_Model):
     shutdown_drain_s: float = Field(default=10.0, ge=0)
     media_fetch_timeout_s: float = Field(default=60.0, gt=0)
     """How long fetching one inbound file may take before the turn goes ahead with a note instead."""
+    blob_retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
+    """How long an inbound file is kept after it was last stored, once every message that carries it is
+    answered (``gateway.blob_gc``).  30 days by default: long past any turn that may still read it (one re-run
+    after an outage), short enough that learners' files do not pile up on the gateway's disk."""
 
 
 class Config(_Model):

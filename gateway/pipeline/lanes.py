@@ -127,12 +127,17 @@ class Lanes:
         lane.wake.set()
         self._ensure_running(lane)
 
-    def resume_delivery(self, key: str, target: Address) -> None:
+    def resume_delivery(self, key: str, target: Address) -> bool:
+        """Queue the ready reply ``key`` on its conversation's lane (the outbox's wake-up); False when it
+        already is queued or being delivered, or its channel does not run."""
+        if self.delivering(key):
+            return False
         lane = self._lane(target)
         if lane is None:
-            return
+            return False
         lane.deliveries.append(key)
         self._ensure_running(lane)
+        return True
 
     def _lane(self, address: Address) -> Lane | None:
         key = address.conversation_key
