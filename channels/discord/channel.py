@@ -18,7 +18,7 @@ again once the session is back.
 Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
 same connection.  Each is made durable first, then deferred (Discord wants an
 answer within 3 s; accepting takes milliseconds), and answered by follow-up
-through the interaction's webhook while its token lives (15 min); after that
+through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min); after that
 the answer goes to the channel as a plain message.
 
 Outbound: a part is a message in the channel (or the thread) that replies to
@@ -31,12 +31,16 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from typing import ClassVar
 
 import discord
+import httpx
 from discord import app_commands
 
+from channels._kit.media import download
 from channels.base import Channel, ChannelContext
 from channels.discord.catchup import CURSOR, Cursors, missed
 from channels.discord.config import DiscordConfig
@@ -44,15 +48,13 @@ from channels.discord.decode import command_text, decode_interaction, decode_mes
 from channels.discord.encode import nonce_for, outgoing
 from channels.discord.probe import check_settings, probe_application
 from channels.discord.transport import PLATFORM, call, new_client, translate
-from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
-from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
 
 log = logging.getLogger(__name__)
-TOKEN_LIFETIME_S = 900.0
-"""An interaction token answers follow-ups for 15 minutes (platform-facts D4)."""
 BEAT_S = 5.0
 FOLLOWUPS_KEPT = 500
 
@@ -75,7 +77,11 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Cursors as they stood when the session was lost: live messages do not move these until caught up."""
         self._in_order = asyncio.Lock()
         """One message stored at a time, in dispatch order, so a cursor never passes one still being stored."""
-        """Why an event could not be stored: the run ends with it, and no cursor moves past it meanwhile."""
+
+    @property
+    def token_lifetime_s(self) -> float:
+        """How long an interaction token answers follow-ups (platforms.toml; 15 min)."""
+        return self.capabilities().reply_token_lifetime_s or 0.0
 
     @property
     def me(self) -> str:
@@ -247,7 +253,7 @@ class DiscordChannel(Channel[DiscordConfig]):
             log.warning("discord slash commands not registered account=%s reason=%s", self.account, error)
 
     async def _command(self, interaction: discord.Interaction, text: str) -> None:
-        inbound = decode_interaction(interaction, text, account=self.account, token_lifetime_s=TOKEN_LIFETIME_S)
+        inbound = decode_interaction(interaction, text, account=self.account, token_lifetime_s=self.token_lifetime_s)
         assert self._client is not None
         if not await self._accept(inbound, self._heartbeat):
             return  # not deferred: Discord shows the learner that the command failed
@@ -257,6 +263,15 @@ class DiscordChannel(Channel[DiscordConfig]):
             log.warning("discord interaction not deferred account=%s interaction=%s reason=%s",
                         self.account, interaction.id, error)
 
+    @asynccontextmanager
+    async def fetch_media(self, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:
+        """An attachment by the CDN URL its message carries, after the ack: the URL is signed by Discord
+        (``ex``/``is``/``hm``), so no token goes with it; the kit streams it and stops at the limit.  A client
+        of its own per file: files are few, and a run that ends (closing the bot's client) leaves it be."""
+        async with httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0), trust_env=False) as http, download(
+                http, ref.locator, limit=limit, platform=PLATFORM, declared_type=ref.mime_type, name=ref.name) as stream:
+            yield stream
+
     # ------------------------------------------------------------------ outbound
 
     def _where(self, target: Address) -> int:
@@ -264,7 +279,7 @@ class DiscordChannel(Channel[DiscordConfig]):
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         client = await self._ready()
-        out = outgoing(part, max_bytes=self.capabilities().media_max_bytes)
+        out = outgoing(part)
         token = interaction_token(referrer, datetime.now(UTC))
         if token is not None:
             sent = await call("followup", self._hook(client, token).send(wait=True, **out.send_kwargs()))

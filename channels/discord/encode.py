@@ -2,8 +2,8 @@
 
 The renderer has already written Discord markdown within 2,000 UTF-16 units;
 this module only decides how each attachment travels.  A file on disk is
-uploaded (multipart ``files[n]``) after its size is checked against the
-declared limit; an image known only by URL is shown as an embed image; any
+uploaded (multipart ``files[n]``; the delivery's budget already moved one over
+``media_max_bytes`` into the text); an image known only by URL is shown as an embed image; any
 other URL-only attachment goes as its link on a line of its own.
 
 Mentions in the model's text never ping ``@everyone``, ``@here`` or roles: only
@@ -24,8 +24,7 @@ from dataclasses import dataclass, field
 
 import discord
 
-from gateway.core.errors import BadRequest
-from gateway.core.messages import Attachment, RenderedPart
+from gateway.core.messages import RenderedPart
 
 PLATFORM = "discord"
 MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True)
@@ -50,21 +49,12 @@ class Outgoing:
         return kwargs
 
 
-def _file(attachment: Attachment, max_bytes: int) -> discord.File:
-    assert attachment.path is not None
-    size = os.path.getsize(attachment.path)
-    if size > max_bytes:
-        raise BadRequest(PLATFORM, f"{attachment.name or 'the file'} is {size} bytes; Discord takes at most {max_bytes} "
-                         "per message from a bot", code=413)
-    return discord.File(attachment.path, filename=attachment.name or os.path.basename(attachment.path))
-
-
-def outgoing(part: RenderedPart, *, max_bytes: int) -> Outgoing:
+def outgoing(part: RenderedPart) -> Outgoing:
     out = Outgoing(content=part.text)
     links: list[str] = []
     for attachment in part.attachments:
-        if attachment.path:
-            out.files.append(_file(attachment, max_bytes))
+        if attachment.path:  # its size was checked against media_max_bytes by the delivery's budget, once
+            out.files.append(discord.File(attachment.path, filename=attachment.name or os.path.basename(attachment.path)))
         elif attachment.url and attachment.kind == "image" and len(out.embeds) < 10:
             out.embeds.append(discord.Embed().set_image(url=attachment.url))
         elif attachment.url:

@@ -138,6 +138,10 @@ class ChannelCapabilities(BaseModel):
     """How soon a webhook or stream frame must be answered before the platform retries it (Slack 3 s)."""
     signature_window_s: float | None = Field(default=None, gt=0)
     """How far a signed webhook's timestamp may be from now (Slack's 5 minutes); older is refused as stale."""
+    reply_token_lifetime_s: float | None = Field(default=None, gt=0)
+    """How long a token that answers one inbound event stays usable (Discord's interaction token: 15 min).
+    The channel answers through it while it lives and by an ordinary message afterwards, so it is the
+    channel's to read, not a window that closes the reply (that is ``reply_window_s``)."""
     redelivery_horizon_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: GroupAddressing = GroupAddressing.MENTION

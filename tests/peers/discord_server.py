@@ -21,7 +21,8 @@ REST (``/api/v10``): ``users/@me``, ``oauth2/applications/@me`` (with ``flags``)
 ``limit`` 1-100 default 50, newest first) and PATCH, ``typing``, threads
 from a message, DM channel creation, interaction callbacks (type 5 defers: a
 placeholder the first follow-up fills) and follow-up webhooks, command
-registration.  Every answer carries ``X-RateLimit-Limit/Remaining/Reset-After/Bucket``
+registration.  ``/attachments/{id}/{name}`` plays the CDN: it serves what users
+attached and what the bot uploaded (404 for anything else).  Every answer carries ``X-RateLimit-Limit/Remaining/Reset-After/Bucket``
 from a per-route, per-channel bucket; an exhausted bucket answers 429 with
 ``{retry_after, global}``, ``Retry-After``, ``X-RateLimit-Scope`` and ``Via`` (as
 Discord's edge does).  Every JSON answer is ``Content-Type: application/json``
@@ -116,6 +117,10 @@ class DiscordPeer:
         self.interactions: dict[str, dict] = {}
         self._buckets: dict[str, tuple[float, int]] = {}
         self._nonces: dict[tuple[str, str], dict] = {}
+        self.files: dict[str, tuple[bytes, str]] = {}
+        """CDN path (``{id}/{name}``) -> the bytes and content type it serves."""
+        self.downloads: list[str] = []
+        """Every CDN path asked for, served or not."""
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -124,6 +129,7 @@ class DiscordPeer:
     async def start(self, port: int = 0) -> DiscordPeer:
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/attachments/{path:.*}", self._cdn)
         app.router.add_route("*", "/api/v10/{path:.*}", self._rest)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
@@ -175,6 +181,25 @@ class DiscordPeer:
                               "permission_overwrites": []}
         await self.dispatch("CHANNEL_CREATE", self.channels[cid])
         return cid
+
+    def attachment(self, filename: str, data: bytes, content_type: str = "", *, size: int | None = None,
+                   served: bool = True) -> dict:
+        """An attachment object as Discord shows it, its bytes on the CDN (unless not ``served``: a 404);
+        ``size`` says what the message claims, which may differ from what the CDN serves."""
+        aid = snowflake()
+        if served:
+            self.files[f"{aid}/{filename}"] = (data, content_type)
+        return {"id": aid, "filename": filename, "size": len(data) if size is None else size,
+                "url": f"{self.url}/attachments/{aid}/{filename}?ex=0&is=0&hm=peer", "proxy_url": "",
+                "content_type": content_type}
+
+    async def _cdn(self, request: web.Request) -> web.StreamResponse:
+        path = request.match_info["path"]
+        self.downloads.append(path)
+        if path not in self.files:
+            return web.Response(status=404, text="Not Found")
+        data, kind = self.files[path]
+        return web.Response(body=data, headers={"Content-Type": kind or "application/octet-stream"})
 
     async def say_as_bot(self, text: str, *, channel: str) -> dict:
         """A message by the bot's own account (another program on the same token, or the bot's echo)."""
@@ -467,9 +492,8 @@ class DiscordPeer:
                 payload = json.loads(await part.text())  # type: ignore[union-attr]
             else:
                 data = await part.read()  # type: ignore[union-attr]
-                files.append({"id": snowflake(), "filename": part.filename, "size": len(data),  # type: ignore[union-attr]
-                              "url": f"{self.url}/attachments/{part.filename}", "proxy_url": "",
-                              "content_type": part.headers.get("Content-Type", "")})  # type: ignore[union-attr]
+                files.append(self.attachment(part.filename or "file", data,  # type: ignore[union-attr]
+                                             part.headers.get("Content-Type", "")))  # type: ignore[union-attr]
         return payload, files
 
     async def _handle(self, request: web.Request, parts: list[str]) -> tuple[int, Any]:

@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import pytest
-
 from channels.discord.channel import DiscordChannel
-from gateway.core.errors import BadRequest
-from gateway.core.messages import Attachment, Media, Quote, Referrer, RenderedPart
+from gateway.core.messages import Attachment, Media, Quote
 from gateway.core.probes import Gravity
 from gateway.pipeline.lanes import NOTHING_TO_STOP
 from tests.contract.harness import eventually
@@ -238,33 +235,68 @@ async def test_stop_and_link_commands_read_as_the_gateway_commands(open_rig):
 
 # --------------------------------------------------------------------------- attachments
 
+PICTURE = bytes(range(256)) * 16
 
-async def test_a_file_goes_out_as_an_upload_and_one_over_the_limit_is_refused(open_rig, tmp_path):
+
+def media_of(message) -> Media:
+    [media] = [e for e in message.elements if isinstance(e, Media)]
+    return media
+
+
+async def test_an_image_sent_in_a_dm_is_fetched_after_the_ack_and_the_model_sees_the_file(open_rig):
     rig = await open_rig()
-    said = await rig.peer.say("send me the worksheet")
-    await rig.replies(said["channel_id"], 1)
-    target = rig.responder.turns[0].messages[0].address
-    sheet = tmp_path / "sheet.txt"
-    sheet.write_text("1. 2 + 2 = ?\n")
-    part = RenderedPart(index=0, text="here it is", attachments=(Attachment(kind="file", path=str(sheet), name="sheet.txt"),))
-    await rig.channel.send(target, part, referrer=Referrer(), idempotency_key="sheet-1")
-    uploaded = rig.peer.seen(said["channel_id"])[-1]
-    assert uploaded["content"] == "here it is"
-    assert [(a["filename"], a["size"]) for a in uploaded["attachments"]] == [("sheet.txt", sheet.stat().st_size)]
-    big = tmp_path / "big.bin"
-    big.write_bytes(b"\0" * (DiscordChannel.capabilities().media_max_bytes + 1))
-    with pytest.raises(BadRequest, match="at most"):
-        await rig.channel.send(target, RenderedPart(index=0, text="", attachments=(Attachment(kind="file", path=str(big)),)),
-                               referrer=Referrer(), idempotency_key="big-1")
-
-
-async def test_an_attachment_in_is_carried_by_reference(open_rig):
-    rig = await open_rig()
-    picture = {"id": "1", "filename": "leaf.png", "size": 2048, "url": "https://cdn.example/leaf.png",
-               "proxy_url": "https://media.example/leaf.png", "content_type": "image/png"}
+    picture = rig.peer.attachment("leaf.png", PICTURE, "image/png")
     said = await rig.peer.say("what leaf is this?", attachments=(picture,))
     await rig.replies(said["channel_id"], 1)
     [message] = rig.responder.turns[0].messages
-    [media] = [e for e in message.elements if isinstance(e, Media)]
-    assert (media.kind, media.ref.locator, media.name, media.size) == ("image", picture["url"], "leaf.png", 2048)
-    assert media.url is None  # nothing was downloaded before the event was durable
+    media = media_of(message)
+    assert (media.kind, media.ref.locator, media.name) == ("image", picture["url"], "leaf.png")
+    assert media.blob is not None and not media.missing and media.mime_type == "image/png"
+    assert await rig.gateway.blobs.get(media.blob) == PICTURE  # the bytes the CDN served
+    assert rig.peer.downloads == [f"{picture['id']}/leaf.png"]
+    assert "what leaf is this?" in message.text
+
+
+async def test_an_attachment_the_cdn_no_longer_serves_reaches_the_model_as_a_note(open_rig):
+    rig = await open_rig()
+    gone = rig.peer.attachment("essay.pdf", b"%PDF-1.4", "application/pdf", served=False)
+    said = await rig.peer.say("please mark my essay", attachments=(gone,))
+    await rig.replies(said["channel_id"], 1)
+    [message] = rig.responder.turns[0].messages
+    media = media_of(message)
+    assert media.blob is None and "404" in (media.missing or "")
+    assert "the learner sent a file (essay.pdf) that could not be fetched" in message.text
+    assert rig.peer.downloads == [f"{gone['id']}/essay.pdf"]  # asked for once, after the message was stored
+
+
+async def test_an_attachment_over_the_limit_is_not_downloaded_and_the_model_reads_why(open_rig):
+    rig = await open_rig()
+    limit = DiscordChannel.capabilities().media_max_bytes
+    video = rig.peer.attachment("lesson.mp4", b"small here", "video/mp4", size=limit + 1)
+    liar = rig.peer.attachment("notes.txt", b"x" * (limit + 1), "text/plain", size=10)  # says 10 bytes, serves more
+    said = await rig.peer.say("two files", attachments=(video, liar))
+    await rig.replies(said["channel_id"], 1)
+    [message] = rig.responder.turns[0].messages
+    declared, served = (e for e in message.elements if isinstance(e, Media))
+    assert declared.blob is None and "too large" in (declared.missing or "")
+    assert served.blob is None and "too large" in (served.missing or "")
+    assert rig.peer.downloads == [f"{liar['id']}/notes.txt"]  # the declared size alone kept the video off the wire
+    assert "could not be fetched: too large" in message.text
+
+
+async def test_a_file_in_the_answer_is_uploaded_and_one_over_the_limit_becomes_its_name_in_the_text(open_rig, tmp_path):
+    rig = await open_rig()
+    sheet = tmp_path / "sheet.txt"
+    sheet.write_text("1. 2 + 2 = ?\n")
+    big = tmp_path / "big.bin"
+    big.write_bytes(b"\0" * (DiscordChannel.capabilities().media_max_bytes + 1))
+    rig.responder.attachments = (Attachment(kind="file", path=str(sheet), name="sheet.txt"),
+                                 Attachment(kind="file", path=str(big), name="big.bin"))
+    said = await rig.peer.say("send me the worksheet")
+    shown = await rig.replies(said["channel_id"], 2)
+    await rig.quiet()
+    text, upload = rig.peer.seen(said["channel_id"])
+    assert text["content"].startswith("echo: send me the worksheet") and "big.bin" in text["content"]
+    assert [(a["filename"], a["size"]) for a in upload["attachments"]] == [("sheet.txt", sheet.stat().st_size)]
+    assert len(shown) == 2  # the oversized file was never posted: Discord would have answered 413
+    assert all(r["status"] != 413 for r in rig.peer.requests)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from pydantic import SecretStr
 
+from channels.discord.channel import DiscordChannel
 from channels.discord.config import DiscordConfig
 from channels.discord.decode import INTERACTION, command_text, interaction_token
 from channels.discord.encode import nonce_for
@@ -57,8 +58,10 @@ def test_slash_commands_read_as_the_text_the_gateway_understands():
 
 
 def test_an_interaction_token_answers_until_it_expires():
+    lifetime = DiscordChannel.capabilities().reply_token_lifetime_s
+    assert lifetime == 15 * 60  # platforms.toml, from Discord's docs (D4)
     now = datetime.now(UTC)
-    referrer = Referrer(token=f"{INTERACTION}{int((now + timedelta(minutes=15)).timestamp())}:tok")
+    referrer = Referrer(token=f"{INTERACTION}{int((now + timedelta(seconds=lifetime)).timestamp())}:tok")
     assert interaction_token(referrer, now) == "tok"
     assert interaction_token(referrer, now + timedelta(minutes=16)) is None
     assert interaction_token(Referrer(token="someone"), now) is None
