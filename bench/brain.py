@@ -137,14 +137,14 @@ PARTNER = PartnerConfig(id="buddy", name="Study Buddy", persona="study-buddy", m
 """The partner every overhead turn is for: the shipped study-buddy persona on the instant model."""
 
 
-def instant_brain(workdir: Path, model: InstantModel) -> Brain:
+def instant_brain(workdir: Path, model: InstantModel) -> factory.BuiltBrain:
     """The brain exactly as the gateway builds it (``brain.factory.build_brain``), but on the instant model.
 
     Reminders and teacher hand-offs are the gateway's services; no round here calls them."""
     config = parse_config({"data_dir": str(workdir), "partners": [PARTNER.model_dump(mode="json")]})
     # The one model client the factory builds (for the loop, summaries, memory consolidation) is the instant one.
     with mock.patch.object(factory, "LitellmClient", lambda *_args, **_options: model):
-        return factory.build_brain(config, scheduler=None, handoff=None)  # type: ignore[arg-type]
+        return factory.build_brain(config, scheduler=None, handoff=None)
 
 
 def turn_in(conversation: str, number: int) -> Turn:
@@ -184,7 +184,8 @@ async def overhead(workdir: Path, turns: int, conversations: int, seed: int) -> 
     """Brain seconds per round, by row label; and how many other model calls (summaries, consolidations) ran."""
     rng = random.Random(seed)
     model = InstantModel()
-    brain = instant_brain(workdir, model)
+    built = instant_brain(workdir, model)
+    brain = built.responder
     for number in range(3):  # warm up: persona cache, notes index, SQLite files
         await run_turn(brain, model, turn_in("warm-up", number), [tool_round(rng, number), ("answer", answer_round())])
     by_kind: dict[str, list[float]] = {}
@@ -203,7 +204,7 @@ async def overhead(workdir: Path, turns: int, conversations: int, seed: int) -> 
                 by_position["first third"].append(seconds)
             elif position >= per_conversation * 2 / 3:
                 by_position["last third"].append(seconds)
-    brain.log.close()
+    await built.close()
     side = sum(call.side for call in model.calls)
     rows = {**by_kind, **{f"rounds, {k} of each conversation": v for k, v in by_position.items()}}
     return rows, side

@@ -26,34 +26,33 @@ from contextlib import nullcontext
 from brain.locks import KeyedLocks
 from brain.memory.controls import MemoryControls
 from brain.memory.people import CODE_TTL_S, FORGET_TTL_S
-from brain.memory.scopes import Session, identity_of
+from brain.memory.scopes import Session, identity_of, person_lock_key
 from brain.session_log import CommandRan, SessionLog
 from gateway.core.messages import ConversationKind, InboundMessage
+from gateway.core.phrases import Phrase, language_for, say, template
 from gateway.core.turns import Turn
 
 log = logging.getLogger(__name__)
+
+Said = tuple[Phrase, dict[str, object]]
+"""An answer still to be said: its phrase and fields; :meth:`Commands.run` says it in the learner's language."""
 
 NAMES = ("/link", "/unlink", "/forget", "/export")
 LINK_WAIT_S = 30.0
 """How long ``/link CODE`` waits for a turn of the code's person (on another chat app) to finish."""
 
-GROUP_ONLY = "Please send {command} to me in a direct chat: in a group everyone would see the answer."
-LINK_CODE = (
-    "Your link code is **{code}**. Within {minutes} minutes, send `/link {code}` to me from your other chat app "
-    "(or ask your teacher to link your accounts). After that I'll remember you there too."
-)
-LINKED = "Linked! This chat account is now part of the same you as your other one: I remember you on both."
-ALREADY_LINKED = "This chat account is already linked to that one."
-BAD_CODE = "That code isn't valid here: it may have expired or been used. Send /link on your other chat app for a new one."
-BUSY = "I'm still answering you on your other chat app. Send the same /link command again in a moment."
-UNLINKED = "Unlinked: this chat account starts fresh. What I remembered so far stays with your other linked accounts."
-NOT_LINKED = "This chat account isn't linked to any other, so there is nothing to unlink."
-FORGET_ASK = (
-    "This erases everything I remember about you and all our conversations, on every linked chat app, "
-    "for every tutor of your teacher. It can't be undone. Send `/forget confirm` within {minutes} minutes to go ahead."
-)
-FORGOTTEN = "Done: I've erased what I remembered about you and our conversations."
-FORGET_FIRST = "Send /forget first; then `/forget confirm` within {minutes} minutes."
+# The English answers (every language's are in ``gateway/core/phrases.toml``); tests and docs quote them.
+GROUP_ONLY = template(Phrase.GROUP_ONLY)
+LINK_CODE = template(Phrase.LINK_CODE)
+LINKED = template(Phrase.LINKED)
+ALREADY_LINKED = template(Phrase.ALREADY_LINKED)
+BAD_CODE = template(Phrase.BAD_CODE)
+BUSY = template(Phrase.LINK_BUSY)
+UNLINKED = template(Phrase.UNLINKED)
+NOT_LINKED = template(Phrase.NOT_LINKED)
+FORGET_ASK = template(Phrase.FORGET_ASK)
+FORGOTTEN = template(Phrase.FORGOTTEN)
+FORGET_FIRST = template(Phrase.FORGET_FIRST)
 
 
 def command_of(message: InboundMessage) -> tuple[str, str] | None:
@@ -74,42 +73,48 @@ class Commands:
     async def run(self, turn: Turn, message: InboundMessage, session: Session, locks: KeyedLocks) -> str:
         """Answer one command message; the caller holds ``session.lock_key``."""
         name, argument = command_of(message) or ("", "")
+        language = language_for(turn.partner.languages, turn.sender.locale)
         if turn.address.conversation.kind is ConversationKind.GROUP:
-            return GROUP_ONLY.format(command=name)
+            return say(Phrase.GROUP_ONLY, language, command=name)
         await self.log.append(session.history_key, CommandRan(turn=uuid.uuid4().hex[:12], event_id=message.event_id, command=name))
         answer, outcome = await self._answer(name, argument, turn, session, locks)
         log.info("command ran command=%s person=%s outcome=%s", name, session.person, outcome)
-        return answer
+        if isinstance(answer, str):
+            return answer  # the learner's own export, in their own words
+        phrase, fields = answer
+        return say(phrase, language, **fields)
 
-    async def _answer(self, name: str, argument: str, turn: Turn, session: Session, locks: KeyedLocks) -> tuple[str, str]:
+    async def _answer(self, name: str, argument: str, turn: Turn, session: Session, locks: KeyedLocks) -> tuple[Said | str, str]:
         if name == "/link":
             return await self._link(argument, session, locks)
         if name == "/unlink":
             moved = await self.controls.unlink(session.teacher, identity_of(turn))
-            return (UNLINKED, "unlinked") if moved else (NOT_LINKED, "not linked")
+            return ((Phrase.UNLINKED, {}), "unlinked") if moved else ((Phrase.NOT_LINKED, {}), "not linked")
         minutes = round(FORGET_TTL_S / 60)
         if name == "/forget" and argument.casefold() == "confirm":
             forgotten = await self.controls.confirm_forget(session)
-            return (FORGOTTEN, "forgotten") if forgotten is not None else (FORGET_FIRST.format(minutes=minutes), "not asked")
+            if forgotten is None:
+                return (Phrase.FORGET_FIRST, {"minutes": minutes}), "not asked"
+            return (Phrase.FORGOTTEN, {}), "forgotten"
         if name == "/forget":
             await self.controls.request_forget(session)
-            return FORGET_ASK.format(minutes=minutes), "asked"
+            return (Phrase.FORGET_ASK, {"minutes": minutes}), "asked"
         return await self.controls.markdown(session.writable), "exported"
 
-    async def _link(self, code: str, session: Session, locks: KeyedLocks) -> tuple[str, str]:
+    async def _link(self, code: str, session: Session, locks: KeyedLocks) -> tuple[Said, str]:
         if not code:
             issued = await self.controls.issue_code(session)
-            return LINK_CODE.format(code=issued, minutes=round(CODE_TTL_S / 60)), "code issued"
+            return (Phrase.LINK_CODE, {"code": issued, "minutes": round(CODE_TTL_S / 60)}), "code issued"
         owner = await self.controls.code_owner(session.teacher, code)
         if owner is None:
-            return BAD_CODE, "bad code"
+            return (Phrase.BAD_CODE, {}), "bad code"
         # The code's person may be mid-turn on another chat app, and their log is about to be rewritten.
-        other = locks.hold(f"person:{owner}", timeout=LINK_WAIT_S) if owner != session.person else nullcontext()
+        other = locks.hold(person_lock_key(owner), timeout=LINK_WAIT_S) if owner != session.person else nullcontext()
         try:
             async with other:
                 linked = await self.controls.redeem(session, code)
         except TimeoutError:
-            return BUSY, "busy"
+            return (Phrase.LINK_BUSY, {}), "busy"
         if linked is None:
-            return BAD_CODE, "bad code"
-        return (LINKED, "linked") if linked.merged else (ALREADY_LINKED, "already linked")
+            return (Phrase.BAD_CODE, {}), "bad code"
+        return ((Phrase.LINKED, {}), "linked") if linked.merged else ((Phrase.ALREADY_LINKED, {}), "already linked")

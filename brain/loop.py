@@ -71,6 +71,7 @@ from brain.usage import UsageLedger
 from gateway.core.config import ModelSettings
 from gateway.core.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.core.messages import ConversationKind, InboundMessage
+from gateway.core.phrases import ENGLISH, Phrase, language_for, say
 from gateway.core.turns import Turn
 from personas.loader import Persona
 
@@ -80,14 +81,15 @@ CONTINUE = "Your previous message was cut off by the length limit. Continue exac
 EMPTY_NUDGE = "Your last reply was empty. Please answer the learner's message now."
 WRAP_UP = "You have used most of your steps for this message. Finish what you are doing and answer the learner."
 FORCED = "Answer the learner now, in your own words, without using any tools."
-APOLOGY = "Sorry, I couldn't put an answer together just now. Could you ask me again?"
-BUDGET_LEARNER = "We've done a lot of work together today! I need a rest now; let's pick this up again tomorrow."
+APOLOGY = say(Phrase.MODEL_APOLOGY, ENGLISH)
+"""The English of the learner-facing phrases here; a turn says them in its language (``gateway/core/phrases.toml``)."""
+BUDGET_LEARNER = say(Phrase.BUDGET_LEARNER, ENGLISH)
 SUMMARIZE = (
     "Summarize this tutoring conversation for the tutor's own memory: what the learner is working on, "
     "what they understood or struggled with, and anything promised. At most 150 words, plain text."
 )
-BUDGET_PARTNER = "I've reached my limit for today. Please try again tomorrow, or let your teacher know."
-BROKE_OFF = "_…I lost my connection to my language model before I could finish. Ask me again for the rest._"
+BUDGET_PARTNER = say(Phrase.BUDGET_PARTNER, ENGLISH)
+BROKE_OFF = say(Phrase.BROKE_OFF, ENGLISH)
 """Ends an answer whose beginning the learner has already seen when the model stops mid-way."""
 
 
@@ -133,6 +135,7 @@ class Brain:
         settings: BrainSettings = BrainSettings(),
         memory: TurnMemory | None = None,
         commands: Commands | None = None,
+        locks: KeyedLocks | None = None,
     ) -> None:
         self.persona_for = persona_for
         self.model = model
@@ -144,8 +147,9 @@ class Brain:
         self.settings = settings
         self.memory = memory
         self.commands = commands
-        self.locks = KeyedLocks()
-        """One turn at a time per person (per group in groups); ``/link`` also takes the other person's."""
+        self.locks = locks if locks is not None else KeyedLocks()
+        """One turn at a time per person (per group in groups); ``/link`` also takes the other person's, and
+        a teacher's edit of a learner (``brain.memory.guarded``, handed the same instance) waits on it."""
 
     async def respond(self, turn: Turn) -> AsyncIterator[RuntimeEvent]:
         session = await self.memory.session(turn) if self.memory is not None else None
@@ -233,6 +237,8 @@ class _TurnRun:
         self.learner = session.usage_key if session else turn.sender.user
         """Whose daily budget this turn spends."""
         self.group = turn.address.conversation.kind is ConversationKind.GROUP
+        self.language = language_for(turn.partner.languages or persona.languages, turn.sender.locale)
+        """The language of the turn's own notices: the learner's if the partner speaks it, else the partner's."""
         self.usage = Usage()
         self.shown = ""
         self.context: list[str] | None = None
@@ -373,10 +379,10 @@ class _TurnRun:
                         nudged_empty = True
                         await self.brain.log.append(self.conversation, Nudged(turn=self.id, text=EMPTY_NUDGE))
                         continue
-                    answer = APOLOGY
+                    answer = say(Phrase.MODEL_APOLOGY, self.language)
                 break
             else:
-                answer = answer or APOLOGY
+                answer = answer or say(Phrase.MODEL_APOLOGY, self.language)
         except ModelError as error:
             async for event in self._without_model(error):
                 yield event
@@ -394,7 +400,7 @@ class _TurnRun:
                     self.conversation, self.turn.partner.id, error.kind.value, error)
         await self._end("model_unavailable")
         if self.shown.strip():
-            yield StreamEnd(markdown=f"{self.shown.rstrip()}\n\n{BROKE_OFF}")
+            yield StreamEnd(markdown=f"{self.shown.rstrip()}\n\n{say(Phrase.BROKE_OFF, self.language)}")
             yield TurnEnd()
             return
         async for event in self.brain.fallback.respond(self.turn, because=OfflineReason.MODEL_TROUBLE):
@@ -454,10 +460,10 @@ class _TurnRun:
         partner, learner = self.turn.partner.id, self.learner
         if policies.daily_token_budget_per_learner is not None:
             if await self.brain.usage.spent_today(partner, learner) >= policies.daily_token_budget_per_learner:
-                return BUDGET_LEARNER
+                return say(Phrase.BUDGET_LEARNER, self.language)
         if policies.daily_token_budget_per_partner is not None:
             if await self.brain.usage.spent_today(partner) >= policies.daily_token_budget_per_partner:
-                return BUDGET_PARTNER
+                return say(Phrase.BUDGET_PARTNER, self.language)
         return None
 
     async def _end(self, outcome: str) -> None:

@@ -18,12 +18,14 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from brain.health import ModelHealth
 from brain.tools.services import ScheduleResult
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.blob_gc import BlobCollector
 from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
@@ -49,6 +51,9 @@ from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
 from gateway.takeover import TeacherDesk
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from brain.factory import BuiltBrain
 
 log = logging.getLogger(__name__)
 
@@ -123,19 +128,30 @@ class Gateway:
         self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall)
         self.reminders = ReminderDesk(self.store, self._capabilities)
         self.teacher = TeacherDesk(self.store, self.router, self.outbox)
+        blobs = LocalBlobs(config.data_dir / "blobs")
+        self.blobs: BlobStore = blobs
+        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
+        self.blob_gc = BlobCollector(self.store, blobs, config.pipeline.blob_retention_s)
+        """Removes files no stored message needs any more, and a forgotten learner's at once (lent to the brain)."""
         self.model_health = ModelHealth(on_error=self._count_model_error)
         """How each partner's model calls go, as the brain reports them; ``/status`` and the metrics read it."""
         given = responder or responder_from_env()
-        self.own_brain = given is None
+        self.brain: BuiltBrain | None = None
+        """The gateway's own brain and its parts (the teachers' memory controls, the knowledge service),
+        closed by :meth:`stop`; None with a plugged-in responder, whose memory is not the brain's."""
+        self.responder: Responder
+        if given is None:
+            self.brain = self._build_brain()
+            self.responder = self.brain.responder
+        else:
+            self.responder = given
+        self.own_brain = self.brain is not None
         """True when the gateway built its brain (and so may call a model); False with a plugged-in responder."""
-        self.responder: Responder = given or self._build_brain()
-        self.blobs: BlobStore = LocalBlobs(config.data_dir / "blobs")
-        """Inbound files once fetched, by content hash (a folder now; object storage behind the same seam later)."""
         media = MediaFetch(self.store, self.blobs, self.channel, timeout_s=config.pipeline.media_fetch_timeout_s)
         self.lanes = Lanes(self.store, self.outbox, self.delivery, self.responder, config.pipeline, self._outlet, media)
         self.dispatcher = Dispatcher(self.store, self.outbox, self.metrics, self.router, self.lanes, self._policy,
                                      self.teacher, self._authenticates)
-        self.store_watch = StoreWatch(self.store, self.dispatcher, self.lanes, self._runs, self.metrics)
+        self.store_watch = StoreWatch(self.store, self.outbox, self.dispatcher, self.lanes, self._runs, self.metrics)
         self._channels: dict[tuple[str, str], Channel] = {}
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
@@ -151,8 +167,8 @@ class Gateway:
         return self._outlets.get((channel, account))
 
     def _with_persona_defaults(self, partner: PartnerConfig) -> PartnerConfig:
-        """Fill what the partner leaves to its persona: the mid-turn policy and the greeting."""
-        if partner.mid_turn is not None and partner.greeting:
+        """Fill what the partner leaves to its persona: the mid-turn policy, the greeting and the languages."""
+        if partner.mid_turn is not None and partner.greeting and partner.languages:
             return partner
         from personas.loader import load_persona, persona_dirs
 
@@ -162,14 +178,15 @@ class Gateway:
             log.error("persona does not load partner=%s error=%s", partner.id, error)
             return partner.model_copy(update={"mid_turn": partner.mid_turn or MidTurn.QUEUE})
         return partner.model_copy(update={"mid_turn": partner.mid_turn or persona.policies.mid_turn,
-                                          "greeting": partner.greeting or persona.greeting})
+                                          "greeting": partner.greeting or persona.greeting,
+                                          "languages": partner.languages or persona.languages})
 
-    def _build_brain(self) -> Responder:
-        """The brain, with the two services only the gateway can give it: reminders and the teacher desk."""
+    def _build_brain(self) -> BuiltBrain:
+        """The brain, with the services only the gateway can give it: reminders, the teacher desk, the blob store's eraser."""
         from brain.factory import build_brain
 
         return build_brain(self.config, scheduler=_ReportedReminders(self.reminders, self.teacher), handoff=self.teacher,
-                           health=self.model_health)
+                           health=self.model_health, sent_files=self.blob_gc)
 
     def _count_model_error(self, partner: str, kind: str) -> None:
         self.metrics.model_errors.labels(partner, kind).inc()
@@ -271,7 +288,7 @@ class Gateway:
 
     async def _recover(self) -> None:
         """Resume what a previous run left: unsent replies first, then unanswered messages."""
-        replies, pending = await resume(self.store, self.dispatcher, self.lanes, self._runs)
+        replies, pending = await resume(self.store, self.outbox, self.dispatcher, self.lanes, self._runs)
         if replies or pending:
             log.info("recovered replies=%d pending_messages=%d", replies, pending)
 
@@ -293,6 +310,7 @@ class Gateway:
                     since_prune = 0.0
                     removed = await self.store.prune()
                     log.info("store pruned rows=%d", removed)
+                    await self.blob_gc.collect()  # after the prune: files only pruned rows referred to age out
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -321,6 +339,11 @@ class Gateway:
                 await channel.close()
             except Exception:
                 log.exception("channel close failed platform=%s account=%s", channel.name, channel.account)
+        if self.brain is not None:
+            try:
+                await self.brain.close()
+            except Exception:
+                log.exception("closing the brain failed")
         await self.store.close()
         if self._data_lock is not None:
             datadir.release(self._data_lock)

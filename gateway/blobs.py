@@ -12,6 +12,13 @@ channel counted.
 data dir, which one machine can read; object storage (S3 and the like) is the
 next implementation behind the same three methods, and ``url`` is where
 ``file://`` gives way to a URL every node can read.
+
+Nothing a channel does removes a blob: :meth:`LocalBlobs.sweep` and
+:meth:`LocalBlobs.delete` are for :mod:`gateway.blob_gc`, which knows from the
+store which blobs stored messages still need.  A blob's age is the time it was
+last stored (its file's modification time): storing the same bytes again starts
+it over, so a file sent again is never swept between its fetch and the record
+of it.
 """
 
 from __future__ import annotations
@@ -19,9 +26,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import os
 import re
 import uuid
-from collections.abc import AsyncIterable
+from collections.abc import AsyncIterable, Container
 from pathlib import Path
 from typing import IO
 
@@ -84,6 +92,21 @@ class LocalBlobs:
     def url(self, key: str) -> str:
         return self.path(key).resolve().as_uri()
 
+    async def delete(self, key: str) -> bool:
+        """Remove the blob; False when there was none."""
+        path = self.path(key)
+        try:
+            await asyncio.to_thread(path.unlink)
+        except FileNotFoundError:
+            return False
+        log.debug("blob removed key=%s", key)
+        return True
+
+    async def sweep(self, keep: Container[str], stored_before: float) -> int:
+        """Remove every blob not in ``keep`` last stored before ``stored_before`` (a ``time.time()``), and
+        temporary files a crash left behind as long ago; return how many blobs went."""
+        return await asyncio.to_thread(_sweep, self.root, keep, stored_before)
+
 
 def _open(path: Path) -> IO[bytes]:
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,10 +115,31 @@ def _open(path: Path) -> IO[bytes]:
 
 def _place(partial: Path, final: Path) -> None:
     final.parent.mkdir(parents=True, exist_ok=True)
-    if final.exists():  # the same bytes were kept before: keep that copy
+    if final.exists():  # the same bytes were kept before: keep that copy, stored again as of now
         partial.unlink(missing_ok=True)
+        os.utime(final)
     else:
         partial.replace(final)
+
+
+def _sweep(root: Path, keep: Container[str], stored_before: float) -> int:
+    removed = 0
+    for path in root.glob("*/*"):
+        if path.parent.name == "tmp":
+            if _older(path, stored_before):
+                path.unlink(missing_ok=True)
+            continue
+        if KEY.fullmatch(path.name) and path.name not in keep and _older(path, stored_before):
+            path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
+def _older(path: Path, than: float) -> bool:
+    try:
+        return path.stat().st_mtime < than
+    except FileNotFoundError:
+        return False
 
 
 def _discard(handle: IO[bytes], partial: Path) -> None:

@@ -139,7 +139,7 @@ channels:
         # What a refused sender sees, at most once per min_interval_s.
         #refusal:
           #notify: true
-          #text: "Sorry, I can't answer here. Ask your teacher for access."
+          #text: "Sorry, I can't answer here. Ask your teacher for access."   # empty: the built-in one, in the partner's language
           #min_interval_s: 3600
 
 # Bindings: which partner answers where. The most specific binding wins:

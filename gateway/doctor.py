@@ -364,6 +364,9 @@ class _NoInbound:
     def refused(self, rule: str, detail: str) -> None:
         raise RuntimeError("a probe must not record events")
 
+    def late_ack(self, took_s: float, deadline_s: float) -> None:
+        raise RuntimeError("a probe must not record events")
+
     async def get(self, name: str) -> str | None:
         raise RuntimeError("a probe must not read cursors")
 

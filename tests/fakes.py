@@ -23,6 +23,7 @@ class RecordingSink:
         self.accepted: list[InboundMessage] = []
         self.invalid_reasons: list[str] = []
         self.refusals: list[tuple[str, str]] = []
+        self.late_acks: list[tuple[float, float]] = []
         self.calls = 0
         self.gate = asyncio.Event()
         self.gate.set()
@@ -42,6 +43,9 @@ class RecordingSink:
 
     def refused(self, rule: str, detail: str) -> None:
         self.refusals.append((rule, detail))
+
+    def late_ack(self, took_s: float, deadline_s: float) -> None:
+        self.late_acks.append((took_s, deadline_s))
 
 
 class MemoryCursors:

@@ -222,6 +222,13 @@ class Consolidator:
         while self._running:
             await asyncio.gather(*self._running.values(), return_exceptions=True)
 
+    async def stop(self) -> None:
+        """Cancel every running consolidation (shutdown): its facts stay uncovered, and the next one takes them."""
+        running = list(self._running.values())
+        for task in running:
+            task.cancel()
+        await asyncio.gather(*running, return_exceptions=True)
+
     async def _run(self, scope: Scope, settings: ModelSettings, charge_to: tuple[str, str] | None) -> Document | None:
         def read(conn: sqlite3.Connection) -> tuple[Document | None, list[trace.Fact]]:
             return load(conn, scope), trace.facts(conn, scope, limit=MAX_FACTS)

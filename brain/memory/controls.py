@@ -12,9 +12,12 @@ session log); their words in group conversations (redacted in place, the
 tutor's answers stay); their usage rows; then, in one ``memory.db``
 transaction, their scope's facts, preferences and notes, every fact noted
 while they spoke anywhere (and the group notes built on those), their
-identities, codes and the person.  What the gateway's own store keeps (the
-inbox and outbox rows, pruned after the platform's redelivery horizon) is
-the pipeline's, outside the brain's reach.
+identities, codes and the person.  The files they sent are the gateway's
+(its blob store, referred to from its inbox rows): the brain hands their
+identities to :class:`SentFiles`, which the gateway lends, before the
+identities are erased.  The rest of the gateway's store (the inbox and outbox
+rows, pruned after the platform's redelivery horizon) is the pipeline's,
+outside the brain's reach.
 """
 
 from __future__ import annotations
@@ -22,11 +25,11 @@ from __future__ import annotations
 import logging
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 from brain.memory import consolidate, people, preferences, trace
 from brain.memory.consolidate import Document
@@ -70,12 +73,22 @@ def _iso(at: float) -> str:
     return datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
 
 
+class SentFiles(Protocol):
+    """The files people sent, kept by whoever received them (the gateway's blob store)."""
+
+    async def forget(self, senders: Sequence[Identity]) -> int:
+        """Erase every file these identities sent; return how many files went."""
+        ...
+
+
 class MemoryControls:
     def __init__(self, store: MemoryStore, log_: SessionLog, usage: UsageLedger | None = None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 files: SentFiles | None = None, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.log = log_
         self.usage = usage
+        self.files = files
+        """Where a forgotten person's files go with them; None where no gateway store is at hand."""
         self.clock = clock
 
     # ------------------------------------------------------------------ people
@@ -177,6 +190,8 @@ class MemoryControls:
             counts["erased_events"] += await self.log.rewrite(shared, partial(erase_learner, user=user, texts=noted))
         if self.usage is not None:
             counts["usage_rows"] = await self.usage.forget(f"person:{person}")
+        if self.files is not None:
+            counts["files"] = await self.files.forget([account.identity for account in accounts])
 
         def erase(conn: sqlite3.Connection) -> dict[str, int]:
             spoken, touched = trace.delete_spoken_by(conn, person)

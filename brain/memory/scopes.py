@@ -115,6 +115,11 @@ def person_history_prefix(person: str) -> str:
     return f"person:{person}:"
 
 
+def person_lock_key(person: str) -> str:
+    """The lock a person's direct turns hold (:attr:`Session.lock_key`); a teacher's edit of them takes it too."""
+    return f"person:{person}"
+
+
 def _group(turn: Turn) -> bool:
     return turn.address.conversation.kind is ConversationKind.GROUP
 
@@ -162,7 +167,7 @@ def session_of(turn: Turn, person: str) -> Session:
         teacher=teacher_of(turn.partner),
         person=person,
         history_key=key,
-        lock_key=key if _group(turn) else f"person:{person}",
+        lock_key=key if _group(turn) else person_lock_key(person),
         usage_key=f"person:{person}",
         readable=readable_scopes(turn, person),
         writable=writable_scope(turn, person),

@@ -7,7 +7,9 @@ and WeCom five (``ack_deadline_s`` in ``channels/platforms.toml``); past that
 the platform retries, and the retry is a duplicate the inbox drops.  So the
 answer is never sent early -- the accept is timed instead, and an accept that
 took longer than the deadline is logged and counted, because it means the
-store is too slow for that platform and retries are about to pile up.
+store is too slow for that platform and retries are about to pile up.  The
+count goes to the sink (``sink.late_ack``), which the gateway turns into
+``partners_late_acks_total{channel,account}`` on ``/metrics``.
 
 If the accept fails, nothing is answered but the error (the HTTP app's 5xx,
 which the platform retries), and the request's replay claim is released so
@@ -32,7 +34,13 @@ log = logging.getLogger(__name__)
 
 
 class Sink(Protocol):
+    """What of the channel's sink (``gateway.core.channel.InboundSink``) the clock uses: it makes the
+    events durable, and hears of every answer that came too late -- the gateway counts those in its
+    metrics, which the kit knows nothing of."""
+
     async def accept(self, messages: Sequence[InboundMessage]) -> None: ...
+
+    def late_ack(self, took_s: float, deadline_s: float) -> None: ...
 
 
 class AckClock:
@@ -67,4 +75,5 @@ class AckClock:
             self.late += 1
             log.warning("webhook made durable after the ack deadline platform=%s account=%s took_s=%.3f deadline_s=%g "
                         "late_total=%d", self.platform, self.account, took, self.deadline_s, self.late)
+            sink.late_ack(took, self.deadline_s)
         return answer if answer is not None else Response(status_code=200)

@@ -273,7 +273,7 @@ class MatrixChannel(Channel[MatrixConfig]):
         asker = referrer.token if reply_to and in_group and referrer.token != self.me else None
         attachment = part.attachment
         if attachment is not None:
-            url, size = await upload(client, attachment, max_bytes=self.capabilities().media_max_bytes)
+            url, size = await upload(client, attachment)
             content = media_content(attachment, url, size=size, thread=thread)
         else:
             content = text_content(part.text, part.plain, thread=thread, reply_to=reply_to, mention=asker)

@@ -58,13 +58,14 @@ async def fetch(http: httpx.AsyncClient, homeserver: str, token: str, ref: Media
         yield stream
 
 
-async def upload(client: AsyncClient, attachment: Attachment, *, max_bytes: int) -> tuple[str, int | None]:
-    """The URL to post an outbound attachment by (mxc:// after an upload, or a link), and its size."""
+async def upload(client: AsyncClient, attachment: Attachment) -> tuple[str, int | None]:
+    """The URL to post an outbound attachment by (mxc:// after an upload, or a link), and its size.
+
+    Its size was checked against ``media_max_bytes`` by the outbound path (``gateway.pipeline.budget``),
+    which sends a file over it by name or link instead: this checks nothing again."""
     if attachment.path:
         path = Path(attachment.path)
         data = await asyncio.to_thread(path.read_bytes)
-        if len(data) > max_bytes:
-            raise BadRequest("matrix", f"attachment {path.name} is {len(data)} bytes, over the {max_bytes} limit")
         mime = attachment.mime_type or mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         response, _keys = await call("upload", client.upload(
             lambda _got_429, _got_timeouts: data, content_type=mime, filename=attachment.name or path.name,

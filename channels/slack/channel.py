@@ -15,10 +15,12 @@ with its own reconnect loop off, follows Slack's ``disconnect`` hand-overs, and
 ``run`` fails when the socket stays down, so one layer decides when to dial
 again and the account's state says why.
 
-Outbound, a streamed answer is a native stream (chat.startStream, appendStream,
-stopStream) where the workspace has it and the answer has a thread to stream
-into; else a posted message edited with chat.update, at most once per
-``min_edit_interval`` (platforms.toml).  Slack takes no idempotency key, so a
+Outbound, a streamed answer is a native stream (``start``/``append``/``finish``:
+chat.startStream, appendStream, stopStream) where the workspace has it and the
+answer has a thread to stream into (:meth:`SlackChannel.stream_mode`); else a
+posted message edited with chat.update, at most once per ``min_edit_interval``
+(platforms.toml).  A stream's handle is its message ts, so a restarted process
+finishes the stream the killed one opened.  Slack takes no idempotency key, so a
 send whose answer was lost may show twice (ADR 0022 bounds it to one per account).
 """
 
@@ -43,13 +45,23 @@ from channels._kit.signatures import SLACK_V0, verify_hmac
 from channels.base import Channel, ChannelContext
 from channels.slack.config import SlackConfig
 from channels.slack.decode import Me, Skipped, decode
-from channels.slack.encode import Calls, Where, image_blocks, linked_files
+from channels.slack.encode import Calls, Where, fallback_text, image_blocks, linked_files
 from channels.slack.probe import check_settings, probe_app
 from channels.slack.transport import PLATFORM, call, close_client, new_client
-from gateway.core.capabilities import capabilities_of
+from gateway.core.capabilities import EditMode, capabilities_of
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import InvalidEvent, PeerUnavailable, PermanentError, Unsupported
-from gateway.core.messages import Address, ConversationKind, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import (
+    Address,
+    ConversationKind,
+    MediaRef,
+    MessageId,
+    Referrer,
+    RenderedPart,
+    SentMessage,
+    StreamChunk,
+    StreamHandle,
+)
 from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -80,8 +92,7 @@ class SlackChannel(Channel[SlackConfig]):
         self._socket: AsyncSocketModeHandler | None = None
         self._heartbeat: Heartbeat | None = None
         self._native = self.settings.streaming
-        self._streams: dict[str, str] = {}
-        """Open native streams of this process: message ts -> the text already shown in it."""
+        """Whether previews in threads are native streams; off for good once the workspace says it has none."""
         self._ready_lock = asyncio.Lock()
         self._http: httpx.AsyncClient | None = None
         """File downloads (``fetch_media``), streamed by the kit."""
@@ -225,21 +236,19 @@ class SlackChannel(Channel[SlackConfig]):
         team, _, user = ((referrer.token if referrer else None) or "").partition(":")
         return Where(target.conversation.chat, target.conversation.thread, team or None, user or None)
 
+    def stream_mode(self, target: Address) -> EditMode:
+        """A native stream into a thread while the workspace has them; a DM's top level, or a workspace
+        without streams, gets a posted message edited in place (chat.update)."""
+        return EditMode.NATIVE_STREAM if self._native and target.conversation.thread else EditMode.EDIT
+
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         await self._ready()
         where, calls = self._where(target, referrer), self.calls
-        if not part.final and self._native and where.thread:
-            try:
-                ts = await calls.start_stream(where, part.text)
-                self._streams[ts] = part.text
-                return SentMessage(message=MessageId(ts))
-            except Unsupported as error:
-                self._native = False
-                log.info("slack native streams unavailable, previews are edits account=%s reason=%s", self.account, error)
         text = linked_files(part.text, part.attachments)
         first: str | None = None
-        if text.strip() or image_blocks(text, part.attachments):
-            first = await calls.post(where, text, image_blocks(text, part.attachments))
+        blocks = image_blocks(text, part.attachments)
+        if text.strip() or blocks:
+            first = await calls.post(where, fallback_text(part) if blocks else text, blocks)
         for attachment in part.attachments:
             if attachment.path:
                 file = await calls.upload(where, attachment, UPLOAD_LIMIT)
@@ -250,23 +259,35 @@ class SlackChannel(Channel[SlackConfig]):
         return SentMessage(message=MessageId(first))
 
     async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
-        calls, channel, message, final = self.calls, target.conversation.chat, MessageId(handle), part.final
-        shown = self._streams.get(message)
-        if shown is not None:
-            if part.text.startswith(shown) and len(part.text) > len(shown) and not final:
-                await calls.append_stream(channel, message, part.text[len(shown):])
-                self._streams[message] = part.text
-            if final:
-                await calls.stop_stream(channel, message)
-                self._streams.pop(message, None)
-                await calls.update(channel, message, part.text)
-            return
-        if final and self._native:  # a stream this process did not open (a restart): end it if it is one
-            try:
-                await calls.stop_stream(channel, message)
-            except PermanentError as error:
-                log.debug("slack stop before final edit account=%s message=%s said=%s", self.account, message, error)
-        await calls.update(channel, message, part.text)
+        await self.calls.update(target.conversation.chat, MessageId(handle), part.text)
+
+    async def start(self, target: Address, referrer: Referrer, key: str) -> StreamHandle:
+        """chat.startStream in the thread; its handle is the stream message's ts (the channel is the target's),
+        all a restarted process needs to append to it or finish it."""
+        await self._ready()
+        try:
+            ts = await self.calls.start_stream(self._where(target, referrer), "")
+        except Unsupported as error:
+            self._native = False  # stream_mode now says edit: the pipeline shows this preview that way
+            log.info("slack native streams unavailable, previews are edits account=%s reason=%s", self.account, error)
+            raise
+        return StreamHandle(target=target, referrer=referrer, handle=ts)
+
+    async def append(self, stream: StreamHandle, chunk: StreamChunk) -> None:
+        """Slack streams take Markdown and append it: the delta, as written (the final edit shows mrkdwn)."""
+        if chunk.delta:
+            await self.calls.append_stream(stream.target.conversation.chat, MessageId(stream.handle), chunk.delta)
+
+    async def finish(self, stream: StreamHandle, final: RenderedPart) -> SentMessage:
+        """Stop the stream, then make it show the final text.  A retried finish finds the stream already
+        stopped (Slack says so, and that is fine): it still sets the final text."""
+        channel, ts = stream.target.conversation.chat, MessageId(stream.handle)
+        try:
+            await self.calls.stop_stream(channel, ts)
+        except PermanentError as error:
+            log.debug("slack stream already stopped account=%s message=%s said=%s", self.account, ts, error)
+        await self.calls.update(channel, ts, final.text)
+        return SentMessage(message=ts)
 
     async def typing(self, target: Address) -> None:
         """Assistant threads show a status while the partner works; other conversations have no indicator."""

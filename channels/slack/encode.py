@@ -27,7 +27,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from channels.slack.transport import PLATFORM, call
 from gateway.core.errors import BadRequest, PeerUnavailable
-from gateway.core.messages import Attachment
+from gateway.core.messages import Attachment, RenderedPart
 
 
 @dataclass(frozen=True)
@@ -116,3 +116,10 @@ def linked_files(text: str, attachments: tuple[Attachment, ...]) -> str:
     """Files given by URL that are not images go as links under the text."""
     links = [f"<{a.url}|{a.name or a.url}>" for a in attachments if a.url and not a.path and a.kind != "image"]
     return "\n".join([text, *links]) if links else text
+
+
+def fallback_text(part: RenderedPart) -> str:
+    """The top-level ``text`` of a message shown by blocks: what notifications and screen readers say,
+    so the plain twin (never empty: an image alone is named by its alt text)."""
+    said = linked_files(part.plain, part.attachments).strip()
+    return said or ", ".join(a.name or "image" for a in part.attachments if a.url and a.kind == "image")

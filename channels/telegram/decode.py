@@ -138,7 +138,8 @@ def decode(update: Update, *, account: AccountId, me: User) -> InboundMessage:
     thread = str(message.message_thread_id) if message.is_topic_message and message.message_thread_id else None
     author = message.from_user
     if author is not None:
-        sender = Sender(user=UserId(str(author.id)), display_name=author.full_name, is_bot=author.is_bot)
+        sender = Sender(user=UserId(str(author.id)), display_name=author.full_name, is_bot=author.is_bot,
+                        locale=author.language_code or "")
     elif message.sender_chat is not None:  # an anonymous group admin, or a linked channel
         sender = Sender(user=UserId(str(message.sender_chat.id)), display_name=message.sender_chat.title or "")
     else:

@@ -19,6 +19,7 @@ import click
 from gateway.cli.group import cli, config_of, format_table
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from brain.factory import BrainControls
     from brain.knowledge.ingest import Outcome
     from brain.knowledge.service import KnowledgeService
     from gateway.core.config import Config
@@ -34,26 +35,22 @@ def _partner(config: Config, partner_id: str) -> None:
         raise click.BadParameter(f"no partner {partner_id!r} (known: {known})", param_hint="PARTNER") from None
 
 
-def _service(config: Config, *, with_notes: bool = False) -> KnowledgeService:
-    from brain.knowledge.service import KnowledgeService
+def _controls(config: Config) -> BrainControls:
+    """The knowledge service as the brain builds it (``brain.factory``: documents and the personas' notes)."""
+    from brain.factory import build_controls
 
-    notes = None
-    if with_notes:
-        from brain.notes import NotesIndex
-
-        notes = NotesIndex(config.data_dir / "notes-index.db")
-    return KnowledgeService.from_config(config, notes=notes)
+    return build_controls(config)
 
 
-def _run(ctx: click.Context, service: KnowledgeService, work: Any) -> Any:
-    """Run ``work`` (a coroutine) and close the service; a knowledge error ends the command with status 1."""
+def _run(ctx: click.Context, built: BrainControls, work: Any) -> Any:
+    """Run ``work`` (a coroutine) and close what was built; a knowledge error ends the command with status 1."""
     from brain.knowledge.engine import KnowledgeError
 
     async def run() -> Any:
         try:
             return await work
         finally:
-            await service.close()
+            await built.close()
 
     try:
         return asyncio.run(run())
@@ -114,7 +111,8 @@ def kb_add(ctx: click.Context, partner: str, files: tuple[Path, ...], engine: st
     embedding = {key: value for key, value in (
         ("model", embedding_model), ("dimensions", embedding_dimensions),
         ("api_base", embedding_api_base), ("api_key", embedding_api_key)) if value is not None}
-    service = _service(config)
+    built = _controls(config)
+    service = built.knowledge
     change = _settings_change(service, partner, engine, embedding)
 
     async def add() -> list[Outcome]:
@@ -129,7 +127,7 @@ def kb_add(ctx: click.Context, partner: str, files: tuple[Path, ...], engine: st
                                item_show_func=shown) as bar:
             return await service.add(partner, list(files), progress=lambda outcome: bar.update(1, outcome))
 
-    outcomes = _run(ctx, service, add())
+    outcomes = _run(ctx, built, add())
     for outcome in outcomes:
         click.echo(_describe(outcome))
     failed = sum(o.status == "failed" for o in outcomes)
@@ -150,14 +148,15 @@ def kb_list(ctx: click.Context, partner: str) -> None:
 
     config = config_of(ctx, resolve_secrets=False)
     _partner(config, partner)
-    service = _service(config)
+    built = _controls(config)
+    service = built.knowledge
 
     async def listed() -> tuple[str, list]:
         documents = await service.documents(partner)
         engine = (await service.base(partner)).settings.engine if documents else ""
         return engine, documents
 
-    engine, documents = _run(ctx, service, listed())
+    engine, documents = _run(ctx, built, listed())
     if not documents:
         click.echo(f"{partner} has no documents yet; add some with `partners kb add {partner} FILE...`.")
         return
@@ -178,8 +177,8 @@ def kb_search(ctx: click.Context, partner: str, query: str, limit: int) -> None:
 
     config = config_of(ctx, resolve_secrets=False)
     _partner(config, partner)
-    service = _service(config, with_notes=True)
-    passages = _run(ctx, service, service.search(partner, query, limit))
+    built = _controls(config)
+    passages = _run(ctx, built, built.knowledge.search(partner, query, limit))
     if not passages:
         click.echo(f"Nothing in {partner}'s documents or notes matches {query!r}.")
         return
@@ -197,8 +196,8 @@ def kb_rm(ctx: click.Context, partner: str, doc_id: str) -> None:
     """Remove document DOC_ID (see `partners kb list`) and its passages from PARTNER's knowledge."""
     config = config_of(ctx, resolve_secrets=False)
     _partner(config, partner)
-    service = _service(config)
-    if not _run(ctx, service, service.remove(partner, doc_id)):
+    built = _controls(config)
+    if not _run(ctx, built, built.knowledge.remove(partner, doc_id)):
         click.echo(f"error: {partner} has no document {doc_id!r}; `partners kb list {partner}` shows the ids", err=True)
         ctx.exit(1)
     click.echo(f"Removed {doc_id} from {partner}.")

@@ -7,7 +7,7 @@ it, this module imports only click, and each command imports the memory code
 when it runs.  Every command works on the data dir of the loaded config
 (``memory.db`` and ``brain.db``) and names a partner, whose teacher scope it
 acts in (its first owner; see ``brain.memory.scopes``).  The same operations
-are Python methods of ``brain.memory.controls.MemoryControls``, returning
+are Python methods of ``brain.memory.guarded.GuardedControls`` (built by ``brain.factory``), returning
 plain data, for a web console's JSON API to call.
 
 A learner is named by an identity, ``CHANNEL:ACCOUNT:USER`` (``telegram:default:12345``),
@@ -29,7 +29,7 @@ import click
 from gateway.cli.group import cli, config_of
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
-    from brain.memory.controls import MemoryControls
+    from brain.memory.guarded import GuardedControls
     from brain.memory.scopes import Identity, Scope
     from gateway.core.config import Config, PartnerConfig
 
@@ -53,51 +53,72 @@ def _identity(text: str, hint: str) -> Identity:
         raise click.BadParameter(str(error), param_hint=hint) from None
 
 
-def _controlled(ctx: click.Context, partner_id: str, work: Callable[[MemoryControls, PartnerConfig], Coroutine[Any, Any, T]],
-                *, rewrites: bool = False) -> T:
+def _controlled(ctx: click.Context, partner_id: str, work: Callable[[GuardedControls, PartnerConfig], Coroutine[Any, Any, T]],
+                *, rewrites: bool = False, files: bool = False) -> T:
     """Run ``work`` against the config's memory and session log, closing both afterwards.
 
     ``rewrites``: the work moves or erases a learner's data, so no gateway may be running on the
-    data directory (a turn in progress would finish writing under the old key)."""
+    data directory (a turn in progress would finish writing under the old key).  ``files``: the work
+    may erase files learners sent, so the gateway's store and blob folder are lent to the controls
+    (as the running gateway lends them to the brain)."""
     if rewrites:
         from gateway.datadir import DataDirBusy, exclusive
 
         config = config_of(ctx, resolve_secrets=False)
         try:
             with exclusive(config.data_dir):
-                return _controlled(ctx, partner_id, work)
+                return _controlled(ctx, partner_id, work, files=files)
         except DataDirBusy:
             raise click.ClickException(
                 f"a gateway is running on {config.data_dir}: stop it first, or let the learner use "
                 "/link, /unlink or /forget in chat, which the running gateway handles safely"
             ) from None
-    from brain.memory import MEMORY_FILE
-    from brain.memory.controls import MemoryControls
-    from brain.memory.store import MemoryStore
-    from brain.session_log import SessionLog
-    from brain.usage import UsageLedger
+    from brain.factory import build_controls
+    from brain.memory.guarded import TurnRunning
 
     config = config_of(ctx, resolve_secrets=False)
     partner = _partner(config, partner_id)
-    store = MemoryStore(config.data_dir / MEMORY_FILE)
-    log, usage = SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
+    built = build_controls(config)  # the brain's own wiring (brain.factory), without a model or turns
+
+    async def run() -> T:
+        try:
+            return await (_with_files(config, built.memory, partner, work) if files else work(built.memory, partner))
+        finally:
+            await built.close()
+
     try:
-        return asyncio.run(work(MemoryControls(store, log, usage), partner))
+        return asyncio.run(run())
+    except TurnRunning as error:  # only this process's own callers hold its locks, so this is not expected
+        raise click.ClickException(str(error)) from None
+
+
+async def _with_files(config: Config, controls: GuardedControls, partner: PartnerConfig,
+                      work: Callable[[GuardedControls, PartnerConfig], Coroutine[Any, Any, T]]) -> T:
+    from gateway.blob_gc import BlobCollector
+    from gateway.blobs import LocalBlobs
+    from gateway.store.sqlite import SqliteStore
+
+    if not config.database_path.exists():  # no gateway ever ran here: it received no files
+        return await work(controls, partner)
+    store = SqliteStore(config.database_path)
+    await store.open()
+    try:
+        controls.controls.files = BlobCollector(store, LocalBlobs(config.data_dir / "blobs"),
+                                                config.pipeline.blob_retention_s)
+        return await work(controls, partner)
     finally:
-        store.close()
-        log.close()
-        usage.close()
+        await store.close()
 
 
-async def _person(controls: MemoryControls, partner: PartnerConfig, text: str) -> str:
+async def _person(controls: GuardedControls, partner: PartnerConfig, text: str) -> str:
     """The person ``text`` names in the partner's teacher scope: an identity, a platform user id or a name.
 
     Two people answering to the same name or user id (two Anns, one id on two chat
     apps) are listed, never guessed between."""
-    from brain.memory.roster import matching, read_people
+    from brain.memory.roster import matching
     from brain.memory.scopes import teacher_of
 
-    found = matching(await read_people(controls.store), text, teacher_of(partner))
+    found = matching(await controls.people(), text, teacher_of(partner))
     if not found:
         raise click.ClickException(
             f"{text} has not written to {partner.id} or its teacher's other partners yet "
@@ -116,7 +137,7 @@ def _account_label(account: Any) -> str:
     return f"{account.identity}" + (f" ({account.display_name})" if account.display_name else "")
 
 
-async def _scope(controls: MemoryControls, partner: PartnerConfig, who: dict[str, Any]) -> Scope:
+async def _scope(controls: GuardedControls, partner: PartnerConfig, who: dict[str, Any]) -> Scope:
     from brain.memory.scopes import (
         Scope,
         ScopeKind,
@@ -163,7 +184,7 @@ def memory() -> None:
 def memory_show(ctx: click.Context, partner_id: str, no_history: bool, **who: Any) -> None:
     """Print the notes (with footnotes), facts, preferences and conversations as Markdown."""
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> str:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> str:
         return await controls.markdown(await _scope(controls, partner, who), history=not no_history)
 
     click.echo(_controlled(ctx, partner_id, work))
@@ -176,7 +197,7 @@ def memory_show(ctx: click.Context, partner_id: str, no_history: bool, **who: An
 def memory_export(ctx: click.Context, partner_id: str, output: Path | None, **who: Any) -> None:
     """Everything kept, as JSON: notes with footnote provenance, facts, preferences, history."""
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, Any]:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> dict[str, Any]:
         return await controls.export(await _scope(controls, partner, who))
 
     text = json.dumps(_controlled(ctx, partner_id, work), indent=2, ensure_ascii=False)
@@ -197,7 +218,7 @@ def memory_delete(ctx: click.Context, partner_id: str, keep_history: bool, yes: 
     if not yes:
         click.confirm("This cannot be undone. Delete?", abort=True)
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, int]:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> dict[str, int]:
         return await controls.delete(await _scope(controls, partner, who), history=not keep_history)
 
     counts = _controlled(ctx, partner_id, work, rewrites=True)
@@ -213,7 +234,7 @@ def memory_edit(ctx: click.Context, partner_id: str, path: Path, **who: Any) -> 
     """Replace the consolidated notes (or, with --notes, the partner notes) with a file's Markdown."""
     markdown = path.read_text(encoding="utf-8")
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> int:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> int:
         doc = await controls.edit(await _scope(controls, partner, who), markdown)
         return len(doc.footnotes)
 
@@ -236,7 +257,7 @@ def people() -> None:
 def people_show(ctx: click.Context, learner: str, partner_id: str) -> None:
     """List every identity linked to LEARNER's person (an identity, a platform user id or a name)."""
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> list[str]:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> list[str]:
         return [_account_label(a) for a in await controls.accounts(await _person(controls, partner, learner))]
 
     click.echo("\n".join(_controlled(ctx, partner_id, work)))
@@ -251,7 +272,7 @@ def people_link(ctx: click.Context, keep: str, other: str, partner_id: str) -> N
     """Make OTHER's person part of KEEP's: memory and history follow the learner on both."""
     first, second = _identity(keep, "KEEP"), _identity(other, "OTHER")
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> bool:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> bool:
         from brain.memory.scopes import teacher_of
 
         return (await controls.link(teacher_of(partner), first, second)).merged
@@ -268,7 +289,7 @@ def people_unlink(ctx: click.Context, identity: str, partner_id: str) -> None:
     """Give IDENTITY a fresh person; what was remembered so far stays with the others."""
     who = _identity(identity, "IDENTITY")
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> bool:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> bool:
         from brain.memory.scopes import teacher_of
 
         return await controls.unlink(teacher_of(partner), who) is not None
@@ -290,8 +311,8 @@ def people_forget(ctx: click.Context, learner: str, partner_id: str, yes: bool) 
     if not yes:
         click.confirm("This erases the learner on every linked identity and cannot be undone. Go ahead?", abort=True)
 
-    async def work(controls: MemoryControls, partner: PartnerConfig) -> dict[str, int]:
+    async def work(controls: GuardedControls, partner: PartnerConfig) -> dict[str, int]:
         return await controls.forget(await _person(controls, partner, learner))
 
-    counts = _controlled(ctx, partner_id, work, rewrites=True)
+    counts = _controlled(ctx, partner_id, work, rewrites=True, files=True)
     click.echo("Erased " + ", ".join(f"{count} {kind.replace('_', ' ')}" for kind, count in sorted(counts.items())) + ".")

@@ -43,6 +43,12 @@ class InboundSink(Protocol):
         ``detail`` says which event and why, for the log."""
         ...
 
+    def late_ack(self, took_s: float, deadline_s: float) -> None:
+        """Record that a webhook was answered only ``took_s`` after it arrived, past its platform's
+        ``deadline_s`` (``channels._kit.ack``): the platform will send it again, and the store is too
+        slow for it.  Counted per account in ``partners_late_acks_total``."""
+        ...
+
 
 class CursorStore(Protocol):
     """Durable per-account positions: poll offsets, sync tokens, UIDVALIDITY/UID."""

@@ -142,7 +142,8 @@ class RefusalNotice(_Model):
     """What a refused sender sees: a short notice at most every ``min_interval_s``, or nothing."""
 
     notify: bool = True
-    text: str = "Sorry, I can't answer here. Ask the teacher who runs me for access."
+    text: str = ""
+    """The teacher's own words, sent as written; empty sends the catalogue's refusal in the partner's language."""
     min_interval_s: float = 3600.0
 
 
@@ -274,6 +275,9 @@ class PartnerConfig(_Model):
     """None takes the persona's policy (``policies.mid_turn``)."""
     model: ModelSettings | None = None
     """Overrides the persona's model for this partner (several partners may share a persona)."""
+    languages: tuple[str, ...] = ()
+    """The languages the partner speaks, first the main one; empty takes the persona's ``languages``.
+    They choose the language of the gateway's own notices (:func:`gateway.core.phrases.language_for`)."""
     tool_rules: tuple[ToolRule, ...] = ()
     """Context rules that take tools away from this partner's set; they never add one."""
 
@@ -367,6 +371,10 @@ class PipelineConfig(_Model):
     shutdown_drain_s: float = Field(default=10.0, ge=0)
     media_fetch_timeout_s: float = Field(default=60.0, gt=0)
     """How long fetching one inbound file may take before the turn goes ahead with a note instead."""
+    blob_retention_s: float = Field(default=30 * 24 * 3600.0, gt=0)
+    """How long an inbound file is kept after it was last stored, once every message that carries it is
+    answered (``gateway.blob_gc``).  30 days by default: long past any turn that may still read it (one re-run
+    after an outage), short enough that learners' files do not pile up on the gateway's disk."""
 
 
 class Config(_Model):

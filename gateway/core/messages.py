@@ -65,6 +65,9 @@ class Sender(_Frozen):
     user: UserId
     display_name: str = ""
     is_bot: bool = False
+    locale: str = ""
+    """The language the platform says the sender uses (a BCP-47 tag such as ``zh-CN``), empty when it
+    does not say; it picks the language of the gateway's own notices (:mod:`gateway.core.phrases`)."""
 
 
 class Address(_Frozen):

@@ -18,12 +18,19 @@ decides whose teacher scope is used.
 
 A ``PUT`` body is at most :data:`MAX_NOTES_BYTES`; a larger one is refused
 with 413 before it is read further.
+
+The controls are the gateway's own brain's (``brain.factory.BuiltBrain.memory``):
+a ``PUT`` or ``DELETE`` waits for the learner's running turn, which would
+otherwise write back what was just deleted (``brain.memory.guarded``), and a
+turn that does not end within the wait is answered 409 with ``Retry-After``.
+A gateway running a plugged-in responder has no brain memory to control: the
+API answers 503 and says so.
 """
 
 from __future__ import annotations
 
 import hmac
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
@@ -34,6 +41,9 @@ from gateway.core.errors import InvalidEvent
 from gateway.http.body import read_limited
 from gateway.http.responses import error_response
 from gateway.jsonbody import decode_json
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from brain.memory.guarded import GuardedControls
 
 PREFIX = "/api/v1/partners/{partner}/learners/{identity}/memory"
 MAX_NOTES_BYTES = 64 * 1024
@@ -62,7 +72,14 @@ def holder(config: Config, presented: str) -> AdminToken | Literal["operator"] |
     return found
 
 
-def admin_routes(config: Config) -> list[Route]:
+RETRY_AFTER_S = 5
+"""What a 409 for a running turn suggests: turns end in seconds."""
+NO_BRAIN = ("the memory controls are not available: this gateway runs a plugged-in responder "
+            "(PARTNERS_RESPONDER or an embedding program's), not its own brain")
+
+
+def admin_routes(config: Config, memory: GuardedControls | None) -> list[Route]:
+    """``memory``: the gateway's brain's controls; None with a plugged-in responder."""
     enabled = config.http.admin_token is not None or bool(config.http.admin_tokens)
 
     async def handle(request: Request) -> Response:
@@ -81,7 +98,9 @@ def admin_routes(config: Config) -> list[Route]:
                           {"WWW-Authenticate": f'{REALM}, error="insufficient_scope"'})
         if partner is None:
             return error_response(404, f"no partner {name!r}")
-        return await _operate(config, partner, request)
+        if memory is None:
+            return error_response(503, NO_BRAIN)
+        return await _operate(memory, partner, request)
 
     return [
         Route(PREFIX, handle, methods=["GET", "PUT", "DELETE"]),
@@ -96,31 +115,24 @@ def _partner(config: Config, partner_id: str) -> PartnerConfig | None:
         return None
 
 
-async def _operate(config: Config, partner: PartnerConfig, request: Request) -> Response:
-    from brain.memory import MEMORY_FILE
-    from brain.memory.controls import MemoryControls
+async def _operate(controls: GuardedControls, partner: PartnerConfig, request: Request) -> Response:
+    from brain.memory.guarded import TurnRunning
     from brain.memory.scopes import Identity, learner_scope, teacher_of
-    from brain.memory.store import MemoryStore
-    from brain.session_log import SessionLog
-    from brain.usage import UsageLedger
 
     try:
         identity = Identity.parse(request.path_params["identity"])
     except ValueError as error:
         return error_response(400, str(error))
-    store = MemoryStore(config.data_dir / MEMORY_FILE)
-    log, usage = SessionLog(config.data_dir / "brain.db"), UsageLedger(config.data_dir / "brain.db")
+    teacher = teacher_of(partner)
+    person = await controls.person(teacher, identity)
+    if person is None:
+        return error_response(404, f"{identity} has not written to {partner.id} or its teacher's other partners")
+    scope = learner_scope(teacher, person)
+    if request.method == "GET" and request.url.path.endswith(".md"):
+        return PlainTextResponse(await controls.markdown(scope), media_type="text/markdown; charset=utf-8")
+    if request.method == "GET":
+        return JSONResponse(await controls.export(scope))
     try:
-        controls = MemoryControls(store, log, usage)
-        teacher = teacher_of(partner)
-        person = await controls.person(teacher, identity)
-        if person is None:
-            return error_response(404, f"{identity} has not written to {partner.id} or its teacher's other partners")
-        scope = learner_scope(teacher, person)
-        if request.method == "GET" and request.url.path.endswith(".md"):
-            return PlainTextResponse(await controls.markdown(scope), media_type="text/markdown; charset=utf-8")
-        if request.method == "GET":
-            return JSONResponse(await controls.export(scope))
         if request.method == "DELETE":
             keep = request.query_params.get("keep_history", "").lower() in ("1", "true", "yes")
             return JSONResponse({"deleted": await controls.delete(scope, history=not keep)})
@@ -138,7 +150,5 @@ async def _operate(config: Config, partner: PartnerConfig, request: Request) -> 
             return error_response(400, 'send JSON {"markdown": "..."}')
         document = await controls.edit(scope, markdown)
         return JSONResponse({"footnotes_kept": len(document.footnotes)})
-    finally:
-        store.close()
-        log.close()
-        usage.close()
+    except TurnRunning as error:
+        return error_response(409, str(error), {"Retry-After": str(RETRY_AFTER_S)})

@@ -137,7 +137,8 @@ def build_app(gateway: ServedGateway) -> Starlette:
     if config is not None:
         from gateway.http.admin import admin_routes
 
-        routes += admin_routes(config)
+        brain = getattr(gateway, "brain", None)  # the Gateway's own brain; None with a plugged-in responder
+        routes += admin_routes(config, brain.memory if brain is not None else None)
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
     load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)

@@ -48,6 +48,7 @@ from gateway.core.messages import (
     StreamHandle,
     plain_text,
 )
+from gateway.core.phrases import ENGLISH, Phrase, say
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
 from gateway.pipeline.budget import fit_budget, within_size
@@ -59,7 +60,7 @@ from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)
 
-APOLOGY = "Sorry, something went wrong on my side while answering. Please send your message again."
+APOLOGY = say(Phrase.DELIVERY_APOLOGY, ENGLISH)
 """What a learner gets instead of an answer with nothing in it (an empty or failed turn)."""
 
 
@@ -232,6 +233,9 @@ class Delivery:
                 log.warning("send failed platform=%s account=%s reply=%s attempt=%d retry_in=%.2fs error=%s",
                             *outlet.labels, key, attempts, delay, error)
                 await asyncio.sleep(delay)
+                # The failed step may have left something recorded (a preview opened before its
+                # edit failed): the retry starts from the row as it now is, not as it was read.
+                item = await self.store.get_reply(key) or item
                 continue
             self.metrics.messages_out.labels(*outlet.labels).inc()
         if first_received is not None:
@@ -259,18 +263,23 @@ class Delivery:
 
         A preview or stream may be on screen without us knowing its handle (a crash, a lost
         response): it is opened again under the same stream key -- a deduplicating platform hands
-        back the same message -- and then made to show the final text."""
+        back the same message -- and then made to show the final text.  The handle of one opened here
+        is recorded before that last step: should the finish or the edit fail, its retry finishes
+        this one instead of opening another -- on a platform without idempotency keys, a second
+        message the learner would see twice."""
         reply, channel, key = item.reply, outlet.channel, stream_key(item.reply.idempotency_key)
         if mode is EditMode.NATIVE_STREAM:
             if item.preview is not None:
                 stream = StreamHandle(target=reply.target, referrer=reply.referrer, handle=item.preview)
             else:
                 stream = await channel.start(reply.target, reply.referrer, key)
+                await self.store.record_preview(reply.idempotency_key, stream.handle)
             return (await channel.finish(stream, part)).message
         if item.preview is not None:
             await channel.edit(reply.target, item.preview, part, referrer=reply.referrer)
             return None
         preview = await channel.send(reply.target, part, referrer=reply.referrer, idempotency_key=key)
+        await self.store.record_preview(reply.idempotency_key, preview.ref)
         await channel.edit(reply.target, preview.ref, part, referrer=reply.referrer)
         return preview.message
 

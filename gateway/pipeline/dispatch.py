@@ -23,9 +23,10 @@ from typing import Protocol
 from gateway.core.capabilities import authenticates_senders
 from gateway.core.config import AccessPolicy, PartnerConfig, ToolRule
 from gateway.core.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible
+from gateway.core.phrases import Phrase, language_for, say
 from gateway.core.turns import Role
 from gateway.metrics import Metrics
-from gateway.pipeline.access import Decision, Verdict, decide
+from gateway.pipeline.access import Verdict, decide
 from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.outbox import Outbox, reply_key
@@ -38,10 +39,6 @@ PAIRING_SOURCES = 100
 """With per-source bounds, an account holds at most this many sources' worth of pending codes."""
 NOTHING_VISIBLE = "nothing visible in the message"
 
-PAIRING_NOTICE = (
-    "Hi! Before {partner} can answer you here, its teacher needs to approve you. "
-    "Your code is {code}. Your message is saved and will be answered after approval."
-)
 
 
 class TeacherHook(Protocol):
@@ -149,7 +146,7 @@ class Dispatcher:
             case Verdict.DROP:
                 await self._drop(message, decision.reason)
                 if decision.notify:
-                    await self._refusal_notice(message, policy, decision)
+                    await self._refusal_notice(message, partner, policy)
 
     async def _is_approved(self, message: InboundMessage) -> bool:
         """Approvals only ever get added (by the owner), so a yes is cached for good and a
@@ -191,15 +188,17 @@ class Dispatcher:
             # Too many codes pending: say nothing new (a flood of strangers must not flood the owner).
             return
         if await self.store.notice_due(address.channel, address.account, message.sender.user, policy.refusal.min_interval_s):
-            text = PAIRING_NOTICE.format(partner=partner.name, code=request.code)
+            language = language_for(partner.languages, message.sender.locale)
+            text = say(Phrase.PAIRING_NOTICE, language, partner=partner.name, code=request.code)
             await self._notice(message, text, purpose=f"pairing:{request.code}")
 
-    async def _refusal_notice(self, message: InboundMessage, policy: AccessPolicy, decision: Decision) -> None:
+    async def _refusal_notice(self, message: InboundMessage, partner: PartnerConfig, policy: AccessPolicy) -> None:
         if not policy.refusal.notify:
             return
         address = message.address
         if await self.store.notice_due(address.channel, address.account, message.sender.user, policy.refusal.min_interval_s):
-            await self._notice(message, policy.refusal.text, purpose="refusal")
+            text = policy.refusal.text or say(Phrase.REFUSAL, language_for(partner.languages, message.sender.locale))
+            await self._notice(message, text, purpose="refusal")
 
     async def _greet(self, message: InboundMessage, partner: PartnerConfig) -> None:
         key = reply_key(message.address, message.event_id, "greeting")

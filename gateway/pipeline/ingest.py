@@ -10,7 +10,9 @@ Platforms that push events give an answer only seconds (Slack, Feishu, QQ:
 send it again.  A commit that takes more than half of that is logged and
 counted (``partners_slow_accepts``): the store is the one thing here that can
 make a channel miss its deadline, and the redeliveries it causes are
-otherwise only seen as dedup hits.
+otherwise only seen as dedup hits.  That is the early warning; a webhook
+channel's ack clock (``channels._kit.ack``) reports the miss itself through
+:meth:`Ingest.late_ack`, counted in ``partners_late_acks_total``.
 """
 
 from __future__ import annotations
@@ -76,6 +78,10 @@ class Ingest:
     def invalid(self, reason: str) -> None:
         self.metrics.dropped.labels(self.channel, self.account, "invalid event").inc()
         log.warning("invalid event dropped platform=%s account=%s reason=%s", self.channel, self.account, reason)
+
+    def late_ack(self, took_s: float, deadline_s: float) -> None:
+        """The channel's ack clock saw a webhook answered past its deadline (it logged the times)."""
+        self.metrics.late_acks.labels(self.channel, self.account).inc()
 
     def refused(self, rule: str, detail: str) -> None:
         self.metrics.dropped.labels(self.channel, self.account, rule).inc()

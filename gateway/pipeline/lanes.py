@@ -33,8 +33,9 @@ from dataclasses import dataclass, field
 from gateway.core.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
 from gateway.core.messages import Address, Attachment, InboundMessage, OutboundReply
+from gateway.core.phrases import ENGLISH, Phrase, language_for, say
 from gateway.core.turns import Responder, Role, Turn
-from gateway.pipeline.delivery import APOLOGY, Delivery, Outlet
+from gateway.pipeline.delivery import Delivery, Outlet
 from gateway.pipeline.media import MediaFetch, awaits_fetch
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.streaming import PreviewStream
@@ -43,8 +44,9 @@ from gateway.store import InboundState, Store
 log = logging.getLogger(__name__)
 
 STOP_COMMAND = "/stop"
-STOPPED = "Stopped. Send me a new message whenever you're ready."
-NOTHING_TO_STOP = "There's nothing running to stop."
+STOPPED = say(Phrase.STOPPED, ENGLISH)
+"""The English notices (the catalogue's ``gateway/core/phrases.toml`` holds every language's)."""
+NOTHING_TO_STOP = say(Phrase.NOTHING_TO_STOP, ENGLISH)
 
 
 @dataclass
@@ -125,12 +127,17 @@ class Lanes:
         lane.wake.set()
         self._ensure_running(lane)
 
-    def resume_delivery(self, key: str, target: Address) -> None:
+    def resume_delivery(self, key: str, target: Address) -> bool:
+        """Queue the ready reply ``key`` on its conversation's lane (the outbox's wake-up); False when it
+        already is queued or being delivered, or its channel does not run."""
+        if self.delivering(key):
+            return False
         lane = self._lane(target)
         if lane is None:
-            return
+            return False
         lane.deliveries.append(key)
         self._ensure_running(lane)
+        return True
 
     def _lane(self, address: Address) -> Lane | None:
         key = address.conversation_key
@@ -248,8 +255,9 @@ class Lanes:
 
         turn = Turn(first.partner, message.address, message.sender, first.role, [a.message for a in batch], take_arrivals,
                     context_rules=first.context_rules)
+        language = language_for(first.partner.languages, message.sender.locale)
         if all(a.message.text.strip().casefold() == STOP_COMMAND for a in batch):
-            markdown, attachments = NOTHING_TO_STOP, ()
+            markdown, attachments = say(Phrase.NOTHING_TO_STOP, language), ()
         else:
             lane.responding = asyncio.create_task(self._respond(turn, preview))
             try:
@@ -258,7 +266,7 @@ class Lanes:
                 current = asyncio.current_task()
                 if lane.stop is None or (current is not None and current.cancelling()):
                     raise  # shutdown, not /stop: the messages stay pending for the next start
-                markdown, attachments = STOPPED, ()
+                markdown, attachments = say(Phrase.STOPPED, language), ()
                 taken.append(lane.stop)
                 lane.batch = [*lane.batch, lane.stop]
                 log.info("turn stopped by the learner conversation=%s", lane.key)
@@ -302,7 +310,9 @@ class Lanes:
             raise
         except Exception:
             log.exception("responder failed conversation=%s partner=%s", turn.address.conversation_key, turn.partner.id)
-            return APOLOGY, ()
+            return say(Phrase.DELIVERY_APOLOGY, language_for(turn.partner.languages, turn.sender.locale)), ()
         if final is None:
             final = text
-        return (final if final.strip() or attachments else APOLOGY), attachments
+        if final.strip() or attachments:
+            return final, attachments
+        return say(Phrase.DELIVERY_APOLOGY, language_for(turn.partner.languages, turn.sender.locale)), ()

@@ -8,7 +8,11 @@ it commits it (with the "answered" marks of what it covers, in the same
 transaction) and wakes delivery.  Delivery is whoever listens
 (:meth:`Outbox.on_ready`; the conversation lanes), so a writer -- the
 dispatcher, the teacher desk, the reminder clock -- needs no lanes, and the
-lanes need none of them.
+lanes need none of them.  Rows a previous run (or a failed store write) left
+ready are woken through the same :meth:`Outbox.wake` by
+:mod:`gateway.pipeline.resume`: there is one way delivery is woken.  Waking a
+reply that delivery already has in hand is harmless: a listener takes each key
+once, and says whether it took it.
 
 The keys, all derived here:
 
@@ -31,8 +35,9 @@ from gateway.store import OutboxItem, ReplyState, Store
 
 log = logging.getLogger(__name__)
 
-Wake = Callable[[str, Address], None]
-"""Told a reply key and its conversation once the row is durable and ready to deliver."""
+Wake = Callable[[str, Address], bool]
+"""Told a reply key and its conversation once the row is durable and ready to deliver; True when it
+took the reply on, False when it already had it in hand or cannot deliver there now (no running channel)."""
 
 
 def reply_key(address: Address, first_event: str, purpose: str = "reply") -> str:
@@ -67,12 +72,15 @@ class Outbox:
         """Be told of every reply that is ready to deliver (the lanes subscribe when they are built)."""
         self._listeners.append(wake)
 
-    def wake(self, key: str, target: Address) -> None:
-        """Tell delivery a durable reply is ready (also for rows recovered from the store)."""
+    def wake(self, key: str, target: Address) -> bool:
+        """Tell delivery a durable reply is ready (also for rows recovered from the store).
+
+        True when a listener took it on: False when it already was in hand, or nothing delivers there now
+        (the row stays in the store for the next start or the next resume)."""
         if not self._listeners:
             log.warning("reply ready but nothing delivers yet reply=%s; left in the store for later", key)
-        for listener in self._listeners:
-            listener(key, target)
+        taken = [listener(key, target) for listener in self._listeners]
+        return any(taken)
 
     async def write(self, reply: OutboundReply, *, answered: Sequence[tuple[str, str, str]] = ()) -> OutboxItem:
         """Commit ``reply`` as ready and mark ``answered`` inbound messages answered, in one transaction.

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from gateway.metrics import Metrics
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.lanes import Lanes
+from gateway.pipeline.outbox import Outbox
 from gateway.store import ReplyState, Store
 from gateway.store.health import StoreState
 
@@ -27,20 +28,21 @@ RETRY_S = 1.0
 """How often a failing store is tried again: a write of a few kilobytes, so cheap enough to repeat."""
 
 
-async def resume(store: Store, dispatcher: Dispatcher, lanes: Lanes, running: Callable[[str, str], bool]) -> tuple[int, int]:
-    """Hand pending work nothing holds to its lane or the dispatcher; return (replies, messages) resumed.
+async def resume(store: Store, outbox: Outbox, dispatcher: Dispatcher, lanes: Lanes,
+                 running: Callable[[str, str], bool]) -> tuple[int, int]:
+    """Wake delivery for ready replies and hand pending messages nothing holds to the dispatcher;
+    return (replies, messages) resumed.
 
-    Replies first, so a conversation's answers keep their order.  A STREAMING row belongs to a turn
-    that was cut short; that turn re-runs from its still-pending messages and picks the row (and its
-    on-screen preview) up again."""
+    Replies first, so a conversation's answers keep their order.  They are woken through the
+    outbox, as every written reply is, and delivery takes on only those it does not already have
+    in hand.  A STREAMING row belongs to a turn that was cut short; that turn re-runs from its
+    still-pending messages and picks the row (and its on-screen preview) up again."""
     replies = await store.open_replies()
     pending = await store.open_inbound()
     # No await from here on: what a lane or the dispatcher holds cannot change under the checks.
     resumed_replies = 0
     for item in replies:
-        key = item.reply.idempotency_key
-        if item.state is ReplyState.READY and not lanes.delivering(key):
-            lanes.resume_delivery(key, item.reply.target)
+        if item.state is ReplyState.READY and outbox.wake(item.reply.idempotency_key, item.reply.target):
             resumed_replies += 1
     resumed_messages = 0
     for entry in pending:
@@ -55,9 +57,10 @@ async def resume(store: Store, dispatcher: Dispatcher, lanes: Lanes, running: Ca
 class StoreWatch:
     """Follows the store's health into the metrics, and resumes pending work when it recovers."""
 
-    def __init__(self, store: Store, dispatcher: Dispatcher, lanes: Lanes, running: Callable[[str, str], bool],
-                 metrics: Metrics) -> None:
-        self.store, self.dispatcher, self.lanes, self.running, self.metrics = store, dispatcher, lanes, running, metrics
+    def __init__(self, store: Store, outbox: Outbox, dispatcher: Dispatcher, lanes: Lanes,
+                 running: Callable[[str, str], bool], metrics: Metrics) -> None:
+        self.store, self.outbox, self.dispatcher, self.lanes = store, outbox, dispatcher, lanes
+        self.running, self.metrics = running, metrics
         self._recoveries = store.health.condition().recoveries
         self._failing = False
 
@@ -87,6 +90,6 @@ class StoreWatch:
         if condition.recoveries == self._recoveries:
             return
         self._recoveries = condition.recoveries
-        replies, messages = await resume(self.store, self.dispatcher, self.lanes, self.running)
+        replies, messages = await resume(self.store, self.outbox, self.dispatcher, self.lanes, self.running)
         self.metrics.store_resumed.inc(replies + messages)
         log.warning("store writes again; resumed replies=%d pending_messages=%d", replies, messages)

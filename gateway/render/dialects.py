@@ -403,7 +403,7 @@ class MarkdownRenderer(Renderer):
     def _styled_with(self, node: Inline, style: Style, family: str, before: str = "", following: Inline | None = None) -> str:
         outer = self._families.get(style)
         self._families[style] = family
-        after = self.escape(following.text)[:1] if isinstance(following, Text) else ""
+        after = self._first_shown(following)
         self._edges.append((before[-1:], after))
         try:
             content = self.inlines(node.children)  # type: ignore[union-attr]
@@ -413,8 +413,19 @@ class MarkdownRenderer(Renderer):
                 del self._families[style]
             else:
                 self._families[style] = outer
+        if family == "*" and not _star_flanks(before[-1:], content.strip(), after):
+            return content  # no spelling reads back: the style goes, the words stay
         mark = self._MARKS[style] if family == "*" else "_" * len(self._MARKS[style])
         return wrap_marks(mark, content)
+
+    def _first_shown(self, following: Inline | None) -> str:
+        """The first character written after a run: a link with an unsafe target is written as its
+        text, so a closing ``**`` may end up right before a letter (``**\\_**a``, not bold)."""
+        if isinstance(following, Text):
+            return self.escape(following.text)[:1]
+        if isinstance(following, (Link, Image)):
+            return self.inline(following)[:1]
+        return ""
 
     def styled(self, style: Style, content: str) -> str:
         return wrap_marks(self._MARKS[style], content)
@@ -456,6 +467,17 @@ def _in_word(char: str) -> bool:
         return False
     ascii_punctuation = char.isascii() and not char.isalnum()
     return not (ascii_punctuation or unicodedata.category(char).startswith("P"))
+
+
+def _star_flanks(before: str, content: str, after: str) -> bool:
+    """Whether ``*`` runs open before ``content`` and close after it, between ``before`` and ``after``.
+
+    A run beside a letter or digit flanks only if the content's edge there is not punctuation:
+    ``a**\\_**`` opens nothing, ``**\\_**a`` closes nothing."""
+    def punctuation(char: str) -> bool:
+        return bool(char) and not char.isspace() and not _in_word(char)
+
+    return not ((_in_word(before) and punctuation(content[:1])) or (punctuation(content[-1:]) and _in_word(after)))
 
 
 def _ends_with_mark(rendered: str, mark: str) -> bool:

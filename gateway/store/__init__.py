@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from gateway.core.messages import Address, InboundMessage, MessageId, OutboundReply
+from gateway.core.messages import Address, InboundMessage, Media, MessageId, OutboundReply
 from gateway.store.health import StoreHealth
 
 
@@ -93,6 +93,18 @@ class QueueDepths:
     """'channel:account' -> replies not yet delivered."""
 
 
+def blob_keys(message: InboundMessage) -> set[str]:
+    """The blob store keys of the files a message carries (fetched ones only)."""
+    return {e.blob for e in message.elements if isinstance(e, Media) and e.blob is not None}
+
+
+def without_files(message: InboundMessage, note: str) -> InboundMessage:
+    """The message with every file it carries taken out: no blob, and ``note`` as the reason it is missing."""
+    elements = tuple(e.model_copy(update={"blob": None, "missing": note}) if isinstance(e, Media) and (e.ref or e.blob)
+                     else e for e in message.elements)
+    return message.model_copy(update={"elements": elements})
+
+
 class Store(Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
@@ -121,6 +133,17 @@ class Store(Protocol):
 
     async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
         """Move a sender's held messages back to pending and return them."""
+        ...
+
+    # the files inbound messages refer to (gateway.blob_gc)
+    async def blobs_in_use(self, received_before: float) -> set[str]:
+        """The blob keys stored messages may still need: those of every message still pending or held,
+        and of every message received at ``received_before`` or later, whatever its state."""
+        ...
+
+    async def erase_sender_files(self, channel: str, account: str, user: str, note: str) -> set[str]:
+        """Take the files out of every stored message of this sender (each becomes a ``missing`` file,
+        ``note`` saying why, so nothing fetches it again) and return the blob keys they referred to."""
         ...
 
     # outbox

@@ -33,6 +33,8 @@ from gateway.store import (
     Reminder,
     ReplyState,
     Takeover,
+    blob_keys,
+    without_files,
 )
 from gateway.store.health import StoreHealth, is_store_failure
 from gateway.store.migrations import GATEWAY_SCHEMA
@@ -224,6 +226,32 @@ class SqliteStore:
                          (payload, *message.dedup_key))
 
         await self._run(op)
+
+    async def blobs_in_use(self, received_before: float) -> set[str]:
+        def op(conn: sqlite3.Connection) -> set[str]:
+            rows = conn.execute(
+                "SELECT payload FROM inbound WHERE payload LIKE '%\"blob\":\"%' AND (state IN (?, ?) OR received_at >= ?)",
+                (InboundState.PENDING.value, InboundState.HELD.value, received_before),
+            ).fetchall()
+            return {key for (payload,) in rows for key in blob_keys(InboundMessage.model_validate_json(payload))}
+
+        return await self._run(op)
+
+    async def erase_sender_files(self, channel: str, account: str, user: str, note: str) -> set[str]:
+        def op(conn: sqlite3.Connection) -> set[str]:
+            rows = conn.execute(
+                "SELECT seq, payload FROM inbound WHERE channel = ? AND account = ? AND sender = ?"
+                " AND (payload LIKE '%\"ref\":{%' OR payload LIKE '%\"blob\":\"%')",
+                (channel, account, user),
+            ).fetchall()
+            erased: set[str] = set()
+            for seq, payload in rows:
+                message = InboundMessage.model_validate_json(payload)
+                erased |= blob_keys(message)
+                conn.execute("UPDATE inbound SET payload = ? WHERE seq = ?", (without_files(message, note).model_dump_json(), seq))
+            return erased
+
+        return await self._run(op)
 
     async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
         def op(conn: sqlite3.Connection) -> list[InboxItem]:

@@ -35,6 +35,7 @@ from gateway.core.messages import (
     Text,
     UserId,
 )
+from gateway.core.phrases import Phrase, say
 from gateway.core.turns import Role, Turn
 from personas.loader import load_persona
 from tests.peers.model_stub import ModelStub, Reply
@@ -154,6 +155,16 @@ async def test_an_empty_answer_gets_one_nudge_then_an_apology(stub, tmp_path, pe
     assert final(await run(build(tmp_path, persona_dir), turn_for(stub))) == "Sorry, here it is."
     stub.script(Reply.empty(), Reply.empty())
     assert final(await run(build(tmp_path, persona_dir), turn_for(stub, user="bob"))) == APOLOGY
+
+
+async def test_a_chinese_persona_apologises_in_chinese(stub, tmp_path, persona_dir):
+    spec_path = persona_dir / "tiny-tutor" / "persona.yaml"
+    spec = yaml.safe_load(spec_path.read_text())
+    spec["languages"] = ["zh-Hans"]
+    spec_path.write_text(yaml.safe_dump(spec))
+    stub.script(Reply.empty(), Reply.empty())
+    answer = final(await run(build(tmp_path, persona_dir), turn_for(stub)))
+    assert answer == say(Phrase.MODEL_APOLOGY, "zh-Hans") and answer != APOLOGY
 
 
 async def test_reasoning_is_logged_never_shown(stub, tmp_path, persona_dir):

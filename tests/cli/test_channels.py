@@ -33,4 +33,4 @@ def test_each_built_in_channel_says_what_it_can_do_from_its_declared_capabilitie
     by_name = {row.split()[0]: row for row in result.output.strip().splitlines()[1:]}
     assert "edits in place, groups by mention, threads, reactions, typing, files: audio/file/image/video" in by_name["telegram"]
     assert "groups by mention" not in by_name["whatsapp"] and "typing" in by_name["whatsapp"]
-    assert "edits in place" in by_name["slack"]  # its native stream still rides inside send/edit (see docs/adr/0025)
+    assert "edits in place" in by_name["slack"]  # declared; threads stream natively (SlackChannel.stream_mode)

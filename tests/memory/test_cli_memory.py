@@ -135,3 +135,33 @@ def test_commands_that_rewrite_a_learner_refuse_while_a_gateway_runs(setup, tmp_
         datadir.release(fd)
     done = invoke("people", "forget", "webchat:default:ann", "--partner", "tutor", "--yes")
     assert done.exit_code == 0, done.output
+
+
+def test_people_forget_erases_the_files_the_learner_sent(setup, tmp_path):
+    """Offline, the command lends the gateway's store and blob folder to the controls, as a running gateway does."""
+    from gateway.blobs import LocalBlobs
+    from gateway.core.messages import Media, MediaRef
+    from gateway.store.sqlite import SqliteStore
+
+    config = load_config(tmp_path / "partners.yaml")
+    blobs = LocalBlobs(config.data_dir / "blobs")
+
+    async def received() -> str:
+        async def body():
+            yield b"ann's homework photo"
+
+        blob = await blobs.put(body(), limit=100, suffix=".jpg")
+        message = learner_turn(config, "ann").messages[0]
+        media = Media.inbound("image", MediaRef(locator="photo-1")).model_copy(update={"blob": blob.key})
+        store = SqliteStore(config.database_path)
+        await store.open()
+        await store.accept([message.model_copy(update={"elements": (media,)})], 60)
+        await store.close()
+        return blob.key
+
+    key = asyncio.run(received())
+    assert blobs.path(key).exists()
+    invoke = setup
+    done = invoke("people", "forget", "webchat:default:ann", "--partner", "tutor", "--yes")
+    assert done.exit_code == 0 and "1 files" in done.output, done.output
+    assert not blobs.path(key).exists()

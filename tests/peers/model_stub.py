@@ -102,6 +102,8 @@ class Reply:
     """Take the request and never answer it, holding the connection open (a provider that is stuck)."""
     stall_after: int | None = None
     """Fall silent after this many streamed chunks, holding the connection open (a provider stuck mid-answer)."""
+    gated: bool = False
+    """Answer only once :meth:`ModelStub.open_gate` was called: a turn held mid-call for as long as a test needs."""
 
     @classmethod
     def text(cls, text: str, **options: Any) -> Reply:
@@ -325,6 +327,7 @@ class StubState:
     api_key: str | None = None
     """When set, only requests bearing this key are answered; the rest get 401."""
     stopping: asyncio.Event = field(default_factory=asyncio.Event)
+    gate: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def sleep(self, seconds: float) -> None:
         """Sleep, but wake at once when the server stops (so a "timeout" reply never holds up shutdown)."""
@@ -373,6 +376,12 @@ def build_app(state: StubState) -> Starlette:
         rejected = next((p for p in sorted(state.rejects) if p in body), None)
         reply = Reply.unsupported(rejected) if rejected else state.queue.popleft() if state.queue else state.responder(body)
         await state.sleep(reply.delay)
+        if reply.gated:
+            gate = asyncio.create_task(state.gate.wait())
+            stop = asyncio.create_task(state.stopping.wait())
+            await asyncio.wait({gate, stop}, return_when=asyncio.FIRST_COMPLETED)
+            gate.cancel()
+            stop.cancel()
         if reply.hang:
             await state.hold()
             return JSONResponse({"error": {"message": "the stub is stopping"}}, status_code=503)
@@ -473,6 +482,10 @@ class ModelStub:
     def script(self, *replies: Reply) -> None:
         """Queue replies; each chat request takes the next one."""
         self.state.queue.extend(replies)
+
+    def open_gate(self) -> None:
+        """Let every ``gated`` reply, waiting or still to come, answer."""
+        self.state.gate.set()
 
     @property
     def pending(self) -> int:

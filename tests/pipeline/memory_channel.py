@@ -45,12 +45,12 @@ DEFAULT_CAPS = ChannelCapabilities(
 
 
 def make_message(text, *, event, account="acct", chat="c1", user="u1", kind=ConversationKind.DIRECT,
-                 addressed=True, from_self=False) -> InboundMessage:
+                 addressed=True, from_self=False, locale="") -> InboundMessage:
     return InboundMessage(
         event_id=EventId(event),
         address=Address(channel=ChannelName("memory"), account=AccountId(account),
                         conversation=Conversation(chat=ChatId(chat), kind=kind)),
-        sender=Sender(user=UserId(user), display_name=user),
+        sender=Sender(user=UserId(user), display_name=user, locale=locale),
         elements=(Text(text=text),),
         received_at=datetime.now(UTC),
         addressed=addressed,

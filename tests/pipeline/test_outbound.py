@@ -105,10 +105,11 @@ async def test_a_stream_opened_before_a_restart_is_finished_by_its_stored_handle
     assert [(s.kind, s.message, s.text) for s in channel.sent] == [("finish", "stream-from-before", "the whole answer")]
 
 
-async def test_an_unconfirmed_stream_is_started_again_under_its_key_then_finished(tmp_path):
+async def restarted_after_a_crash_before_the_stream_handle(tmp_path, channel_class: type[MemoryChannel]) -> tuple[Gateway, str]:
+    """A gateway restarted on a ready reply whose stream began but whose handle was never recorded."""
     MemoryChannel.caps = DEFAULT_CAPS.model_copy(update={"edit_mode": EditMode.NATIVE_STREAM})
     config = make_config(tmp_path)
-    gateway = Gateway(config, responder=ScriptedResponder(), channel_classes={"memory": MemoryChannel})
+    gateway = Gateway(config, responder=ScriptedResponder(), channel_classes={"memory": channel_class})
     await gateway.store.open()
     message = make_message("q", event="e1")
     await gateway.store.accept([message], 60)
@@ -117,11 +118,38 @@ async def test_an_unconfirmed_stream_is_started_again_under_its_key_then_finishe
     await gateway.store.begin_preview(reply)  # a crash before the stream's handle was recorded
     await gateway.store.put_reply(reply, ReplyState.READY, answered=[message.dedup_key])
     await gateway.store.close()
-
-    restarted = Gateway(config, responder=ScriptedResponder(), channel_classes={"memory": MemoryChannel})
+    restarted = Gateway(config, responder=ScriptedResponder(), channel_classes={"memory": channel_class})
     await restarted.start()
+    return restarted, key
+
+
+async def test_an_unconfirmed_stream_is_started_again_under_its_key_then_finished(tmp_path):
+    restarted, key = await restarted_after_a_crash_before_the_stream_handle(tmp_path, MemoryChannel)
     channel = restarted.channel("memory", "acct")
     await channel.wait_for(lambda sent: any(s.kind == "finish" for s in sent))
     await restarted.stop()
     assert [(s.kind, s.key) for s in channel.sent] == [("start", stream_key(key)), ("finish", "")]
+    assert list(channel.visible().values()) == ["the whole answer"]
+
+
+class FinishFailsOnce(MemoryChannel):
+    """Like Slack without idempotency keys: every start opens a new stream; the first finish fails."""
+
+    async def start(self, target, referrer, key):
+        self.by_key.pop(key, None)
+        return await super().start(target, referrer, key)
+
+    async def finish(self, stream, final):
+        if not getattr(self, "failed_once", False):
+            self.failed_once = True
+            raise PeerUnavailable("memory", "the finish's answer never came")
+        return await super().finish(stream, final)
+
+
+async def test_a_stream_opened_by_the_final_delivery_is_recorded_so_a_failed_finish_is_retried_on_it(tmp_path):
+    restarted, _ = await restarted_after_a_crash_before_the_stream_handle(tmp_path, FinishFailsOnce)
+    channel = restarted.channel("memory", "acct")
+    await channel.wait_for(lambda sent: any(s.kind == "finish" for s in sent))
+    await restarted.stop()
+    assert [s.kind for s in channel.sent] == ["start", "finish"]
     assert list(channel.visible().values()) == ["the whole answer"]

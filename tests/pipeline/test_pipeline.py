@@ -7,7 +7,7 @@ import asyncio
 from gateway.core.capabilities import EditMode
 from gateway.core.errors import BadRequest, PeerUnavailable, RateLimited
 from gateway.core.messages import ConversationKind
-from gateway.pipeline.lanes import APOLOGY
+from gateway.pipeline.delivery import APOLOGY
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder
 from tests.pipeline.memory_channel import DEFAULT_CAPS

@@ -7,6 +7,7 @@ import asyncio
 from gateway.app import Gateway
 from gateway.core.messages import OutboundReply
 from gateway.pipeline.outbox import reply_key
+from gateway.pipeline.resume import resume
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder, make_config
 from tests.pipeline.memory_channel import MemoryChannel, make_message
@@ -72,3 +73,43 @@ async def test_graceful_stop_drains_in_flight_turns(tmp_path):
         await asyncio.sleep(0.01)
     await gateway.stop()
     assert any(s.final and s.text == "re: finish me" for s in channel.sent)
+
+
+async def test_recovered_replies_are_woken_through_the_outbox_like_every_written_one(tmp_path):
+    """Resume has no way of its own to start delivery: what the outbox's listeners hear is what gets delivered."""
+    config = make_config(tmp_path)
+    gateway = Gateway(config, responder=ScriptedResponder(), channel_classes={"memory": MemoryChannel})
+    await gateway.store.open()
+    message = make_message("q", event="e1")
+    await gateway.store.accept([message], 60)
+    key = reply_key(message.address, message.event_id)
+    await gateway.store.put_reply(OutboundReply(idempotency_key=key, target=message.address, markdown="left ready"),
+                                  ReplyState.READY, answered=[message.dedup_key])
+    heard: list[str] = []
+
+    def listen(woken: str, _target: object) -> bool:
+        heard.append(woken)
+        return False
+
+    gateway.outbox.on_ready(listen)
+    replies, messages = await resume(gateway.store, gateway.outbox, gateway.dispatcher, gateway.lanes, lambda _c, _a: True)
+    await gateway.store.close()
+    assert heard == [key]
+    assert (replies, messages) == (0, 0)  # heard, but nothing runs the memory channel yet: left in the store
+
+
+async def test_waking_a_reply_delivery_already_has_in_hand_queues_it_once(start_gateway):
+    gateway, channel = await start_gateway()
+    message = make_message("q", event="e9")
+    await gateway.store.accept([message], 60)
+    key = reply_key(message.address, message.event_id)
+    await gateway.store.put_reply(OutboundReply(idempotency_key=key, target=message.address, markdown="once"),
+                                  ReplyState.READY, answered=[message.dedup_key])
+    # No await between the wake-ups, as in resume: the first is queued, the others find it in hand.
+    assert [gateway.outbox.wake(key, message.address) for _ in range(3)] == [True, False, False]
+    assert gateway.lanes.delivering(key)
+    replies, _ = await resume(gateway.store, gateway.outbox, gateway.dispatcher, gateway.lanes, gateway._runs)
+    await channel.wait_for(lambda sent: any(s.text == "once" for s in sent))
+    assert replies == 0 and [s.text for s in channel.sent] == ["once"]
+    item = await gateway.store.get_reply(key)
+    assert item is not None and item.state is ReplyState.DELIVERED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from render_checks import html_text, is_subsequence, shown_text, visible_text, without_space
@@ -124,5 +125,13 @@ def test_one_part_when_the_limit_is_generous(markdown: str, dialect: Dialect) ->
 @settings(max_examples=150, deadline=None)
 @given(markdown=hostile_text)
 def test_markdown_output_is_stable_markdown(markdown: str) -> None:
+    once = renderer_for(Dialect.MARKDOWN).render(parse(markdown))
+    assert renderer_for(Dialect.MARKDOWN).render(parse(once)) == once
+
+
+@pytest.mark.parametrize("markdown", ["******_**[a]()", "**_**[a]()", "[a]()**_**", "*:*[x](javascript:y)"])
+def test_a_style_beside_a_link_written_as_text_reads_back(markdown: str) -> None:
+    """A link with an unsafe or empty target is written as its text, which may put a letter right
+    against a ``**`` run whose edge is punctuation: then the style goes, so the output still reads back."""
     once = renderer_for(Dialect.MARKDOWN).render(parse(markdown))
     assert renderer_for(Dialect.MARKDOWN).render(parse(once)) == once

@@ -18,7 +18,7 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.core.capabilities import capabilities_of
-from gateway.pipeline.lanes import APOLOGY
+from gateway.pipeline.delivery import APOLOGY
 from gateway.pipeline.outbox import reply_key
 from gateway.render import render_reply
 from gateway.store import ReplyState

@@ -28,7 +28,6 @@ from channels.webchat.api import STATIC_DIR
 from gateway.app import Gateway
 from gateway.cli import cli
 from gateway.configfile import parse_config
-from tests.contract.harness import ContractResponder
 from tests.e2e.rig import served as served_http
 from tests.security.probes.raw_http import raw_request
 
@@ -75,7 +74,7 @@ async def served(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterat
         "http": {"admin_token": "env:TRAVERSAL_ADMIN_TOKEN"},
         "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1},
     })
-    async with Gateway(config, responder=ContractResponder()) as gateway:
+    async with Gateway(config) as gateway:  # its own brain: the admin routes reach its memory controls
         outside, inside = tmp_path / "outside-sentinel.txt", data / "inside-sentinel.txt"
         outside.write_text(SENTINEL)
         inside.write_text(SENTINEL)
@@ -205,4 +204,7 @@ def test_kb_commands_refuse_a_partner_that_is_a_path_and_remove_nothing_outside(
     for doc in ("../../victim.md", "../victim.md", str(tmp_path / "victim.md"), "..", "*"):
         kb("rm", "tutor", doc)
     assert (tmp_path / "victim.md").read_text().startswith("# Victim") and course.exists()
-    assert {p for p in files(tmp_path) - before if not p.is_relative_to(tmp_path / "data" / "knowledge" / "tutor")} == set()
+    data, knowledge = tmp_path / "data", tmp_path / "data" / "knowledge"
+    written = files(tmp_path) - before  # the tutor's knowledge, and the brain's own files the CLI opens (its notes index)
+    assert {p for p in written if not p.is_relative_to(data)} == set()
+    assert {p for p in written if p.is_relative_to(knowledge) and not p.is_relative_to(knowledge / "tutor")} == set()

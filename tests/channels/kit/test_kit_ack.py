@@ -78,12 +78,15 @@ async def test_the_answer_waits_until_the_accept_returned():
 async def test_an_accept_slower_than_the_deadline_is_logged_and_counted(caplog: pytest.LogCaptureFixture):
     clock = Clock()
     timer = AckClock("slack", "main", 3, clock=clock)
-    await timer.accept_then_answer(SlowSink(clock, 1.0), [message("a")])
-    assert timer.late == 0
+    quick = SlowSink(clock, 1.0)
+    await timer.accept_then_answer(quick, [message("a")])
+    assert timer.late == 0 and quick.late_acks == []
+    sink = SlowSink(clock, 4.5)
     with caplog.at_level(logging.WARNING, logger="channels._kit.ack"):
-        response = await timer.accept_then_answer(SlowSink(clock, 4.5), [message("b")], JSONResponse({"ok": True}))
+        response = await timer.accept_then_answer(sink, [message("b")], JSONResponse({"ok": True}))
     assert response.status_code == 200 and response.body == b'{"ok":true}'  # still answered: it is durable
     assert timer.late == 1 and timer.slowest_s == 4.5
+    assert sink.late_acks == [(4.5, 3)]  # the sink heard of it: the gateway counts it on /metrics
     assert "platform=slack account=main took_s=4.500 deadline_s=3" in caplog.text
 
 

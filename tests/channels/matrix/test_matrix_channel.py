@@ -12,6 +12,7 @@ import logging
 
 import pytest
 
+from gateway.core.capabilities import capabilities_of
 from gateway.core.messages import (
     AccountId,
     Address,
@@ -428,3 +429,25 @@ async def test_a_revoked_token_asks_for_a_human_with_the_homeservers_reason(matr
 
     account = await eventually(failing, what="the account to report the bad token")  # no restart loop: a human must act
     assert "M_UNKNOWN_TOKEN" in account.reason
+
+
+async def test_a_file_over_the_upload_limit_goes_by_name_checked_once_before_the_channel(matrix, tmp_path):
+    """The outbound path measures files against media_max_bytes (gateway.pipeline.budget); the channel does not
+    check again.  The big file is sparse: its size is over the limit, its disk use nothing."""
+    limit = capabilities_of("matrix").media_max_bytes
+    scan = tmp_path / "scan.png"
+    with scan.open("wb") as handle:
+        handle.truncate(limit + 1)
+    drawing = tmp_path / "answer.png"
+    drawing.write_bytes(PNG + b"small enough")
+    matrix.responder.attachments = (Attachment(kind="image", path=str(scan), name="scan.png", mime_type="image/png"),
+                                    Attachment(kind="image", path=str(drawing), name="answer.png", mime_type="image/png"))
+    await matrix.start()
+    learner, room = await matrix.dm()
+    await learner.say(room, "both scans please")
+    seen = await matrix.replies(room, 2)
+    await matrix.quiet()
+    [text] = [s for s in seen if not s.attachments]
+    assert "[image: scan.png]" in text.text
+    [image] = [s for s in seen if s.attachments]
+    assert await learner.download(image.attachments[0]) == PNG + b"small enough"

@@ -43,6 +43,11 @@ def test_a_private_message_is_addressed_and_keyed_by_update_id():
     assert message.received_at.timestamp() == 1_700_000_000
 
 
+def test_the_senders_language_code_becomes_the_locale_the_notices_follow():
+    assert decoded(update("你好", **{"from": {**LEARNER, "language_code": "zh-hans"}})).sender.locale == "zh-hans"
+    assert decoded(update("hello")).sender.locale == ""  # Telegram leaves it out for some users
+
+
 def test_a_group_message_without_mention_reply_or_command_is_not_addressed():
     message = decoded(update("just chatting", chat=GROUP))
     assert message.address.conversation.kind is ConversationKind.GROUP
