@@ -58,9 +58,10 @@ class AckClock:
         """The clock for ``platform``'s declared ``ack_deadline_s``."""
         return cls(platform, account, capabilities_of(platform).ack_deadline_s)
 
-    async def accept_then_answer(self, sink: Sink, messages: Sequence[InboundMessage], answer: Response | None = None,
-                                 *, verified: Verified | None = None, replays: ReplayMemory | None = None) -> Response:
-        """``await sink.accept(messages)``, then ``answer`` (an empty 200 when None)."""
+    async def accept(self, sink: Sink, messages: Sequence[InboundMessage], *, verified: Verified | None = None,
+                     replays: ReplayMemory | None = None) -> None:
+        """``await sink.accept(messages)``, timed against the deadline.  For a channel whose SDK writes the
+        answer itself once this returned (slack-bolt's ``process_before_response``, a socket's envelope ack)."""
         started = self._clock()
         try:
             if messages:
@@ -76,4 +77,9 @@ class AckClock:
             log.warning("webhook made durable after the ack deadline platform=%s account=%s took_s=%.3f deadline_s=%g "
                         "late_total=%d", self.platform, self.account, took, self.deadline_s, self.late)
             sink.late_ack(took, self.deadline_s)
+
+    async def accept_then_answer(self, sink: Sink, messages: Sequence[InboundMessage], answer: Response | None = None,
+                                 *, verified: Verified | None = None, replays: ReplayMemory | None = None) -> Response:
+        """``await sink.accept(messages)``, then ``answer`` (an empty 200 when None)."""
+        await self.accept(sink, messages, verified=verified, replays=replays)
         return answer if answer is not None else Response(status_code=200)

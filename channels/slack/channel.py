@@ -3,12 +3,14 @@
 Inbound, both modes hand each event to the same slack-bolt ``AsyncApp``, built
 with ``process_before_response``: Bolt acknowledges (the Socket Mode envelope,
 or the HTTP 200) only after the listener returned, and the listener returns
-only after ``await sink.accept(...)`` -- so the ack means durable.  A listener
+only after the event is accepted -- so the ack means durable.  The kit's ack
+clock times that accept against Slack's 3 s, and one that took longer shows on
+``/metrics`` as ``partners_late_acks_total``: Slack is about to retry.  A listener
 that fails (the store cannot write) makes Bolt answer 500 / leave the envelope
 unacked, and Slack delivers it again.  Redeliveries and Slack's retries
 (``X-Slack-Retry-Num``) land on the same dedup key (see decode.py) and are
-answered once.  Events API requests are checked with slack_sdk's
-``SignatureVerifier`` (v0 HMAC, five-minute window) before anything is read.
+answered once.  Events API requests are checked with the kit's v0 HMAC
+(five-minute window, constant-time) before anything is read.
 
 Socket Mode's reconnect is the supervisor's: the SDK's socket client runs
 with its own reconnect loop off, follows Slack's ``disconnect`` hand-overs, and
@@ -40,6 +42,7 @@ from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.web.async_client import AsyncWebClient
 
+from channels._kit.ack import AckClock
 from channels._kit.media import download
 from channels._kit.signatures import SLACK_V0, verify_hmac
 from channels.base import Channel, ChannelContext
@@ -96,6 +99,8 @@ class SlackChannel(Channel[SlackConfig]):
         self._ready_lock = asyncio.Lock()
         self._http: httpx.AsyncClient | None = None
         """File downloads (``fetch_media``), streamed by the kit."""
+        self.acks = AckClock.of(PLATFORM, self.account)
+        """Times each event's accept against Slack's 3 s: both modes' acks wait for it."""
 
     @property
     def calls(self) -> Calls:
@@ -184,7 +189,7 @@ class SlackChannel(Channel[SlackConfig]):
             except InvalidEvent as error:
                 self.context.sink.invalid(str(error))
             else:
-                await self.context.sink.accept([message])
+                await self.acks.accept(self.context.sink, [message])
         else:
             self.context.sink.refused("slack-event", f"event {kind[:40]} is not read by the gateway")
         if self._heartbeat is not None:

@@ -119,3 +119,15 @@ async def test_the_200_comes_only_once_the_event_is_stored(open_rig):
     answer = await post(rig, callback(rig, "is it safe?", ts="1700000000.000400"))
     assert answer.status_code == 200
     assert rig.stored("D1:1700000000.000400")  # durable before Slack was told it arrived
+
+
+async def test_an_event_stored_after_slacks_deadline_is_counted_on_metrics(open_rig):
+    rig = await open_rig(mode="events")
+    channel = rig.gateway.channel("slack", rig.harness.account)
+    assert channel.acks.deadline_s == 3  # Slack's, from platforms.toml
+    channel.acks.deadline_s = 1e-9  # a deadline no store meets: this accept is late, as a stalled disk's would be
+    assert (await post(rig, callback(rig, "late?", ts="1700000000.000500"))).status_code == 200
+    async with httpx.AsyncClient(timeout=HTTP_S, trust_env=False) as http:
+        metrics = (await http.get(f"{rig.url}/metrics")).text
+    assert f'partners_late_acks_total{{account="{rig.harness.account}",channel="slack"}} 1.0' in metrics
+    assert rig.stored("D1:1700000000.000500")  # late, but durable: Slack's retry is a duplicate the inbox drops
