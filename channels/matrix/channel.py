@@ -1,13 +1,18 @@
 """MatrixChannel: a bot account on a Matrix homeserver, through matrix-nio.
 
-Inbound is ``/sync`` long-polling from a stored sync token.  The token is
-the cursor: it is written to ``context.cursors`` only after the events of
-that sync were handed to ``sink.accept`` and it returned (durable), so a
-crash in between makes the next start sync from the old token and see the
-same events again -- the gateway's dedup (by Matrix event id) answers each
-once.  A sync whose room timeline was cut short (``limited``) has the gap
-paged in with ``/messages`` back to the old token, so a long outage drops
-nothing.  The very first start has no token: its initial sync only takes one,
+Inbound is ``/sync`` long-polling from a stored sync token, on the kit's
+long-poll loop (``channels._kit.longpoll``): the channel's part is one sync --
+invites answered, events decoded -- and the loop stores the token only after
+``sink.accept`` returned (durable), so a crash in between makes the next start
+sync from the old token and see the same events again; the gateway's dedup (by
+Matrix event id) answers each once.  A transient failure anywhere in one sync
+(the sync itself, a join, a gap page) waits in place with the kit's backoff and
+tries the same token again, so an invite whose join failed is listed again;
+only a permanent error or retries run out end ``run`` for the supervisor.  nio
+retries nothing itself (``transport``), so the kit's is the one layer.  A sync
+whose room timeline was cut short (``limited``) has the gap paged in with
+``/messages`` back to the old token, so a long outage drops nothing.  The very
+first start has no token: its initial sync, before the loop, only takes one,
 and history from before the gateway existed is not answered.
 
 Outbound sends pass the idempotency key as the transaction id; the
@@ -33,6 +38,7 @@ from typing import Any, ClassVar
 import httpx
 from nio import AsyncClient, MessageDirection
 
+from channels._kit.longpoll import Batch, poll
 from channels.base import Channel, ChannelContext, MediaStream
 from channels.matrix.config import MatrixConfig
 from channels.matrix.decode import RoomView, Skipped, Unreadable, decode, object_at, reply_target
@@ -129,31 +135,32 @@ class MatrixChannel(Channel[MatrixConfig]):
     async def run(self, heartbeat: Heartbeat) -> None:
         client = await self._ready()  # a wrong token fails here, as AuthFailed
         heartbeat.set_state(ChannelState.RUNNING)
-        since = await self.context.cursors.get(CURSOR)
-        full_state = True  # the first sync of a run loads every room's members (for direct-vs-group)
-        if since is None:
-            first = await call("sync", client.sync(timeout=0, sync_filter=self._filter(), full_state=True))
-            await self._invites(client, first)  # before the token: a later sync would not list these invites again
-            await self.context.cursors.put(CURSOR, first.next_batch)
-            skipped = sum(len(room.timeline.events) for room in first.rooms.join.values())
-            log.info("matrix first start account=%s: history before now is not answered (%d events)", self.account, skipped)
-            since, full_state = first.next_batch, False
+        if await self.context.cursors.get(CURSOR) is None:
+            await self._first_start(client)
         log.info("matrix syncing account=%s user=%s", self.account, self.me)
-        while True:
+        full_state = True  # the first sync of a run loads every room's members (for direct-vs-group)
+
+        async def sync_once(since: str | None) -> Batch:
+            nonlocal full_state
             response = await call("sync", client.sync(
                 timeout=int(self.settings.sync_timeout_s * 1000), since=since, full_state=full_state,
                 sync_filter=self._filter(),
             ))
-            full_state = False
+            full_state = False  # nio has loaded the rooms' state from this answer; a retry need not ask again
             heartbeat.beat()
-            await self._invites(client, response)
-            batch = await self._messages(client, response, since, heartbeat)
-            if batch:
-                await self.context.sink.accept(batch)
-                heartbeat.event()
-            if response.next_batch != since:
-                await self.context.cursors.put(CURSOR, response.next_batch)
-                since = response.next_batch
+            await self._invites(client, response)  # a transient failure here is retried from the same token
+            return Batch(await self._messages(client, response, since, heartbeat), response.next_batch)
+
+        await poll(sync_once, sink=self.context.sink, cursors=self.context.cursors, heartbeat=heartbeat,
+                   cursor_name=CURSOR, what="matrix sync")
+
+    async def _first_start(self, client: AsyncClient) -> None:
+        """No token yet: one sync that answers nothing takes it, so history from before the gateway is not answered."""
+        first = await call("sync", client.sync(timeout=0, sync_filter=self._filter(), full_state=True))
+        await self._invites(client, first)  # before the token: a later sync would not list these invites again
+        await self.context.cursors.put(CURSOR, first.next_batch)
+        skipped = sum(len(room.timeline.events) for room in first.rooms.join.values())
+        log.info("matrix first start account=%s: history before now is not answered (%d events)", self.account, skipped)
 
     async def _invites(self, client: AsyncClient, response: Any) -> None:
         """Join or decline each invitation, by the account's invite policy."""
@@ -170,11 +177,11 @@ class MatrixChannel(Channel[MatrixConfig]):
                     log.info("matrix invite declined account=%s room=%s invited_by=%s reason=invite policy %s",
                              self.account, room_id, inviter, self.settings.invites.value)
             except TransientError:
-                raise  # the token is not advanced: the invite comes back with the next sync
+                raise  # the token is not advanced: the sync is tried again and lists the invite again
             except GatewayError as error:
                 log.warning("matrix invite not handled account=%s room=%s reason=%s", self.account, room_id, error)
 
-    async def _messages(self, client: AsyncClient, response: Any, since: str, heartbeat: Heartbeat) -> list[InboundMessage]:
+    async def _messages(self, client: AsyncClient, response: Any, since: str | None, heartbeat: Heartbeat) -> list[InboundMessage]:
         """The sync's messages, decoded; their files are fetched by the pipeline after the sync token is stored."""
         batch: list[InboundMessage] = []
         for room_id, info in response.rooms.join.items():
@@ -201,7 +208,7 @@ class MatrixChannel(Channel[MatrixConfig]):
                     batch.append(message)
         return batch
 
-    async def _gap(self, client: AsyncClient, room_id: str, prev_batch: str, since: str) -> list[dict]:
+    async def _gap(self, client: AsyncClient, room_id: str, prev_batch: str, since: str | None) -> list[dict]:
         """The events a limited timeline left out, oldest first: paged back from ``prev_batch`` to ``since``."""
         older: list[dict] = []
         token = prev_batch

@@ -59,6 +59,7 @@ class MatrixFaultProxy:
         self.upstream = upstream.rstrip("/")
         self.url = ""
         self.next_faults: list[tuple[int, float]] = []
+        self.path_faults: list[tuple[re.Pattern[str], int]] = []
         self.down = False
         self.send_latency = 0.0
         self.rate_429 = 0.0
@@ -80,6 +81,10 @@ class MatrixFaultProxy:
 
     def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
         self.next_faults.append((status, retry_after))
+
+    def fail_next(self, path: str, status: int) -> None:
+        """Answer the next request whose path matches the regex ``path`` with ``status``, once, before it reaches Synapse."""
+        self.path_faults.append((re.compile(path), status))
 
     def redeliver(self, event_id: str) -> None:
         """Answer the next /sync with the latest earlier answer that carried ``event_id``."""
@@ -148,6 +153,11 @@ class MatrixFaultProxy:
         if self.down:
             self.outcomes["down"] += 1
             return _error(502, "M_UNKNOWN", "proxy: homeserver unreachable")
+        for index, (pattern, status) in enumerate(self.path_faults):
+            if pattern.search(path):
+                del self.path_faults[index]
+                self.outcomes[f"path_failed_{status}"] += 1
+                return _error(status, "M_UNKNOWN", f"proxy: injected {status}")
         if scope["method"] == "GET" and MEDIA_RE.match(path):
             while self.media_hold:
                 await asyncio.sleep(0.05)

@@ -69,6 +69,26 @@ async def test_a_restart_resumes_from_the_stored_token_and_answers_what_came_whi
     assert await matrix.gateway.store.get_cursor("matrix", "main", "sync_token") != token
 
 
+async def test_a_failed_sync_waits_in_place_and_the_account_is_not_restarted(matrix):
+    """The kit's long-poll loop retries a transient /sync failure from the same token (ADR 0012): the account
+    keeps running and its session; only a permanent error or retries run out end ``run``."""
+    await matrix.start()
+    learner, room = await matrix.dm()
+    await learner.say(room, "before the blip")
+    await matrix.replies(room, 1)
+    await matrix.quiet()
+    before = len(matrix.harness.proxy.sinces)
+    matrix.harness.proxy.fail_next(r"/sync$", 503)
+    await learner.say(room, "after the blip")
+    await matrix.replies(room, 2)
+    await matrix.quiet()
+    assert matrix.harness.proxy.outcomes["path_failed_503"] == 1
+    assert answered(matrix) == ["before the blip", "after the blip"]
+    [account] = (await matrix.gateway.status()).accounts
+    assert account.state == "running" and account.restarts == 0
+    assert len(matrix.harness.proxy.sinces) > before
+
+
 async def test_a_gap_longer_than_one_sync_timeline_is_paged_in_not_skipped(matrix):
     await matrix.start(timeline_limit=3)
     learner, room = await matrix.dm()
@@ -109,6 +129,21 @@ async def test_invites_from_allowed_users_are_joined_and_others_declined(matrix)
     await eventually(lambda: membership(friend, welcome, matrix.bot), what="the friend's invite handled")
     await eventually(lambda: _is(membership(stranger, refused, matrix.bot), "leave"), what="the stranger's invite declined")
     assert await membership(friend, welcome, matrix.bot) == "join"
+
+
+async def test_a_join_that_fails_for_a_moment_is_tried_again_from_the_same_token(matrix):
+    """A transient failure while answering an invite must not store the token past it: the sync is tried
+    again in place, lists the invite again, and the bot joins -- without a restart."""
+    await matrix.start()
+    await eventually(lambda: matrix.gateway.store.get_cursor("matrix", "main", "sync_token"), what="the first start")
+    matrix.harness.proxy.fail_next(r"/join(/[^/]+)?$", 503)
+    learner, room = await matrix.dm()
+    await matrix.bot_joined(room)
+    await learner.say(room, "hello after the retry")
+    await matrix.replies(room, 1)
+    assert matrix.harness.proxy.outcomes["path_failed_503"] == 1
+    [account] = (await matrix.gateway.status()).accounts
+    assert account.restarts == 0
 
 
 async def test_invite_policy_never_declines_every_invite(matrix):
