@@ -32,7 +32,7 @@ hands them in.
 ``retry``                   retries in place for the transports below, with
                             ``RetryPolicy``'s one backoff; a wait is a sign of life
 ``longpoll``                fetch -> ``sink.accept`` -> cursor, then fetch again
-                            (Telegram, the relay test platform)
+                            (Telegram, Matrix's ``/sync``, the relay test platform)
 ``websocket``               a socket gateway's session: identify or resume from
                             the cursor store, ack after accept, heartbeats,
                             reconnect (QQ, OneBot/NapCat, Mochat, DingTalk-style)

@@ -11,6 +11,11 @@ by Message-ID) answers each once.
   the redelivery horizon is fetched again; dedup by Message-ID keeps anything
   already answered from being answered twice.
 
+The reader keeps its own loop (wait for mail, drain, repeat) rather than the
+kit's long poll: its reading needs a live session (connection, SELECT and the
+UIDVALIDITY the cursor is read against) that a transient error ends, so a
+failure ends ``run`` and the supervisor's restart opens a new one (ADR 0011).
+
 Attachments are the one exception to "files after the ack" (ADR 0026): IMAP
 has already handed their bytes over with the mail, so they go into the blob
 store here instead of being fetched again later, by a UID the learner's own

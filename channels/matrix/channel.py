@@ -140,16 +140,16 @@ class MatrixChannel(Channel[MatrixConfig]):
         log.info("matrix syncing account=%s user=%s", self.account, self.me)
         full_state = True  # the first sync of a run loads every room's members (for direct-vs-group)
 
-        async def sync_once(since: str | None) -> Batch:
+        async def sync_once(cursor: str | None) -> Batch:  # the cursor is the sync token
             nonlocal full_state
             response = await call("sync", client.sync(
-                timeout=int(self.settings.sync_timeout_s * 1000), since=since, full_state=full_state,
+                timeout=int(self.settings.sync_timeout_s * 1000), since=cursor, full_state=full_state,
                 sync_filter=self._filter(),
             ))
             full_state = False  # nio has loaded the rooms' state from this answer; a retry need not ask again
             heartbeat.beat()
             await self._invites(client, response)  # a transient failure here is retried from the same token
-            return Batch(await self._messages(client, response, since, heartbeat), response.next_batch)
+            return Batch(await self._messages(client, response, cursor, heartbeat), response.next_batch)
 
         await poll(sync_once, sink=self.context.sink, cursors=self.context.cursors, heartbeat=heartbeat,
                    cursor_name=CURSOR, what="matrix sync")
