@@ -19,7 +19,8 @@ Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
 same connection.  Each is made durable first, then deferred (Discord wants an
 answer within 3 s; accepting takes milliseconds), and answered by follow-up
 through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min); after that
-the answer goes to the channel as a plain message.
+the answer goes to the channel as a plain message.  With ``public_key`` set Discord may POST them to the
+HTTP interactions endpoint instead (channels/discord/interactions.py); they take the same decode and webhook.
 
 Outbound: a part is a message in the channel (or the thread) that replies to
 the learner's message; a long answer to a channel message continues in a thread

@@ -28,7 +28,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import discord
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel
 
 from channels._kit.media import safe_name
 from gateway.core.errors import InvalidEvent
@@ -68,7 +68,6 @@ DIRECT_TYPES = (1, 3)
 class ChannelRef(BaseModel):
     """Where an event was said, as the interaction JSON's ``channel`` has it (or read off discord.py's object)."""
 
-    model_config = ConfigDict(coerce_numbers_to_str=True)
     id: str
     type: int | None = None
     parent_id: str | None = None
@@ -77,8 +76,9 @@ class ChannelRef(BaseModel):
     @classmethod
     def of(cls, channel: object) -> ChannelRef:
         kind = getattr(channel, "type", None)
-        return cls(id=getattr(channel, "id", ""), type=getattr(kind, "value", kind), name=getattr(channel, "name", None),
-                   parent_id=getattr(channel, "parent_id", None))
+        parent = getattr(channel, "parent_id", None)
+        return cls(id=str(getattr(channel, "id", "")), type=getattr(kind, "value", kind), name=getattr(channel, "name", None),
+                   parent_id=str(parent) if parent else None)
 
     def conversation(self) -> Conversation:
         if self.type in THREAD_TYPES and self.parent_id:
@@ -147,7 +147,6 @@ def command_text(name: str, options: dict[str, str]) -> str:
 
 
 class UserRef(BaseModel):
-    model_config = ConfigDict(coerce_numbers_to_str=True)
     id: str
     username: str = ""
     global_name: str | None = None
@@ -170,13 +169,11 @@ class CommandData(BaseModel):
 class InteractionPayload(BaseModel):
     """The fields of an interaction the gateway reads, the same from the Gateway and the HTTP endpoint."""
 
-    model_config = ConfigDict(coerce_numbers_to_str=True)
     id: str
     type: int
     token: str
     application_id: str
     channel: ChannelRef | None = None
-    guild_id: str | None = None
     member: MemberRef | None = None
     user: UserRef | None = None
     """A DM's invoker; in a server it is ``member.user``."""
@@ -187,10 +184,10 @@ class InteractionPayload(BaseModel):
     def of(cls, interaction: discord.Interaction) -> InteractionPayload:
         """What discord.py parsed from the Gateway's INTERACTION_CREATE, in the JSON's shape."""
         who = interaction.user
-        return cls(id=interaction.id, type=interaction.type.value, token=interaction.token,
-                   application_id=interaction.application_id, channel=ChannelRef.of(interaction.channel),
-                   guild_id=interaction.guild_id, data=interaction.data,  # type: ignore[arg-type]
-                   user=UserRef(id=who.id, username=who.name, global_name=who.global_name), locale=interaction.locale.value)
+        return cls(id=str(interaction.id), type=interaction.type.value, token=interaction.token,
+                   application_id=str(interaction.application_id), channel=ChannelRef.of(interaction.channel),
+                   data=interaction.data,  # type: ignore[arg-type]  # the raw dict; pydantic validates it
+                   user=UserRef(id=str(who.id), username=who.name, global_name=who.global_name), locale=interaction.locale.value)
 
 
 def decode_interaction(payload: InteractionPayload, *, account: AccountId, token_lifetime_s: float) -> InboundMessage:
