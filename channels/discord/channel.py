@@ -83,8 +83,7 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Cursors as they stood when the session was lost: live messages do not move these until caught up."""
         self._in_order = asyncio.Lock()
         """One message stored at a time, in dispatch order, so a cursor never passes one still being stored."""
-        key = self.settings.public_key
-        self._endpoint = InteractionsEndpoint(key, self.account) if key else None
+        self._endpoint = InteractionsEndpoint(self.settings.public_key, self.account) if self.settings.public_key else None
 
     @property
     def token_lifetime_s(self) -> float:

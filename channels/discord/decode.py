@@ -28,7 +28,7 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import discord
-from pydantic import BaseModel
+from pydantic import AliasPath, BaseModel, Field
 
 from channels._kit.media import safe_name
 from gateway.core.errors import InvalidEvent
@@ -152,10 +152,6 @@ class UserRef(BaseModel):
     global_name: str | None = None
 
 
-class MemberRef(BaseModel):
-    user: UserRef
-
-
 class OptionRef(BaseModel):
     name: str
     value: str | int | float | bool
@@ -174,9 +170,9 @@ class InteractionPayload(BaseModel):
     token: str
     application_id: str
     channel: ChannelRef | None = None
-    member: MemberRef | None = None
+    member_user: UserRef | None = Field(default=None, validation_alias=AliasPath("member", "user"))
+    """The invoker in a server; in a DM it is ``user``."""
     user: UserRef | None = None
-    """A DM's invoker; in a server it is ``member.user``."""
     data: CommandData | None = None
     locale: str = ""
 
@@ -192,7 +188,7 @@ class InteractionPayload(BaseModel):
 
 def decode_interaction(payload: InteractionPayload, *, account: AccountId, token_lifetime_s: float) -> InboundMessage:
     """A slash command as text (``command_text``); anything but ``/ask``, ``/stop``, ``/link`` is an InvalidEvent."""
-    who = payload.member.user if payload.member else payload.user
+    who = payload.member_user or payload.user
     if payload.type != APPLICATION_COMMAND or payload.data is None or payload.data.name not in COMMANDS:
         raise InvalidEvent(f"interaction {payload.id}: type {payload.type} "
                            f"{payload.data.name if payload.data else ''!r} is not a command the gateway answers")

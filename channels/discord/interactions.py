@@ -28,12 +28,12 @@ from channels._kit.ack import AckClock
 from channels._kit.replay import ReplayMemory
 from channels._kit.signatures import ed25519_public_key, verify_ed25519
 from channels.discord.decode import InteractionPayload, decode_interaction
+from channels.discord.transport import PLATFORM
 from gateway.core.capabilities import capabilities_of
 from gateway.core.channel import InboundSink
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import AccountId
 
-PLATFORM = "discord"
 PING, PONG, DEFERRED = 1, 1, 5
 WINDOW_S = capabilities_of(PLATFORM).signature_window_s
 
