@@ -19,7 +19,8 @@ Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
 same connection.  Each is made durable first, then deferred (Discord wants an
 answer within 3 s; accepting takes milliseconds), and answered by follow-up
 through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min); after that
-the answer goes to the channel as a plain message.
+the answer goes to the channel as a plain message.  With ``public_key`` set Discord may POST them to the
+HTTP interactions endpoint instead (channels/discord/interactions.py); they take the same decode and webhook.
 
 Outbound: a part is a message in the channel (or the thread) that replies to
 the learner's message; a long answer to a channel message continues in a thread
@@ -40,18 +41,21 @@ from typing import ClassVar
 import discord
 import httpx
 from discord import app_commands
+from starlette.requests import Request
+from starlette.responses import Response
 
 from channels._kit.media import download
 from channels.base import Channel, ChannelContext
 from channels.discord.catchup import CURSOR, Cursors, missed
 from channels.discord.config import DiscordConfig
-from channels.discord.decode import command_text, decode_interaction, decode_message, interaction_token
+from channels.discord.decode import InteractionPayload, decode_interaction, decode_message, interaction_token
 from channels.discord.encode import nonce_for, outgoing
+from channels.discord.interactions import InteractionsEndpoint
 from channels.discord.probe import check_settings, probe_application
 from channels.discord.threads import continuation
 from channels.discord.transport import PLATFORM, call, new_client, translate
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
-from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable
+from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable, Unsupported
 from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
@@ -79,6 +83,7 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Cursors as they stood when the session was lost: live messages do not move these until caught up."""
         self._in_order = asyncio.Lock()
         """One message stored at a time, in dispatch order, so a cursor never passes one still being stored."""
+        self._endpoint = InteractionsEndpoint(self.settings.public_key, self.account) if self.settings.public_key else None
 
     @property
     def token_lifetime_s(self) -> float:
@@ -236,17 +241,17 @@ class DiscordChannel(Channel[DiscordConfig]):
 
         @tree.command(name="ask", description="Ask your partner a question")
         @app_commands.describe(question="what you want to ask")
-        async def ask(interaction: discord.Interaction, question: str) -> None:
-            await channel._command(interaction, command_text("ask", {"question": question}))
+        async def ask(interaction: discord.Interaction, question: str) -> None:  # the options are read off the payload
+            await channel._command(interaction)
 
         @tree.command(name="stop", description="Stop the answer being written")
         async def stop(interaction: discord.Interaction) -> None:
-            await channel._command(interaction, command_text("stop", {}))
+            await channel._command(interaction)
 
         @tree.command(name="link", description="Link this chat to your learner profile with a code")
         @app_commands.describe(code="the code your teacher or another chat gave you")
         async def link(interaction: discord.Interaction, code: str) -> None:
-            await channel._command(interaction, command_text("link", {"code": code}))
+            await channel._command(interaction)
 
         del ask, stop, link
         try:
@@ -254,9 +259,13 @@ class DiscordChannel(Channel[DiscordConfig]):
         except GatewayError as error:  # the bot still works by messages; say why the commands are missing
             log.warning("discord slash commands not registered account=%s reason=%s", self.account, error)
 
-    async def _command(self, interaction: discord.Interaction, text: str) -> None:
-        inbound = decode_interaction(interaction, text, account=self.account, token_lifetime_s=self.token_lifetime_s)
-        assert self._client is not None
+    async def _command(self, interaction: discord.Interaction) -> None:
+        try:
+            inbound = decode_interaction(InteractionPayload.of(interaction), account=self.account,
+                                         token_lifetime_s=self.token_lifetime_s)
+        except (InvalidEvent, ValueError) as error:
+            self.context.sink.invalid(f"discord interaction {interaction.id}: {error}")
+            return
         if not await self._accept(inbound, self._heartbeat):
             return  # not deferred: Discord shows the learner that the command failed
         try:
@@ -264,6 +273,15 @@ class DiscordChannel(Channel[DiscordConfig]):
         except GatewayError as error:  # stored: the answer comes as a channel message instead of a follow-up
             log.warning("discord interaction not deferred account=%s interaction=%s reason=%s",
                         self.account, interaction.id, error)
+
+    async def handle_webhook(self, request: Request) -> Response:
+        """The HTTP interactions endpoint, when the account has a ``public_key`` (channels/discord/interactions.py)."""
+        if self._endpoint is None:
+            raise Unsupported(PLATFORM, "this account has no public_key: its interactions come on the Gateway")
+        answer = await self._endpoint.answer(request, self.context.sink, token_lifetime_s=self.token_lifetime_s)
+        if self._heartbeat is not None:
+            self._heartbeat.event()
+        return answer
 
     @asynccontextmanager
     async def fetch_media(self, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+import re
+
+from pydantic import Field, field_validator
 
 from gateway.core.config import AccountConfig, EnvSecret
 
 DISCORD_API = "https://discord.com/api/v10"
 DISCORD_GATEWAY = "wss://gateway.discord.gg/"
+PUBLIC_KEY = re.compile(r"^[0-9a-fA-F]{64}$")
 
 
 class DiscordConfig(AccountConfig):
@@ -25,3 +28,14 @@ class DiscordConfig(AccountConfig):
     """Discord's Gateway address; after the first connection Discord's ``resume_gateway_url`` is used."""
     catch_up_max_age_s: float = Field(default=86400.0, gt=0)
     """On a new Gateway session, messages missed in known channels are fetched back this far (24 h)."""
+    public_key: str | None = None
+    """The application's Public Key (General Information page, 64 hex digits).  Set, the account also takes
+    interactions Discord POSTs to ``/webhooks/discord/<account>`` (its Interactions Endpoint URL)."""
+
+    @field_validator("public_key")
+    @classmethod
+    def _hex_key(cls, value: str | None) -> str | None:
+        if value is not None and not PUBLIC_KEY.match(value.strip()):
+            raise ValueError("public_key is the application's Public Key from Developer Portal > General Information: "
+                             "64 hex digits (not the bot token, not the application id)")
+        return value.strip() if value is not None else None

@@ -1,4 +1,8 @@
-"""discord.py's parsed ``Message`` and ``Interaction`` -> InboundMessage.
+"""discord.py's parsed ``Message``, and an interaction in its JSON's shape -> InboundMessage.
+
+An interaction reaches us two ways, parsed by discord.py off the Gateway or as
+the raw JSON Discord POSTs to the interactions endpoint; both become one
+:class:`InteractionPayload` and take one decode.
 
 The event id is Discord's snowflake (the message's, or the interaction's):
 unique and stable, so a dispatch the Gateway replays after a RESUME, or that
@@ -24,8 +28,10 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import discord
+from pydantic import AliasPath, BaseModel, Field
 
 from channels._kit.media import safe_name
+from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
     AccountId,
     Address,
@@ -52,16 +58,34 @@ CHANNEL = ChannelName("discord")
 MENTION_RE = re.compile(r"<@!?(\d+)>")
 INTERACTION = "interaction:"
 """Referrer token prefix of a slash command: ``interaction:<expiry epoch>:<interaction token>``."""
+APPLICATION_COMMAND = 2
+COMMANDS = ("ask", "stop", "link")
+THREAD_TYPES = (10, 11, 12)
+"""Channel types: announcement, public and private thread; 1 is a DM, 3 a group DM."""
+DIRECT_TYPES = (1, 3)
 
 
-def conversation_of(channel: object) -> Conversation:
-    if isinstance(channel, discord.Thread):
-        return Conversation(chat=ChatId(str(channel.parent_id)), kind=ConversationKind.GROUP, thread=str(channel.id),
-                            title=channel.name)
-    chat = ChatId(str(getattr(channel, "id", "")))
-    if isinstance(channel, (discord.DMChannel, discord.GroupChannel)) or getattr(channel, "type", None) is discord.ChannelType.private:
-        return Conversation(chat=chat, kind=ConversationKind.DIRECT)
-    return Conversation(chat=chat, kind=ConversationKind.GROUP, title=getattr(channel, "name", None))
+class ChannelRef(BaseModel):
+    """Where an event was said, as the interaction JSON's ``channel`` has it (or read off discord.py's object)."""
+
+    id: str
+    type: int | None = None
+    parent_id: str | None = None
+    name: str | None = None
+
+    @classmethod
+    def of(cls, channel: object) -> ChannelRef:
+        kind = getattr(channel, "type", None)
+        parent = getattr(channel, "parent_id", None)
+        return cls(id=str(getattr(channel, "id", "")), type=getattr(kind, "value", kind), name=getattr(channel, "name", None),
+                   parent_id=str(parent) if parent else None)
+
+    def conversation(self) -> Conversation:
+        if self.type in THREAD_TYPES and self.parent_id:
+            return Conversation(chat=ChatId(self.parent_id), kind=ConversationKind.GROUP, thread=self.id, title=self.name)
+        if self.type in DIRECT_TYPES:
+            return Conversation(chat=ChatId(self.id), kind=ConversationKind.DIRECT)
+        return Conversation(chat=ChatId(self.id), kind=ConversationKind.GROUP, title=self.name)
 
 
 def media_kind(content_type: str | None) -> MediaKind:
@@ -85,7 +109,7 @@ def _text(content: str, names: dict[str, str], me: str) -> list[Element]:
 
 
 def decode_message(message: discord.Message, *, account: AccountId, me: str) -> InboundMessage:
-    conversation = conversation_of(message.channel)
+    conversation = ChannelRef.of(message.channel).conversation()
     names = {str(u.id): u.display_name for u in message.mentions}
     elements: list[Element] = []
     resolved = message.reference.resolved if message.reference else None
@@ -122,15 +146,63 @@ def command_text(name: str, options: dict[str, str]) -> str:
     return " ".join(filter(None, [f"/{name}", *options.values()]))
 
 
-def decode_interaction(interaction: discord.Interaction, text: str, *, account: AccountId, token_lifetime_s: float) -> InboundMessage:
-    received = interaction.created_at.astimezone(UTC)
+class UserRef(BaseModel):
+    id: str
+    username: str = ""
+    global_name: str | None = None
+
+
+class OptionRef(BaseModel):
+    name: str
+    value: str | int | float | bool
+
+
+class CommandData(BaseModel):
+    name: str
+    options: list[OptionRef] = []
+
+
+class InteractionPayload(BaseModel):
+    """The fields of an interaction the gateway reads, the same from the Gateway and the HTTP endpoint."""
+
+    id: str
+    type: int
+    token: str
+    application_id: str
+    channel: ChannelRef | None = None
+    member_user: UserRef | None = Field(default=None, validation_alias=AliasPath("member", "user"))
+    """The invoker in a server; in a DM it is ``user``."""
+    user: UserRef | None = None
+    data: CommandData | None = None
+    locale: str = ""
+
+    @classmethod
+    def of(cls, interaction: discord.Interaction) -> InteractionPayload:
+        """What discord.py parsed from the Gateway's INTERACTION_CREATE, in the JSON's shape."""
+        who = interaction.user
+        return cls(id=str(interaction.id), type=interaction.type.value, token=interaction.token,
+                   application_id=str(interaction.application_id), channel=ChannelRef.of(interaction.channel),
+                   data=interaction.data,  # type: ignore[arg-type]  # the raw dict; pydantic validates it
+                   user=UserRef(id=str(who.id), username=who.name, global_name=who.global_name), locale=interaction.locale.value)
+
+
+def decode_interaction(payload: InteractionPayload, *, account: AccountId, token_lifetime_s: float) -> InboundMessage:
+    """A slash command as text (``command_text``); anything but ``/ask``, ``/stop``, ``/link`` is an InvalidEvent."""
+    who = payload.member_user or payload.user
+    if payload.type != APPLICATION_COMMAND or payload.data is None or payload.data.name not in COMMANDS:
+        raise InvalidEvent(f"interaction {payload.id}: type {payload.type} "
+                           f"{payload.data.name if payload.data else ''!r} is not a command the gateway answers")
+    if who is None or payload.channel is None:
+        raise InvalidEvent(f"interaction {payload.id} names no user or no channel")
+    received = discord.utils.snowflake_time(int(payload.id)).astimezone(UTC)
     expires = received + timedelta(seconds=token_lifetime_s)
+    options = {o.name: str(o.value) for o in payload.data.options}
     return InboundMessage(
-        event_id=EventId(str(interaction.id)),
-        address=Address(channel=CHANNEL, account=account, conversation=conversation_of(interaction.channel)),
-        sender=Sender(user=UserId(str(interaction.user.id)), display_name=interaction.user.display_name),
-        elements=(Text(text=text),),
-        referrer=Referrer(token=f"{INTERACTION}{int(expires.timestamp())}:{interaction.token}"),
+        event_id=EventId(payload.id),
+        address=Address(channel=CHANNEL, account=account, conversation=payload.channel.conversation()),
+        sender=Sender(user=UserId(who.id), display_name=who.global_name or who.username, locale=payload.locale),
+        elements=(Text(text=command_text(payload.data.name, options)),),
+        referrer=Referrer(token=f"{INTERACTION}{int(expires.timestamp())}:{payload.token}"),
         received_at=received,
         addressed=True,
     )

@@ -26,7 +26,6 @@ import discord
 
 from gateway.core.messages import RenderedPart
 
-PLATFORM = "discord"
 MENTIONS = discord.AllowedMentions(everyone=False, roles=False, users=True, replied_user=True)
 
 

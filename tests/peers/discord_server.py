@@ -29,6 +29,16 @@ from a per-route, per-channel bucket; an exhausted bucket answers 429 with
 Discord's edge does).  Every JSON answer is ``Content-Type: application/json``
 exactly.
 
+Interactions Endpoint URL (the HTTP side): the application holds an Ed25519 key
+pair (:attr:`DiscordPeer.public_key` is the hex the Developer Portal shows, also
+``verify_key`` in ``oauth2/applications/@me``).  :meth:`DiscordPeer.ping` and
+:meth:`DiscordPeer.post_interaction` POST to the bot's endpoint as Discord does:
+``X-Signature-Ed25519`` (hex) over ``X-Signature-Timestamp`` + the raw body,
+``forged`` signing with another key (Discord sends such to test an endpoint) and
+``timestamp`` for a stale one.  The endpoint's answer is the interaction's
+initial response: type 5 leaves the "thinking" placeholder the first follow-up
+fills, just as the callback route does.  Discord does not retry a delivery.
+
 The control API is this class's Python methods (the peer runs in the test's own
 event loop): users say things and run slash commands, the socket can be dropped,
 a reconnect or an invalid session requested, the next requests failed with a
@@ -47,7 +57,9 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from aiohttp import WSMsgType, web
+from aiohttp import ClientSession, WSMsgType, web
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
 
 DISCORD_EPOCH_MS = 1420070400000
 INTENT_GUILDS, INTENT_GUILD_MESSAGES, INTENT_DIRECT_MESSAGES, INTENT_MESSAGE_CONTENT = 1, 1 << 9, 1 << 12, 1 << 15
@@ -127,6 +139,8 @@ class DiscordPeer:
         """CDN path (``{id}/{name}``) -> the bytes and content type it serves."""
         self.downloads: list[str] = []
         """Every CDN path asked for, served or not."""
+        self.signing_key = Ed25519PrivateKey.generate()
+        """The application's key pair: Discord signs what it POSTs to the interactions endpoint with it."""
         self._runner: web.AppRunner | None = None
         self.url = ""
 
@@ -234,11 +248,18 @@ class DiscordPeer:
     async def command(self, name: str, options: dict[str, str] | None = None, *, user: str | None = None,
                       channel: str | None = None) -> dict:
         """A user runs the slash command ``/name`` in a DM (or ``channel``); dispatched as INTERACTION_CREATE."""
+        interaction = self.interaction(name, options, user=user, channel=channel)
+        await self.dispatch("INTERACTION_CREATE", interaction)
+        return interaction
+
+    def interaction(self, name: str, options: dict[str, str] | None = None, *, user: str | None = None,
+                    channel: str | None = None, kind: int = 2) -> dict:
+        """The interaction object of ``/name`` run in a DM (or ``channel``), its token known to the webhooks."""
         user = user or snowflake()
         cid = channel or self.dm_channel(user)
         where = self.channels[cid]
         interaction = {
-            "id": snowflake(), "application_id": self.app_id, "type": 2, "token": f"itok-{snowflake()}", "version": 1,
+            "id": snowflake(), "application_id": self.app_id, "type": kind, "token": f"itok-{snowflake()}", "version": 1,
             "channel_id": cid, "channel": {k: v for k, v in where.items() if k != "recipients"},
             "data": {"id": snowflake(), "name": name, "type": 1,
                      "options": [{"name": k, "type": 3, "value": v} for k, v in (options or {}).items()]},
@@ -252,8 +273,46 @@ class DiscordPeer:
         else:
             interaction["user"] = person
         self.interactions[interaction["token"]] = interaction
-        await self.dispatch("INTERACTION_CREATE", interaction)
         return interaction
+
+    # ------------------------------------------------------------------ control: the interactions endpoint
+
+    @property
+    def public_key(self) -> str:
+        """The application's Public Key, hex, as the Developer Portal shows it (the account's ``public_key``)."""
+        return self.signing_key.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw).hex()
+
+    def signed(self, body: bytes, *, timestamp: int | None = None, forged: bool = False) -> dict[str, str]:
+        """Discord's headers: Ed25519 over timestamp + body; ``forged`` signs with a key not the application's."""
+        stamp = str(int(time.time()) if timestamp is None else timestamp)
+        key = Ed25519PrivateKey.generate() if forged else self.signing_key
+        return {"Content-Type": "application/json", "User-Agent": "Discord-Interactions/1.0 (+https://discord.com)",
+                "X-Signature-Ed25519": key.sign(stamp.encode() + body).hex(), "X-Signature-Timestamp": stamp}
+
+    async def ping(self, url: str, *, forged: bool = False) -> tuple[int, Any]:
+        """What saving the Interactions Endpoint URL does: a signed PING (type 1), or a forged one."""
+        ping = {"id": snowflake(), "application_id": self.app_id, "type": 1, "token": f"itok-{snowflake()}", "version": 1}
+        return await self.post_signed(url, json.dumps(ping).encode(), forged=forged)
+
+    async def post_interaction(self, url: str, interaction: dict, *, timestamp: int | None = None,
+                               forged: bool = False) -> tuple[int, Any]:
+        """POST ``interaction`` to the endpoint as Discord does; its answer is the initial response (type 5
+        defers, leaving the "thinking" placeholder a follow-up fills)."""
+        status, answer = await self.post_signed(url, json.dumps(interaction).encode(), timestamp=timestamp, forged=forged)
+        if status == 200 and isinstance(answer, dict) and answer.get("type") in (4, 5):
+            self._callback(interaction["token"], answer)
+        return status, answer
+
+    async def post_signed(self, url: str, body: bytes, *, timestamp: int | None = None,
+                          forged: bool = False) -> tuple[int, Any]:
+        """Any body, signed (or not by the application's key): the status and the parsed answer."""
+        async with ClientSession() as http, http.post(url, data=body, headers=self.signed(
+                body, timestamp=timestamp, forged=forged)) as answer:
+            text = await answer.text()
+            try:
+                return answer.status, json.loads(text)
+            except ValueError:
+                return answer.status, text
 
     def connected(self) -> bool:
         """Whether a bot session is identified and has its socket (what a user's message needs to reach it)."""
@@ -512,7 +571,7 @@ class DiscordPeer:
             return 200, self.bot
         if parts[-2:] == ["applications", "@me"]:
             return 200, {"id": self.app_id, "name": "Tutor", "description": "", "icon": None, "bot_public": True,
-                         "bot_require_code_grant": False, "verify_key": "0" * 64, "flags": self.flags,
+                         "bot_require_code_grant": False, "verify_key": self.public_key, "flags": self.flags,
                          "owner": user_object(snowflake(), "teacher"), "team": None, "summary": "", "rpc_origins": [],
                          "bot": self.bot, "approximate_guild_count": 1}
         if parts[:1] == ["gateway"]:
