@@ -64,6 +64,7 @@ class Phrase(str, Enum):
     NOTES_NONE_YET = "notes_none_yet"
     NOTES_NOT_FOUND = "notes_not_found"
     NOTES_ASK_TOPIC = "notes_ask_topic"
+    HANDED_BACK = "handed_back"
 
 
 def placeholders(text: str) -> frozenset[str]:
