@@ -125,3 +125,19 @@ async def test_a_row_from_before_replies_carried_a_language_apologises_in_the_pa
     await channel.wait_for(lambda sent: len(sent) >= 1)
     await restarted.stop()
     assert [s.text for s in channel.sent] == [say(Phrase.DELIVERY_APOLOGY, CHINESE)]
+
+
+async def test_a_chinese_persona_without_a_model_answers_from_its_notes_with_the_chinese_notice(tmp_path, chinese_persona):
+    """The gateway's own brain, no model anywhere: the notes answer, their notice in the partner's language."""
+    gateway = Gateway(make_config(tmp_path, partner=chinese_persona), channel_classes={"memory": MemoryChannel})
+    await gateway.start()
+    try:
+        assert gateway.own_brain
+        channel = gateway.channel("memory", "acct")
+        await channel.inject("what is photosynthesis?")
+        await channel.wait_for(lambda sent: any(s.final for s in sent))
+    finally:
+        await gateway.stop()
+    text = "\n".join(s.text for s in channel.sent if s.final)  # the answer's parts, in order
+    assert text.startswith(say(Phrase.NOTES_NO_MODEL, CHINESE).strip("_"))
+    assert "No language model" not in text and "Photosynthesis" in text
