@@ -32,8 +32,8 @@ from brain.notes import (
 from gateway.configfile import parse_config
 from gateway.core.config import PartnerConfig
 from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
-from gateway.core.phrases import CHINESE, Phrase, say
 from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.phrases import CHINESE, Phrase, say
 from gateway.core.turns import Role, Turn
 from personas.loader import PACKAGED_DIR, load_persona
 
