@@ -248,7 +248,7 @@ class Gateway:
             return None
         if not settings.enabled:
             return None
-        caps = cls.capabilities()
+        caps = cls.capabilities_for(settings)
         health_key = f"{name}:{account}"
         ingest = Ingest(
             name, account, caps, self.store, self.metrics, self.dispatcher.submit,
@@ -285,7 +285,7 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))
         self._tasks.append(asyncio.create_task(self.store_watch.run(), name="store-watch"))
         for (name, account), channel in self._channels.items():
-            caps = channel.capabilities()
+            caps = channel.declared
             stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
             self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after)
         self.ready = True

@@ -183,6 +183,10 @@ class PlatformEntry(BaseModel):
     """Import names that must be importable (checked with importlib.util.find_spec, not imported)."""
     implemented: bool = True
     capabilities: ChannelCapabilities
+    """The platform's facts for its default kind of account."""
+    kinds: dict[str, ChannelCapabilities] = {}
+    """Other kinds of account on the same platform whose facts differ (``[weixin.kinds.official_account]``):
+    one channel, one config key, a row of facts per kind (docs/adr/0033-capabilities-per-account-kind.md)."""
 
 
 @cache
@@ -193,8 +197,10 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
     for name, entry in raw.items():
         caps = dict(entry.pop("capabilities", {}))
         caps["platform"] = name
+        kinds = {kind: {**row, "platform": name} for kind, row in dict(entry.pop("kinds", {})).items()}
         try:
-            catalog[name] = PlatformEntry(name=name, capabilities=ChannelCapabilities(**caps), **entry)
+            catalog[name] = PlatformEntry(name=name, capabilities=ChannelCapabilities(**caps),
+                                          kinds={kind: ChannelCapabilities(**row) for kind, row in kinds.items()}, **entry)
         except ValidationError as error:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'capabilities'}: {e['msg']}" for e in error.errors())
             raise ConfigError(f"platform {name!r} is declared wrongly: {problems}", file=str(path), field=name,
@@ -202,8 +208,12 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
     return catalog
 
 
-def capabilities_of(platform: str) -> ChannelCapabilities:
-    return platform_catalog()[platform].capabilities
+def capabilities_of(platform: str, kind: str | None = None) -> ChannelCapabilities:
+    """``platform``'s declared facts; for an account ``kind`` with a row of its own, that row's."""
+    entry = platform_catalog()[platform]
+    if kind is None or kind not in entry.kinds:
+        return entry.capabilities
+    return entry.kinds[kind]
 
 
 def fetch_limit(capabilities: ChannelCapabilities) -> int:

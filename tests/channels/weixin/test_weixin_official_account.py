@@ -1,0 +1,106 @@
+"""A WeChat Official Account end to end: WeChat's callbacks in, customer-service messages out, over loopback HTTP.
+
+Every check reads what the emulated WeChat saw (what it was answered, what it
+was asked to send) or the gateway's store -- nothing in between is faked.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.channels.weixin.conftest import TEACHER
+from tests.contract.harness import counter, eventually
+
+
+async def test_the_consoles_url_check_is_answered_with_echostr(open_rig):
+    rig = await open_rig()
+    answer = await rig.oa.verify_url()
+    assert answer.status_code == 200 and answer.text == answer.extensions["echostr"]
+    forged = await rig.oa.verify_url(token="not-the-token")
+    assert forged.status_code == 401
+
+
+@pytest.mark.parametrize("mode", ["plaintext", "compatible", "safe"])
+async def test_a_learners_message_is_answered_once_by_customer_service_message(open_rig, mode):
+    rig = await open_rig(mode=mode)
+    await rig.oa.say("o-learner", "你好, tutor")
+    assert [d.body for d in rig.oa.deliveries] == ["success"]  # durable, then "success": WeChat stops retrying
+    assert await rig.texts("o-learner", 1) == ["echo: 你好, tutor"]
+    await rig.quiet()
+    assert len(rig.responder.turns) == 1
+
+
+async def test_a_forged_signature_is_refused_401_and_nothing_is_stored(open_rig):
+    rig = await open_rig(mode="safe")
+    plain = rig.oa.message("o-learner", "let me in")
+    query, body = rig.oa.envelope(plain, token="not-the-token")
+    assert (await rig.oa.post(query, body)).status_code == 401
+    plain_in_safe_mode = rig.oa._query()  # signed right, but not encrypted: safe mode takes no such request
+    assert (await rig.oa.post(plain_in_safe_mode, plain)).status_code == 401
+    assert rig.inbound_rows() == 0 and rig.responder.turns == []
+
+
+async def test_a_stale_timestamp_is_refused_and_nothing_is_stored(open_rig):
+    rig = await open_rig(mode="plaintext")
+    query, body = rig.oa.envelope(rig.oa.message("o-learner", "an old request"), timestamp=int(time.time()) - 3600)
+    assert (await rig.oa.post(query, body)).status_code == 401
+    assert rig.inbound_rows() == 0
+
+
+@pytest.mark.parametrize("body", [b"<xml><MsgType>text</MsgType>", b'<!DOCTYPE x [<!ENTITY a "b">]><xml>&a;</xml>',
+                                  b"<xml><MsgType>text</MsgType><FromUserName>o</FromUserName></xml>"])
+async def test_a_malformed_callback_is_400_and_counted_never_a_traceback(open_rig, body):
+    rig = await open_rig(mode="plaintext")
+    answer = await rig.oa.post(rig.oa._query(), body)
+    assert answer.status_code == 400 and "invalid event" in answer.text
+    assert rig.inbound_rows() == 0
+
+
+async def test_wechats_retries_of_one_msgid_are_answered_once(open_rig):
+    rig = await open_rig(mode="safe")
+    plain = rig.oa.message("o-learner", "did you get this?", msg_id="424242")
+    rig.oa._last_said["o-learner"] = (time.time(), 0)
+    for _ in range(4):  # the first try and WeChat's three retries, each signed afresh
+        answer = await rig.oa.post(*rig.oa.envelope(plain))
+        assert answer.status_code == 200 and answer.text == "success"
+    await rig.texts("o-learner", 1)
+    await eventually(lambda: counter(rig.gateway, "partners_dedup_hits_total", channel="weixin") >= 3,
+                     what="the retries to be recognised")
+    await rig.quiet()
+    assert len(rig.responder.turns) == 1 and len(rig.oa.texts_to("o-learner")) == 1
+
+
+async def test_an_expired_access_token_is_fetched_again_once(open_rig):
+    rig = await open_rig(mode="plaintext")
+    await rig.oa.say("o-learner", "first")
+    await rig.texts("o-learner", 1)
+    assert rig.oa.tokens_issued == 1
+    rig.oa.expire_token()  # WeChat answers 40001 to the token the gateway holds
+    await rig.oa.say("o-learner", "second")
+    assert await rig.texts("o-learner", 2) == ["echo: first", "echo: second"]
+    assert rig.oa.tokens_issued == 2
+
+
+async def test_a_reply_outside_the_48_hour_window_is_not_sent_and_the_teacher_is_told(open_rig):
+    rig = await open_rig(mode="plaintext")
+    await rig.oa.say(TEACHER, "I am here")  # the teacher's own window is open, so a report can reach them
+    await rig.texts(TEACHER, 1)
+    await rig.oa.say("o-learner", "an old question", create_time=int(time.time()) - 49 * 3600)
+    [report] = (await rig.texts(TEACHER, 2))[1:]
+    assert "48 hours" in report
+    await rig.quiet()
+    assert rig.oa.texts_to("o-learner") == []
+
+
+async def test_wechat_saying_the_window_closed_is_recorded_and_the_teacher_told(open_rig):
+    rig = await open_rig(mode="plaintext")
+    await rig.oa.say(TEACHER, "I am here")
+    await rig.texts(TEACHER, 1)
+    rig.oa.fail_next(45015)
+    await rig.oa.say("o-learner", "are you there?")
+    [report] = (await rig.texts(TEACHER, 2))[1:]
+    assert "45015" in report or "window" in report
+    await rig.quiet()
+    assert rig.oa.texts_to("o-learner") == []
