@@ -411,7 +411,16 @@ class Gateway:
         )
 
     async def _tell_shortfall(self, reply: OutboundReply, reason: str) -> None:
-        """A reply went out without some of what it held: its partner's teacher hears what and why."""
+        """A reply went out without some of what it held, or not at all: its partner's teacher hears what and why.
+
+        Not when the reply was for a teacher: a report that cannot reach them would report itself again."""
+        partner = self.router.route(reply.target)
+        chat = reply.target.conversation.chat
+        if partner is not None and any(owner.channel == reply.target.channel and (owner.chat or owner.user) == chat
+                                       for owner in partner.owners):
+            log.warning("shortfall not reported: the reply was for a teacher platform=%s reason=%s",
+                        reply.target.channel, reason)
+            return
         await self.teacher.report(reply.target, f"A reply could not be sent whole: {reason}.")
 
     @property

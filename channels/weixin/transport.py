@@ -89,9 +89,9 @@ class OfficialAccountApi:
         found = CODES.failure(parsed)
         if found is not None and found[0] in WINDOW_CLOSED:
             raise ReplyWindowClosed(PLATFORM, f"{path}: {WINDOW_CLOSED[found[0]]}", code=found[0])
-        error = translate(PLATFORM, path, response.status_code, response.headers, parsed, codes=CODES)
-        if error is not None:
-            raise error
+        failed = translate(PLATFORM, path, response.status_code, response.headers, parsed, codes=CODES)
+        if failed is not None:
+            raise failed
         return parsed if isinstance(parsed, dict) else {}
 
     async def token(self, *, stale: str | None = None) -> str:
