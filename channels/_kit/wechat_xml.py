@@ -13,6 +13,9 @@ external-entity attacks arrive; no WeChat callback carries one.  (The
 ``defusedxml`` package does the same more generally; it is not a dependency
 here.)  A body that is not such a document is :class:`~gateway.errors.InvalidEvent`
 (HTTP 400), never a traceback.
+
+:func:`sealed` encrypts and signs an answer for a safe-mode callback, and
+:func:`opened` is the platform's side of it, for the peers that play WeChat.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
 
+from channels._kit.msgcrypt import WechatCrypto
+from channels._kit.signatures import verify_wechat_msg, wechat_signature
 from gateway.core.errors import InvalidEvent
 
 _DECLARATION = re.compile(rb"<!(?!\[CDATA\[)", re.IGNORECASE)
@@ -57,3 +62,20 @@ def write_fields(fields: Mapping[str, str | int]) -> bytes:
             raise ValueError(f"{name!r} is not a field name")
         parts.append(f"<{name}>{value if isinstance(value, int) else _cdata(value)}</{name}>")
     return ("<xml>" + "".join(parts) + "</xml>").encode()
+
+
+def sealed(document: bytes, crypto: WechatCrypto, token: str, *, timestamp: str, nonce: str) -> bytes:
+    """An answer for a safe-mode callback (X2, W2): ``document`` encrypted into ``<Encrypt>``, with the
+    ``MsgSignature`` over the sorted token, timestamp, nonce and ciphertext the platform checks."""
+    encrypted = crypto.encrypt(document)
+    return write_fields({"Encrypt": encrypted, "MsgSignature": wechat_signature(token, timestamp, nonce, encrypted),
+                         "TimeStamp": int(timestamp), "Nonce": nonce})
+
+
+def opened(body: bytes, crypto: WechatCrypto, token: str) -> dict[str, str]:
+    """The fields inside a sealed answer, once its ``MsgSignature`` verifies (the platform's side, for peers)."""
+    outer = read_fields(body)
+    query = {"msg_signature": outer.get("MsgSignature", ""), "timestamp": outer.get("TimeStamp", ""),
+             "nonce": outer.get("Nonce", "")}
+    verify_wechat_msg(query, token, outer.get("Encrypt", ""))
+    return read_fields(crypto.decrypt(outer.get("Encrypt", "")))

@@ -70,6 +70,8 @@ class OfficialAccountConfig(WeixinConfig):
     """The EncodingAESKey (消息加解密密钥), 43 letters and digits; needed in compatible and safe mode."""
     mode: Literal["plaintext", "compatible", "safe"] = "safe"
     """The message encryption mode (消息加解密方式) chosen in the console: 明文, 兼容 or 安全."""
+    passive_reply: bool = True
+    """Answer in the callback's own response when the answer is ready in time (``passive_reply_s``)."""
     api_base: str = API_BASE
     """Where ``cgi-bin/token`` and ``cgi-bin/message/custom/send`` live (a test peer, or a proxy)."""
 

@@ -142,6 +142,10 @@ class ChannelCapabilities(BaseModel):
     """How long a token that answers one inbound event stays usable (Discord's interaction token: 15 min).
     The channel answers through it while it lives and by an ordinary message afterwards, so it is the
     channel's to read, not a window that closes the reply (that is ``reply_window_s``)."""
+    passive_reply_s: float | None = Field(default=None, gt=0)
+    """How long a webhook may wait for the answer to carry it in its own HTTP response (a WeChat Official
+    Account's passive reply, inside its 5 s); past that the answer goes as an ordinary message.  The
+    channel reads it; None: answers never ride in the webhook's response."""
     redelivery_horizon_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: GroupAddressing = GroupAddressing.MENTION
@@ -166,6 +170,8 @@ class ChannelCapabilities(BaseModel):
             raise ValueError(f"media_kinds: {sorted(not_media)} are not media kinds ({', '.join(get_args(MediaKind))})")
         if self.media_kinds and not self.media_max_bytes:
             raise ValueError("media_max_bytes: a platform that carries media_kinds needs its size limit")
+        if self.passive_reply_s is not None and (self.ack_deadline_s is None or self.passive_reply_s >= self.ack_deadline_s):
+            raise ValueError("passive_reply_s: the wait for a passive reply must end before ack_deadline_s")
         if self.group_reply_window_s is not None and self.reply_window_s is None:
             raise ValueError("group_reply_window_s: a group window narrows reply_window_s, which is not declared")
         return self

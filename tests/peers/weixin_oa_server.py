@@ -11,7 +11,9 @@ configuration, message encryption and customer-service messages (X1, X2, X3):
   into ``<Encrypt>`` with the EncodingAESKey and the appid, and
   ``msg_signature`` covers the ciphertext too; compatible mode sends both
   copies.  An answer that is not 200 with ``success``, an empty body or a
-  reply XML counts as none, and WeChat tries the same ``MsgId`` again, three
+  reply XML counts as none; a reply XML (sealed in safe mode, its
+  ``MsgSignature`` checked) is a *passive reply*, shown to the learner and
+  recorded in ``passive``; and WeChat tries the same ``MsgId`` again, three
   retries in all (after ``retry_after_s``: WeChat's 5 s, shortened by tests).
 - **API.**  ``GET /cgi-bin/token`` hands out an ``access_token`` for the
   right appid and secret (``expires_in`` 7200); ``POST
@@ -43,7 +45,7 @@ from starlette.routing import Route
 
 from channels._kit.msgcrypt import WechatCrypto
 from channels._kit.signatures import wechat_signature
-from channels._kit.wechat_xml import write_fields
+from channels._kit.wechat_xml import opened, read_fields, write_fields
 from gateway.http.server import serve_http
 from tests.waits import HANG_S, HTTP_S
 
@@ -76,6 +78,8 @@ class WechatOA:
     sent: list[dict] = field(default_factory=list)
     """Every customer-service message WeChat took, as posted."""
     deliveries: list[Delivery] = field(default_factory=list)
+    passive: list[dict] = field(default_factory=list)
+    """Every passive reply WeChat took from a callback's answer, as its fields."""
     tokens_issued: int = 0
     _good_tokens: set[str] = field(default_factory=set)
     _last_said: dict[str, tuple[float, int]] = field(default_factory=dict)
@@ -126,7 +130,20 @@ class WechatOA:
         return JSONResponse({"errcode": 0, "errmsg": "ok"})
 
     def texts_to(self, openid: str) -> list[str]:
+        """What the learner was shown, passive replies and customer-service messages alike (in arrival order)."""
         return [m["text"]["content"] for m in self.sent if m["touser"] == openid]
+
+    def cs_texts_to(self, openid: str) -> list[str]:
+        return [m["text"]["content"] for m in self.sent if m["touser"] == openid and m.get("via") != "passive"]
+
+    def read_answer(self, body: bytes) -> dict[str, str]:
+        """A passive reply's fields, opened as WeChat opens it in this account's mode."""
+        outer = read_fields(body)
+        if "Encrypt" in outer:
+            return opened(body, WechatCrypto(self.aes_key, self.appid), self.token)
+        if self.mode == "safe":
+            raise AssertionError("a safe-mode account answered in plaintext")
+        return outer
 
     # ------------------------------------------------------------------ callbacks
 
@@ -174,7 +191,14 @@ class WechatOA:
             except httpx.TimeoutException:
                 status, said = 0, ""
             self.deliveries.append(Delivery(msg_id, attempt, status, said))
-            if status == 200 and (said in ("success", "") or said.startswith("<xml>")):
+            if status == 200 and said.startswith("<xml>"):
+                fields = self.read_answer(said.encode())
+                assert fields["ToUserName"] == openid and fields["MsgType"] == "text", fields
+                self.passive.append(fields)
+                self.sent.append({"touser": openid, "msgtype": "text", "text": {"content": fields["Content"]},
+                                  "via": "passive"})
+                break
+            if status == 200 and said in ("success", ""):
                 break
             await asyncio.sleep(0 if status == 0 else self.retry_after_s)
         return msg_id

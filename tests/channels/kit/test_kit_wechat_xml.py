@@ -30,3 +30,16 @@ def test_declarations_and_non_documents_are_invalid_events_not_tracebacks(body):
 def test_a_field_name_that_is_not_one_is_refused_when_writing():
     with pytest.raises(ValueError):
         write_fields({"a><b": "x"})
+
+
+def test_a_sealed_answer_opens_with_the_right_key_and_token_and_not_with_another_token():
+    from channels._kit.msgcrypt import WechatCrypto
+    from channels._kit.wechat_xml import opened, sealed
+    from gateway.core.errors import ForgedRequest
+
+    crypto = WechatCrypto("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG", "wx0123456789abcdef")
+    answer = sealed(write_fields({"MsgType": "text", "Content": "答案"}), crypto, "tok", timestamp="1700000000", nonce="n1")
+    assert "Content" not in read_fields(answer)
+    assert opened(answer, crypto, "tok") == {"MsgType": "text", "Content": "答案"}
+    with pytest.raises(ForgedRequest):
+        opened(answer, crypto, "another-token")

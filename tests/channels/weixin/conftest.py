@@ -66,7 +66,7 @@ async def open_rig(tmp_path) -> AsyncIterator[Callable[..., Awaitable[OaRig]]]:
         env = {name: f"WEIXIN_{name.upper()}_{tag}" for name in ("secret", "token", "key")}
         stack.callback(lambda: [os.environ.pop(name, None) for name in env.values()])
 
-        async def open_(*, mode: str = "safe", config: Callable[[dict], dict] | None = None,
+        async def open_(*, mode: str = "safe", passive: bool = True, config: Callable[[dict], dict] | None = None,
                         responder: ContractResponder | None = None) -> OaRig:
             oa = WechatOA(mode=mode, retry_after_s=2.0)
             api = await stack.enter_async_context(serving(oa))
@@ -75,7 +75,7 @@ async def open_rig(tmp_path) -> AsyncIterator[Callable[..., Awaitable[OaRig]]]:
                 "partners": [{"id": "tutor", "name": "Tutor",
                               "owners": [{"channel": "weixin", "user": TEACHER, "account": "school"}]}],
                 "bindings": [{"partner": "tutor", "channel": "weixin", "account": "school"}],
-                "channels": {"weixin": {"school": account_settings(oa, api, env)}},
+                "channels": {"weixin": {"school": {**account_settings(oa, api, env), "passive_reply": passive}}},
                 "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1},
             }
             chosen = ContractResponder() if responder is None and config is None else responder

@@ -23,12 +23,36 @@ async def test_the_consoles_url_check_is_answered_with_echostr(open_rig):
 
 
 @pytest.mark.parametrize("mode", ["plaintext", "compatible", "safe"])
-async def test_a_learners_message_is_answered_once_by_customer_service_message(open_rig, mode):
+async def test_an_answer_ready_in_time_goes_back_in_the_callbacks_response_once(open_rig, mode):
     rig = await open_rig(mode=mode)
+    await rig.oa.say("o-learner", "你好, tutor")
+    [delivery] = rig.oa.deliveries  # answered in time: WeChat does not retry
+    assert delivery.body.startswith("<xml>") and ("<Encrypt>" in delivery.body) == (mode != "plaintext")
+    assert rig.oa.texts_to("o-learner") == ["echo: 你好, tutor"]
+    await rig.quiet()
+    assert rig.oa.cs_texts_to("o-learner") == [] and len(rig.responder.turns) == 1
+
+
+@pytest.mark.parametrize("mode", ["plaintext", "safe"])
+async def test_with_passive_replies_off_the_answer_is_one_customer_service_message(open_rig, mode):
+    rig = await open_rig(mode=mode, passive=False)
     await rig.oa.say("o-learner", "你好, tutor")
     assert [d.body for d in rig.oa.deliveries] == ["success"]  # durable, then "success": WeChat stops retrying
     assert await rig.texts("o-learner", 1) == ["echo: 你好, tutor"]
     await rig.quiet()
+    assert rig.oa.cs_texts_to("o-learner") == ["echo: 你好, tutor"] and len(rig.responder.turns) == 1
+
+
+async def test_a_slow_answer_arrives_once_by_customer_service_while_wechat_retries(open_rig):
+    rig = await open_rig(mode="safe")
+    rig.responder.stream, rig.responder.delta_delay = ["a slow ", "answer"], 3.0  # past WeChat's 5 s
+    rig.oa.retry_after_s = 2.0  # WeChat gives up on the first try and retries while it still waits
+    msg_id = await rig.oa.say("o-learner", "think hard")
+    assert await rig.texts("o-learner", 1) == ["a slow answer"]
+    await rig.quiet()
+    tries = [d for d in rig.oa.deliveries if d.msg_id == msg_id]
+    assert len(tries) >= 2 and tries[-1].body == "success"
+    assert rig.oa.passive == [] and rig.oa.cs_texts_to("o-learner") == ["a slow answer"]
     assert len(rig.responder.turns) == 1
 
 
@@ -61,19 +85,20 @@ async def test_a_malformed_callback_is_400_and_counted_never_a_traceback(open_ri
 async def test_wechats_retries_of_one_msgid_are_answered_once(open_rig):
     rig = await open_rig(mode="safe")
     plain = rig.oa.message("o-learner", "did you get this?", msg_id="424242")
-    rig.oa._last_said["o-learner"] = (time.time(), 0)
-    for _ in range(4):  # the first try and WeChat's three retries, each signed afresh
+    answers = []
+    for _ in range(4):  # the first try and WeChat's three retries (as if each answer were lost), each signed afresh
         answer = await rig.oa.post(*rig.oa.envelope(plain))
-        assert answer.status_code == 200 and answer.text == "success"
-    await rig.texts("o-learner", 1)
+        assert answer.status_code == 200
+        answers.append(rig.oa.read_answer(answer.content)["Content"])
+    assert answers == ["echo: did you get this?"] * 4  # the one answer, repeated to a retry that never saw it
     await eventually(lambda: counter(rig.gateway, "partners_dedup_hits_total", channel="weixin") >= 3,
                      what="the retries to be recognised")
     await rig.quiet()
-    assert len(rig.responder.turns) == 1 and len(rig.oa.texts_to("o-learner")) == 1
+    assert len(rig.responder.turns) == 1 and rig.oa.cs_texts_to("o-learner") == []
 
 
 async def test_an_expired_access_token_is_fetched_again_once(open_rig):
-    rig = await open_rig(mode="plaintext")
+    rig = await open_rig(mode="plaintext", passive=False)
     await rig.oa.say("o-learner", "first")
     await rig.texts("o-learner", 1)
     assert rig.oa.tokens_issued == 1
@@ -95,7 +120,7 @@ async def test_a_reply_outside_the_48_hour_window_is_not_sent_and_the_teacher_is
 
 
 async def test_wechat_saying_the_window_closed_is_recorded_and_the_teacher_told(open_rig):
-    rig = await open_rig(mode="plaintext")
+    rig = await open_rig(mode="plaintext", passive=False)
     await rig.oa.say(TEACHER, "I am here")
     await rig.texts(TEACHER, 1)
     rig.oa.fail_next(45015)
