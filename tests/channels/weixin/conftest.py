@@ -68,7 +68,7 @@ async def open_rig(tmp_path) -> AsyncIterator[Callable[..., Awaitable[OaRig]]]:
 
         async def open_(*, mode: str = "safe", passive: bool = True, config: Callable[[dict], dict] | None = None,
                         responder: ContractResponder | None = None) -> OaRig:
-            oa = WechatOA(mode=mode, retry_after_s=2.0)
+            oa = WechatOA(mode=mode)  # WeChat waits 5 s for each answer
             api = await stack.enter_async_context(serving(oa))
             raw = {
                 "data_dir": str(tmp_path / f"data-{tag}"),
