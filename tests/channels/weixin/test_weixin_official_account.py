@@ -133,10 +133,9 @@ async def test_wechat_saying_the_window_closed_is_recorded_and_the_teacher_told(
 
 
 def test_an_ilink_account_is_refused_when_the_config_loads_with_the_kind_that_works():
+    from channels.weixin.config import WeixinConfig
     from gateway.configfile import parse_config, validate_account
     from gateway.core.errors import ConfigError
-
-    from channels.weixin.config import WeixinConfig
 
     config = parse_config({"data_dir": "/tmp/unused", "partners": [{"id": "t", "name": "T"}],
                            "bindings": [{"partner": "t", "channel": "weixin", "account": "me"}],
@@ -147,10 +146,9 @@ def test_an_ilink_account_is_refused_when_the_config_loads_with_the_kind_that_wo
 
 
 def test_an_encoding_aes_key_that_is_not_43_characters_is_refused(monkeypatch):
+    from channels.weixin.config import WeixinConfig
     from gateway.configfile import parse_config, validate_account
     from gateway.core.errors import ConfigError
-
-    from channels.weixin.config import WeixinConfig
 
     monkeypatch.setenv("WX_TEST_SECRET", "s")
     monkeypatch.setenv("WX_TEST_KEY", "k" * 42)
