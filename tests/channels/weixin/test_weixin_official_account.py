@@ -159,3 +159,23 @@ def test_an_encoding_aes_key_that_is_not_43_characters_is_refused(monkeypatch):
                            "channels": {"weixin": {"oa": settings}}})
     with pytest.raises(ConfigError, match="43 letters and digits"):
         validate_account(config, "weixin", "oa", WeixinConfig)
+
+
+async def test_following_the_account_is_first_contact_and_is_greeted_once(open_rig):
+    from channels._kit.wechat_xml import write_fields
+
+    rig = await open_rig(mode="safe", passive=False)
+    stamp = int(time.time())
+    follow = write_fields({"ToUserName": "gh_account", "FromUserName": "o-new", "CreateTime": stamp,
+                           "MsgType": "event", "Event": "subscribe"})
+    rig.oa._last_said["o-new"] = (float(stamp), 0)
+    for _ in range(2):  # WeChat's retry of the event carries the same FromUserName and CreateTime
+        assert (await rig.oa.post(*rig.oa.envelope(follow))).text == "success"
+    [greeting] = await rig.texts("o-new", 1)
+    assert greeting
+    await rig.quiet()
+    assert len(rig.oa.texts_to("o-new")) == 1 and rig.responder.turns == []  # the dispatcher greets; no turn is run
+    click = write_fields({"ToUserName": "gh_account", "FromUserName": "o-new", "CreateTime": stamp + 1,
+                          "MsgType": "event", "Event": "CLICK", "EventKey": "menu"})
+    assert (await rig.oa.post(*rig.oa.envelope(click))).text == "success"  # read, refused, and WeChat told to stop
+    assert rig.inbound_rows() == 1
