@@ -18,6 +18,9 @@ workspace, reached by its bot token ``xoxb-`` and its app-level token
 - the rate-limit tiers (Tier 1: 1+/min, 2: 20+/min, 3: 50+/min, 4: 100+/min per
   method; chat.postMessage about one per second per channel), enforced when a
   test turns them on: an excess call gets HTTP 429 with ``Retry-After``;
+- each user's locale (``users.info`` with ``include_locale=true`` answers ``user.locale``; Slack's
+  default ``en-US`` for a user the test gave none), and a users.info that fails or is slow when a
+  test says so;
 - faults a test sets for the next calls (HTTP 429/401/400/503, 504 after
   posting, or any Slack error string in a 200 body) and an outage.
 """
@@ -39,7 +42,7 @@ TIERS: dict[str, int] = {
     "apps.connections.open": 1, "auth.test": 4, "conversations.info": 3, "chat.update": 3,
     "chat.startStream": 4, "chat.appendStream": 4, "chat.stopStream": 4,
     "assistant.threads.setStatus": 4, "assistant.threads.setSuggestedPrompts": 4,
-    "files.getUploadURLExternal": 4, "files.completeUploadExternal": 4,
+    "files.getUploadURLExternal": 4, "files.completeUploadExternal": 4, "users.info": 4,
 }
 PER_MINUTE = {1: 1, 2: 20, 3: 50, 4: 100}
 POST_BURST = 3
@@ -87,6 +90,11 @@ class App:
     uploads: dict[str, dict] = field(default_factory=dict)
     windows: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
     buckets: dict[str, list[float]] = field(default_factory=dict)
+    locales: dict[str, str] = field(default_factory=dict)
+    """user id -> the locale Slack shows for them (users.info, include_locale)."""
+    users_info_error: str | None = None
+    """A Slack error string users.info answers with (``missing_scope``), when set."""
+    users_info_latency: float = 0.0
 
 
 class SlackPlatform:
@@ -276,6 +284,20 @@ class SlackPlatform:
         if params.get("channel_id"):
             self.post(app, {"channel": params["channel_id"], "thread_ts": params.get("thread_ts")}, files=shared)
         return {"files": shared}
+
+    def user_info(self, app: App, params: dict) -> dict:
+        """users.info: the user, with ``locale`` only when ``include_locale`` is true (Slack's opt-in)."""
+        if app.users_info_error:
+            raise ApiError(app.users_info_error)
+        user = str(params.get("user") or "")
+        if not user.startswith(("U", "W")):
+            raise ApiError("user_not_found")
+        info: dict[str, Any] = {"id": user, "team_id": app.team, "name": user.lower(), "deleted": False,
+                                "real_name": f"Learner {user}", "tz": "Asia/Shanghai", "is_bot": user == app.bot_user,
+                                "profile": {"display_name": f"Learner {user}", "real_name": f"Learner {user}"}}
+        if str(params.get("include_locale", "")).lower() in ("1", "true"):
+            info["locale"] = app.locales.get(user, "en-US")
+        return {"user": info}
 
     def seen(self, app: App) -> dict[str, list[dict]]:
         return {channel: list(messages) for channel, messages in app.messages.items()}
