@@ -57,6 +57,10 @@ class ApiError(Exception):
         self.error, self.status, self.retry_after = error, status, retry_after
 
 
+BOT_SCOPES = ("app_mentions:read", "assistant:write", "channels:history", "chat:write", "files:read", "files:write",
+              "groups:history", "im:history", "im:read", "im:write", "mpim:history", "users:read")
+"""What the guide's manifest grants; Slack names a token's scopes in every answer's ``x-oauth-scopes``."""
+
 FAULTS: dict[str, ApiError] = {
     "429": ApiError("ratelimited", 429), "503": ApiError("service_unavailable", 503),
     "401": ApiError("invalid_auth", 401), "400": ApiError("invalid_arguments", 400),
@@ -90,6 +94,7 @@ class App:
     uploads: dict[str, dict] = field(default_factory=dict)
     windows: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
     buckets: dict[str, list[float]] = field(default_factory=dict)
+    scopes: tuple[str, ...] = BOT_SCOPES
     locales: dict[str, str] = field(default_factory=dict)
     """user id -> the locale Slack shows for them (users.info, include_locale)."""
     users_info_error: str | None = None
@@ -123,7 +128,8 @@ class SlackPlatform:
     def register(self, body: dict) -> App:
         app = App(bot_token=body["bot_token"], app_token=body["app_token"], signing_secret=body.get("signing_secret", ""),
                   team=body.get("team") or self._id("T"), app_id=self._id("A"), bot_user=self._id("U"),
-                  bot_id=self._id("B"), request_url=body.get("request_url"), streaming=bool(body.get("streaming", True)))
+                  bot_id=self._id("B"), request_url=body.get("request_url"), streaming=bool(body.get("streaming", True)),
+                  scopes=tuple(body.get("scopes", BOT_SCOPES)))
         self.apps[app.bot_token] = app
         self.by_app_token[app.app_token] = app
         return app
@@ -289,6 +295,8 @@ class SlackPlatform:
         """users.info: the user, with ``locale`` only when ``include_locale`` is true (Slack's opt-in)."""
         if app.users_info_error:
             raise ApiError(app.users_info_error)
+        if "users:read" not in app.scopes:
+            raise ApiError("missing_scope")
         user = str(params.get("user") or "")
         if not user.startswith(("U", "W")):
             raise ApiError("user_not_found")

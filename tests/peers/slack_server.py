@@ -33,7 +33,11 @@ Files: ``GET /files-pri/...`` serves a file a user shared only with the bot
 token as a Bearer (403 otherwise); ``POST /upload/v1/<id>`` takes the bytes of
 an upload begun with files.getUploadURLExternal.
 
-Test control (JSON): ``POST /test/apps {bot_token, app_token, signing_secret?, request_url?, streaming?}``,
+Every answer to a bot token names its scopes in ``x-oauth-scopes``, as Slack's do (the guide's
+manifest unless the app was registered with ``scopes``); users.info without ``users:read`` is
+``missing_scope``.
+
+Test control (JSON): ``POST /test/apps {bot_token, app_token, signing_secret?, request_url?, streaming?, scopes?}``,
 ``POST /test/say {token, channel, user?, text, mention?, thread_ts?, files?: [{name, mimetype, hex?|size?}]}``,
 ``POST /test/event {token, event}``, ``POST /test/redeliver {token, event_id}``,
 ``POST /test/verify_url {token}`` (a url_verification to the request URL),
@@ -185,7 +189,8 @@ class Server:
             await asyncio.sleep(app.users_info_latency)
         if lost:
             return JSONResponse({"ok": False, "error": "gateway_timeout"}, status_code=504)
-        return JSONResponse({"ok": True, **result})
+        scopes = {"x-oauth-scopes": ",".join(app.scopes)} if token.startswith("xoxb-") else {}
+        return JSONResponse({"ok": True, **result}, headers=scopes)
 
     def call(self, app: App, method: str, params: dict) -> dict:
         p = self.platform

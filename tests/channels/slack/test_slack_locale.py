@@ -82,3 +82,21 @@ def test_a_locale_wait_that_would_eat_the_ack_deadline_is_refused(monkeypatch):
     assert SlackConfig.model_validate({**tokens, "locale_timeout_s": 1.5}).locale_timeout_s == 1.5
     with pytest.raises(ValidationError, match="half of Slack's 3 s ack deadline"):
         SlackConfig.model_validate({**tokens, "locale_timeout_s": 2})
+
+
+async def test_the_probe_warns_when_the_token_cannot_read_learners_languages(open_rig):
+    from gateway.core.probes import Gravity
+
+    rig = await open_rig(partner=ZH_FIRST, app={"scopes": ["chat:write", "im:history"]})
+    result = await rig.channel.probe()
+    assert result.ok  # the account works
+    [warning] = result.problems
+    assert warning.gravity is Gravity.WARNING and "users:read" in warning.message and "users:read" in warning.fix
+    await rig.users.settings(locales={"U600": "en-US"})
+    assert await stop_answered(rig, "U600", "D600") == say(Phrase.NOTHING_TO_STOP, CHINESE)  # answered all the same
+
+
+async def test_the_probe_is_quiet_with_the_guides_scopes_or_with_reading_off(open_rig):
+    assert (await (await open_rig()).channel.probe()).problems == ()
+    off = await open_rig(app={"scopes": ["chat:write"]}, read_locale=False)
+    assert (await off.channel.probe()).problems == ()
