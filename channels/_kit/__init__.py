@@ -38,8 +38,6 @@ hands them in.
                             reconnect (QQ, OneBot/NapCat, Mochat, DingTalk-style)
 ``languages``               the preferred tag of an ``Accept-Language`` or
                             ``Content-Language`` value (web chat, email)
-``recent``                  a bounded, timed memory of answers looked up
-                            (Slack's learner locales, web chat sessions' locales)
 ==========================  ====================================================
 
 Every verifier compares in constant time and fails with exactly one error,

@@ -8,8 +8,8 @@ the message as it was with locale ``""``: the notice comes in the partner's lang
 is never lost or late.  The message is decoded before it is asked, so it carries its locale into
 the store and a redelivery or a restart needs no second lookup.
 
-Answers are kept per learner in a :class:`~channels._kit.recent.Recent` (one per account, so per
-account and user), ``locale_cache_size`` of them for ``locale_cache_s``.  A refusal that will not
+Answers are kept per learner in a ``cachetools.TTLCache`` (one per account, so per account and
+user), ``locale_cache_size`` of them for ``locale_cache_s``, the least recently used out first.  A refusal that will not
 change by asking again (``missing_scope``, ``user_not_found``) is kept as ``""`` as long; a slow or
 unavailable Slack is not kept, so the next message asks again.
 """
@@ -19,9 +19,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
+from cachetools import TTLCache
 from slack_sdk.web.async_client import AsyncWebClient
 
-from channels._kit.recent import Recent
 from channels.slack.config import SlackConfig
 from channels.slack.transport import call
 from gateway.core.errors import GatewayError, PermanentError
@@ -34,7 +34,7 @@ class SlackLocales:
 
     def __init__(self, settings: SlackConfig, account: str) -> None:
         self.settings, self.account = settings, account
-        self._known: Recent[str, str] = Recent(size=settings.locale_cache_size, ttl_s=settings.locale_cache_s)
+        self._known: TTLCache[str, str] = TTLCache(maxsize=settings.locale_cache_size, ttl=settings.locale_cache_s)
 
     async def of(self, client: AsyncWebClient, user: str) -> str:
         """``user``'s Slack locale, or ``""`` when it is off, unknown or not known in time."""
@@ -54,10 +54,10 @@ class SlackLocales:
         except GatewayError as error:  # its message names the method and Slack's code, never a token
             log.debug("slack locale unknown account=%s user=%s reason=%s", self.account, user, error)
             if isinstance(error, PermanentError):
-                self._known.put(user, "")
+                self._known[user] = ""
             return ""
         found = said.get("user")
         locale = found.get("locale") if isinstance(found, dict) else None
         locale = locale if isinstance(locale, str) else ""
-        self._known.put(user, locale)
+        self._known[user] = locale
         return locale

@@ -263,7 +263,7 @@ class WebchatApi:
         """The language this request's browser prefers, kept for the session; else the one it kept."""
         said = preferred_language(request.headers.get("accept-language"))
         if said:
-            self.channel.locales.put(learner, said)
+            self.channel.locales[learner] = said
             return said
         return self.channel.locales.get(learner) or ""
 

@@ -22,9 +22,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from cachetools import TTLCache
 from pydantic import Field
 
-from channels._kit.recent import Recent
 from channels.base import Channel, ChannelContext
 from channels.webchat.feed import FeedsFull, SessionFeeds
 from channels.webchat.identity import LearnerIds
@@ -74,7 +74,7 @@ class WebchatChannel(Channel[WebchatConfig]):
         )
         """Keyed by learner id."""
         self.learners = LearnerIds(context.data_dir)
-        self.locales: Recent[str, str] = Recent(size=self.settings.max_sessions, ttl_s=self.settings.idle_session_s)
+        self.locales: TTLCache[str, str] = TTLCache(maxsize=self.settings.max_sessions, ttl=self.settings.idle_session_s)
         """learner id -> the language the browser asked for (``Accept-Language``) when it last said one."""
 
     async def run(self, heartbeat: Heartbeat) -> None:
