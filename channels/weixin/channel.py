@@ -35,11 +35,13 @@ from channels.weixin.callback import Callback, CallbackReader
 from channels.weixin.config import OfficialAccountConfig, WeixinConfig
 from channels.weixin.decode import Skipped, decode
 from channels.weixin.passive import PassiveSlots
+from channels.weixin.probe import check_settings, probe_account
 from channels.weixin.transport import PLATFORM, OfficialAccountApi
 from gateway.core.capabilities import ChannelCapabilities, capabilities_of
 from gateway.core.channel import ChannelState, Heartbeat
 from gateway.core.errors import InvalidEvent, Unsupported
 from gateway.core.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
     from starlette.requests import Request
@@ -78,6 +80,15 @@ class WeixinChannel(Channel[WeixinConfig]):
         if self._api is None:
             self._api = OfficialAccountApi(self.oa)
         return self._api
+
+    # ------------------------------------------------------------------ doctor
+
+    @classmethod
+    def check(cls, settings: WeixinConfig) -> list[Problem]:
+        return check_settings(settings) if isinstance(settings, OfficialAccountConfig) else []
+
+    async def probe(self) -> ProbeResult:
+        return await probe_account(self.oa)
 
     # ------------------------------------------------------------------ inbound
 

@@ -6,7 +6,7 @@ runs (``attach``), and the emulator posts its encrypted callbacks there.
 Passive replies are off, so every answer is a customer-service message the
 emulator records in order -- what the learner's chat shows.
 
-Features: none yet.  Official Accounts are 1:1 (no ``groups``), WeChat never
+Features: ``credentials`` (an appsecret WeChat refuses, 40125).  Official Accounts are 1:1 (no ``groups``), WeChat never
 delivers the account's own messages (no ``own_echo``), and the emulator's
 faults are WeChat's own errcodes, not the suite's HTTP statuses (its tests in
 tests/channels/weixin/ cover 40001, 45015 and the window).
@@ -32,7 +32,7 @@ from tests.waits import HANG_S
 class WeixinHarness:
     channel = "weixin"
     account = "school"
-    features: frozenset[str] = frozenset()
+    features = frozenset({"credentials"})
 
     @classmethod
     def create(cls, request: Any) -> WeixinHarness:
@@ -58,6 +58,12 @@ class WeixinHarness:
             "channels": {self.channel: {self.account: settings}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
         })
+
+    def refused_credentials(self, data_dir: Path) -> tuple[Config, str]:
+        config = self.gateway_config(data_dir)
+        refused = uuid.uuid4().hex  # well shaped; not this account's
+        os.environ[self.env["secret"]] = refused
+        return config, refused
 
     async def attach(self, gateway: Any) -> None:
         from gateway.http.app import build_app
