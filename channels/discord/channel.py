@@ -18,9 +18,12 @@ again once the session is back.
 Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
 same connection.  Each is made durable first, then deferred (Discord wants an
 answer within 3 s; accepting takes milliseconds), and answered by follow-up
-through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min); after that
-the answer goes to the channel as a plain message.  With ``public_key`` set Discord may POST them to the
-HTTP interactions endpoint instead (channels/discord/interactions.py); they take the same decode and webhook.
+through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min).  Past that,
+or when Discord refuses the follow-up as a dead token (404 with code 10015 or 10062, ``ReplyWindowClosed``:
+the deferral never reached Discord, or we restarted late), the answer goes to the channel as a plain
+message, with the part's nonce: a refused follow-up posts nothing, so a retry shows one message.  With
+``public_key`` set Discord may POST them to the HTTP interactions endpoint instead
+(channels/discord/interactions.py); they take the same decode, webhook and fallback.
 
 Outbound: a part is a message in the channel (or the thread) that replies to
 the learner's message; a long answer to a channel message continues in a thread
@@ -55,7 +58,7 @@ from channels.discord.probe import check_settings, probe_application
 from channels.discord.threads import continuation
 from channels.discord.transport import PLATFORM, call, new_client, translate
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
-from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable, Unsupported
+from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable, ReplyWindowClosed, Unsupported
 from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 from gateway.redaction import register_secret
@@ -299,19 +302,21 @@ class DiscordChannel(Channel[DiscordConfig]):
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         client = await self._ready()
-        out = outgoing(part)
         token = interaction_token(referrer, datetime.now(UTC))
         if token is not None:
-            sent = await call("followup", self._hook(client, token).send(wait=True, **out.send_kwargs()))
-            self._remember(str(sent.id), token)
-            return SentMessage(message=MessageId(str(sent.id)))
+            try:
+                sent = await call("followup", self._hook(client, token).send(wait=True, **outgoing(part).send_kwargs()))
+                self._remember(str(sent.id), token)
+                return SentMessage(message=MessageId(str(sent.id)))
+            except ReplyWindowClosed as error:  # Discord posted nothing: the channel message below is the only one
+                log.warning("discord follow-up refused, answering in the channel account=%s reason=%s", self.account, error)
         thread = await continuation(client, target, part, referrer, self.settings.long_answer_thread)
         where = client.get_partial_messageable(thread or self._where(target))
         reference = None
         if part.index == 0 and referrer.message:
             reference = discord.MessageReference(message_id=int(referrer.message), channel_id=where.id, fail_if_not_exists=False)
         message = await call("send", where.send(reference=reference, nonce=nonce_for(idempotency_key),  # type: ignore[arg-type]
-                                                **out.send_kwargs()))
+                                                **outgoing(part).send_kwargs()))
         return SentMessage(message=MessageId(str(message.id)))
 
     @staticmethod
@@ -330,8 +335,11 @@ class DiscordChannel(Channel[DiscordConfig]):
         client = await self._ready()
         token = self._followups.get(message)
         if token is not None:
-            await call("edit followup", self._hook(client, token).edit_message(int(message), content=part.text))
-            return
+            try:
+                await call("edit followup", self._hook(client, token).edit_message(int(message), content=part.text))
+                return
+            except ReplyWindowClosed:  # the token died: the bot still may edit its own message in the channel
+                self._followups.pop(message, None)
         partial = client.get_partial_messageable(self._where(target)).get_partial_message(int(message))
         await call("edit", partial.edit(content=part.text))
 

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from channels.discord.channel import DiscordChannel
 from gateway.core.capabilities import TextUnit
 from gateway.core.messages import Attachment, Media, Quote
 from gateway.core.probes import Gravity
 from gateway.pipeline.lanes import NOTHING_TO_STOP
 from tests.contract.discord_harness import seen_from
-from tests.contract.harness import eventually, units
+from tests.contract.harness import ContractResponder, eventually, units
+from tests.peers.discord_server import LOADING
 
 # --------------------------------------------------------------------------- the session
 
@@ -233,6 +236,59 @@ async def test_stop_and_link_commands_read_as_the_gateway_commands(open_rig):
     await rig.replies(stop["channel_id"], 2)
     await rig.quiet()
     assert [m.text for t in rig.responder.turns for m in t.messages] == ["/link ABCD1234"]  # the brain reads it as /link
+
+
+def channel_posts(rig, channel: str) -> list[dict]:
+    """The bot's answered POSTs of a plain channel message (not a follow-up) in ``channel``."""
+    return [r for r in rig.peer.requests
+            if r["method"] == "POST" and r["route"] == "channels/{id}/messages" and r["channel"] == channel]
+
+
+def refused_followups(rig) -> list[dict]:
+    return [r for r in rig.peer.requests if r["route"].startswith("webhooks/") and r["status"] == 404]
+
+
+async def test_a_command_whose_token_discord_invalidated_is_answered_by_one_channel_message(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    ask = rig.peer.interaction("ask", {"question": "what is a verb?"}, channel=rig.peer.channel_id)
+    rig.peer.expire_interaction(ask["token"])  # no initial response reached Discord within its 3 s
+    await rig.peer.dispatch("INTERACTION_CREATE", ask)
+    [shown] = await rig.replies(rig.peer.channel_id, 1, what="the answer as a channel message")
+    await rig.quiet()
+    assert shown.text == "echo: what is a verb?"
+    assert [m["content"] for m in rig.peer.seen(rig.peer.channel_id)] == ["echo: what is a verb?"]
+    assert len(channel_posts(rig, rig.peer.channel_id)) == 1 and len(refused_followups(rig)) == 1
+    assert rig.metric("partners_dead_letters_total") == 0
+
+
+class HeldResponder(ContractResponder):
+    """Answers only once ``release`` is set: a turn that outlives its interaction token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def respond(self, turn):
+        await self.release.wait()
+        async for event in super().respond(turn):
+            yield event
+
+
+async def test_an_answer_after_the_token_expired_goes_to_the_channel_and_the_placeholder_stays(open_rig):
+    responder = HeldResponder()
+    rig = await open_rig(responder=responder)
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    ask = await rig.peer.command("ask", {"question": "why is ice slippery?"})
+    await eventually(lambda: ask.get("answered") == 5, what="the command to be deferred")
+    rig.peer.expire_interaction(ask["token"])  # the answer comes after the token's 15 minutes
+    responder.release.set()
+    await rig.replies(ask["channel_id"], 2, what="the answer beside the placeholder")
+    await rig.quiet()
+    placeholder, answer = rig.peer.seen(ask["channel_id"])
+    assert placeholder["flags"] & LOADING and not placeholder["content"]
+    assert answer["content"] == "echo: why is ice slippery?" and not answer["flags"] & LOADING
+    assert len(channel_posts(rig, ask["channel_id"])) == 1 and len(refused_followups(rig)) == 1
 
 
 # --------------------------------------------------------------------------- attachments
