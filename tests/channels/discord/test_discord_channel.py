@@ -122,6 +122,26 @@ async def test_doctor_says_which_intent_is_missing(open_rig):
     assert "MESSAGE CONTENT" in error.message and "4014" in error.message and "Privileged Gateway Intents" in error.fix
 
 
+async def test_doctor_says_when_public_key_is_not_the_applications(open_rig):
+    rig = await open_rig()
+
+    async def probe(public_key: str):
+        settings = rig.channel.settings.model_copy(update={"public_key": public_key})
+        channel = DiscordChannel(rig.channel.context.__class__(**{**rig.channel.context.__dict__, "config": settings}))
+        try:
+            return await channel.probe()
+        finally:
+            await channel.close()
+
+    assert (await probe(rig.peer.public_key)).problems == ()
+    assert (await probe(rig.peer.public_key.upper())).problems == ()  # the portal's hex, in either case
+    result = await probe("ab" * 32)
+    assert not result.ok
+    [problem] = result.problems
+    assert "public_key" in problem.message and "refuse every request" in problem.message
+    assert rig.peer.public_key[:8] in problem.message and "General Information" in problem.fix
+
+
 async def test_asking_for_an_intent_the_application_lacks_waits_for_a_human(open_rig):
     rig = await open_rig(peer={"message_content": False}, connect=False)
 
