@@ -54,13 +54,13 @@ from channels.discord.config import DiscordConfig
 from channels.discord.decode import InteractionPayload, decode_interaction, decode_message, interaction_token
 from channels.discord.encode import nonce_for, outgoing
 from channels.discord.interactions import InteractionsEndpoint
-from channels.discord.probe import check_settings, probe_application
+from channels.discord.probe import check_settings, intent_problems, probe_application
 from channels.discord.threads import continuation
 from channels.discord.transport import PLATFORM, call, new_client, translate
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable, ReplyWindowClosed, Unsupported
 from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.core.probes import ProbeResult, Problem
+from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.redaction import register_secret
 
 log = logging.getLogger(__name__)
@@ -135,11 +135,9 @@ class DiscordChannel(Channel[DiscordConfig]):
         self._behind = dict(self._cursors.last)
         heartbeat.set_state(ChannelState.CONNECTING)
         app = client.application
-        if self.settings.message_content and app is not None and not (
-                app.flags.gateway_message_content or app.flags.gateway_message_content_limited):
-            raise AuthFailed(PLATFORM, "the account asks for the MESSAGE CONTENT intent, which is not enabled for this "
-                             "application: turn it on (Developer Portal > Bot > Privileged Gateway Intents) or set "
-                             "message_content: false", code=4014)
+        refused = [p for p in intent_problems(self.settings, app.flags) if p.gravity is Gravity.ERROR] if app else []
+        if refused:  # found before connecting: the Gateway would refuse the intents (4014) on every reconnect
+            raise AuthFailed(PLATFORM, f"{refused[0].message}; {refused[0].fix}", code=4014)
         self._listen(client, heartbeat)
         if self.settings.slash_commands:
             await self._register_commands(client)

@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import discord
 
 from channels.discord.config import DISCORD_API, DiscordConfig
-from channels.discord.transport import call, intents_for, point_at, trace
+from channels.discord.transport import call, new_client
 from gateway.core.errors import AuthFailed, GatewayError, PeerUnreachable
 from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.endpoints import origin, placeholder_host
@@ -73,8 +73,7 @@ def _failure(error: GatewayError, where: str) -> Problem:
 
 async def probe_application(settings: DiscordConfig) -> ProbeResult:
     where = origin(settings.api_base) if settings.api_base != DISCORD_API else "discord.com"
-    point_at(settings)
-    client = discord.Client(intents=intents_for(settings), http_trace=trace())
+    client = new_client(settings)
     try:
         await call("login", client.login(settings.token.get_secret_value()), endpoint=settings.api_base)
         info = await call("application", client.application_info(), endpoint=settings.api_base)
