@@ -35,6 +35,7 @@ from brain.knowledge.rank import RELEVANCE_RATIO, Candidate, definition_at, rank
 from gateway.core.config import Config, ModelSettings, PartnerConfig
 from gateway.core.errors import ConfigError
 from gateway.core.events import Progress, RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
+from gateway.core.phrases import ENGLISH, Phrase, language_for, say
 from gateway.core.turns import Turn
 from gateway.store.schema import Schema, StoreError, open_database
 from personas.files import NOTE_SUFFIXES  # noqa: F401 - re-exported
@@ -324,22 +325,20 @@ class OfflineReason(str, Enum):
     """A model is configured but failed (down, hanging, refusing) after its retry and its backup."""
 
 
-NO_MODEL_NOTICE = "_No language model is configured for me yet, so I can only quote my notes._"
-MODEL_OFF_NOTICE = "_My language model is not in use here, so I can only quote my notes._"
-TROUBLE_NOTICE = "_I'm having trouble reaching my language model right now, so I can only quote my notes._"
+NO_MODEL_NOTICE = say(Phrase.NOTES_NO_MODEL, ENGLISH)
+MODEL_OFF_NOTICE = say(Phrase.NOTES_MODEL_OFF, ENGLISH)
+TROUBLE_NOTICE = say(Phrase.NOTES_MODEL_TROUBLE, ENGLISH)
 """One short sentence each, for the learner.  How to set a model is the teacher's business: it goes to
-``partners doctor`` and the log (:func:`model_status`), never into a learner's chat."""
+``partners doctor`` and the log (:func:`model_status`), never into a learner's chat.  These are the
+English; a turn reads every sentence here in its own language (``gateway/core/phrases.toml``)."""
 
-SETUP_PROBLEM = (
-    "I can't open my study notes right now because something in my setup needs fixing. "
-    "Please let your teacher know."
-)
+SETUP_PROBLEM = say(Phrase.NOTES_SETUP_PROBLEM, ENGLISH)
 
 
-def _notice(model: ModelSettings | None, because: OfflineReason) -> str:
+def _notice(model: ModelSettings | None, because: OfflineReason) -> Phrase:
     if because is OfflineReason.MODEL_TROUBLE:
-        return TROUBLE_NOTICE
-    return NO_MODEL_NOTICE if model is None else MODEL_OFF_NOTICE
+        return Phrase.NOTES_MODEL_TROUBLE
+    return Phrase.NOTES_NO_MODEL if model is None else Phrase.NOTES_MODEL_OFF
 
 
 def _quote(passage: Candidate, words: Sequence[str], subject: frozenset[str]) -> str:
@@ -372,14 +371,15 @@ def document_candidates(hits: Sequence[Hit]) -> list[Candidate]:
 
 def compose(
     persona: Persona, index: NotesIndex, text: str, model: ModelSettings | None = None,
-    because: OfflineReason = OfflineReason.NO_MODEL, documents: Sequence[Candidate] = (),
+    because: OfflineReason = OfflineReason.NO_MODEL, documents: Sequence[Candidate] = (), language: str = ENGLISH,
 ) -> str:
     """The whole answer in Markdown: one notice sentence, then quoted passages or the topics there are notes on.
 
     ``model`` is the partner's effective model (its own, else the persona's), for the notice;
-    ``documents`` are the partner's knowledge-base hits, ranked together with the notes.
+    ``documents`` are the partner's knowledge-base hits, ranked together with the notes; ``language``
+    is the turn's, for every sentence that is not a quote.
     """
-    parts = [_notice(model, because)]
+    parts = [say(_notice(model, because), language)]
     passages = rank([*note_candidates(index, persona, text), *documents], text, MAX_PASSAGES)
     if passages:
         words, subject = query_words(text), subject_of(text)
@@ -387,11 +387,11 @@ def compose(
         return "\n\n".join(parts)
     topics = index.topics(persona)
     if not topics:
-        parts.append("I don't have any study notes yet, so I can't look that up. My teacher can add some.")
+        parts.append(say(Phrase.NOTES_NONE_YET, language))
         return "\n\n".join(parts)
-    lead = "I couldn't find that in my notes." if fts_query(text) else "Ask me about a topic and I'll look it up in my notes."
+    lead = say(Phrase.NOTES_NOT_FOUND if fts_query(text) else Phrase.NOTES_ASK_TOPIC, language)
     listed = "\n".join(f"- {topic}" for topic in topics)
-    parts.append(f"{lead} I have notes on:\n\n{listed}")
+    parts.append(f"{lead}\n\n{listed}")
     return "\n\n".join(parts)
 
 
@@ -427,16 +427,19 @@ class NotesResponder:
         return cls(persona_dirs(config), index=NotesIndex(config.data_dir / "notes-index.db"), knowledge=knowledge)
 
     def answer(self, partner: PartnerConfig, text: str, because: OfflineReason = OfflineReason.NO_MODEL,
-               documents: Sequence[Candidate] = ()) -> str:
+               documents: Sequence[Candidate] = (), locale: str = "") -> str:
+        """The offline answer, in the language :func:`~gateway.core.phrases.language_for` picks for the
+        learner's ``locale`` and the partner's languages (the persona's when the partner names none)."""
         try:
             persona = load_persona(partner.persona, self.search)
         except ConfigError as error:
             log.error("persona does not load partner=%s persona=%s error=%s", partner.id, partner.persona, error)
-            return SETUP_PROBLEM
+            return say(Phrase.NOTES_SETUP_PROBLEM, language_for(partner.languages, locale))
         model = partner.model or persona.model
         if because is OfflineReason.NO_MODEL and model is None:
             self._tell_teacher(partner, persona)
-        return compose(persona, self.index, text, model, because, documents)
+        language = language_for(partner.languages or persona.languages, locale)
+        return compose(persona, self.index, text, model, because, documents, language)
 
     def _tell_teacher(self, partner: PartnerConfig, persona: Persona) -> None:
         if partner.id in self._warned:
@@ -462,7 +465,7 @@ class NotesResponder:
         text = "\n".join(t for t in said if t)
         yield Progress(label="searching notes")
         documents = await self.documents(turn.partner, text)
-        markdown = await asyncio.to_thread(self.answer, turn.partner, text, because, documents)
+        markdown = await asyncio.to_thread(self.answer, turn.partner, text, because, documents, turn.sender.locale)
         pieces = markdown.split("\n\n")
         for i, piece in enumerate(pieces):
             yield StreamDelta(text=piece if i == 0 else "\n\n" + piece)

@@ -32,6 +32,7 @@ from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.core.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig
 from gateway.core.errors import ChannelUnavailable, ConfigError
 from gateway.core.messages import AccountId, Address, OutboundReply
+from gateway.core.phrases import language_for
 from gateway.core.turns import Responder
 from gateway.http.limits import HttpLoad
 from gateway.metrics import Metrics
@@ -125,7 +126,7 @@ class Gateway:
         # and the reminders write through it; the brain is lent both; the lanes run the brain and
         # subscribe to the outbox to deliver what the others write.
         self.outbox = Outbox(self.store)
-        self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall)
+        self.delivery = Delivery(self.store, self.metrics, on_shortfall=self._tell_shortfall, language_of=self._language_of)
         self.reminders = ReminderDesk(self.store, self._capabilities)
         self.teacher = TeacherDesk(self.store, self.router, self.outbox)
         blobs = LocalBlobs(config.data_dir / "blobs")
@@ -165,6 +166,11 @@ class Gateway:
 
     def _outlet(self, channel: str, account: str) -> Outlet | None:
         return self._outlets.get((channel, account))
+
+    def _language_of(self, address: Address) -> str:
+        """The language of the partner bound to ``address`` (for a reply that does not carry its own)."""
+        partner = self.router.route(address)
+        return language_for(partner.languages if partner is not None else ())
 
     def _with_persona_defaults(self, partner: PartnerConfig) -> PartnerConfig:
         """Fill what the partner leaves to its persona: the mid-turn policy, the greeting and the languages."""

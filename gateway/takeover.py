@@ -5,10 +5,16 @@ partner and every owner is told, in their own direct chat with the bot, with a
 short case code.  While paused, what the learner writes is relayed to the
 teacher instead of being answered by the model; the teacher answers with
 ``/reply CODE text`` (sent to the learner through the same channel) and ends
-it with ``/handback CODE``.  ``/takeovers`` lists open cases.
+it with ``/handback CODE``, which tells the learner too (:attr:`Phrase.HANDED_BACK`,
+in their language: the partner's languages and the locale they had when it was
+handed over).  ``/takeovers`` lists open cases.
 
-Every relay, every teacher reply and every confirmation is an outbox reply
-with a deterministic key, so a crash in the middle repeats nothing.
+Every relay, every teacher reply, the hand-back notice and every confirmation is
+an outbox reply with a deterministic key, so a crash in the middle repeats nothing.
+
+What is said here is for the teacher (English, like the rest of the operator's
+side) or for the model (which tells the learner in its own words); the one
+sentence the learner reads from the gateway itself is the hand-back notice.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from gateway.core.messages import (
     InboundMessage,
     OutboundReply,
 )
+from gateway.core.phrases import Phrase, language_for, say
 from gateway.core.turns import Role
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.routing import Router
@@ -61,13 +68,13 @@ class TeacherDesk:
 
     # ------------------------------------------------------------------ the brain's hand-off
 
-    async def hand_to_teacher(self, address: Address, reason: str) -> str:
+    async def hand_to_teacher(self, address: Address, reason: str, locale: str = "") -> str:
         partner = self.router.route(address)
         if partner is None:
             return "There is no partner bound here, so there is no teacher to hand over to."
         if not partner.owners:
             return "No teacher is configured for this partner; tell the learner to contact their teacher directly."
-        takeover = await self.store.start_takeover(partner.id, address, reason)
+        takeover = await self.store.start_takeover(partner.id, address, reason, locale)
         self._paused.add(address.conversation_key)
         where = address.conversation.title or f"{address.channel} chat {address.conversation.chat}"
         text = HANDED_OVER.format(partner=partner.name, where=where, learner=address.conversation.chat,
@@ -116,6 +123,9 @@ class TeacherDesk:
             await self._answer(message, f"No open case `{code or '?'}`. Send `/takeovers` to list them.")
             return
         if command == "/handback":
+            # The learner's notice is written first: a crash before the case is closed repeats the
+            # command, whose key makes the notice once; one after finds no case and says so to the teacher.
+            await self._tell_learner(takeover, message)
             await self.store.end_takeover(takeover.code)
             self._paused.discard(takeover.target.conversation_key)
             await self._answer(message, f"Case {takeover.code} handed back: the partner answers there again.")
@@ -128,9 +138,28 @@ class TeacherDesk:
 
     # ------------------------------------------------------------------ outbox helpers
 
+    def _learner_language(self, takeover: Takeover) -> str:
+        """The language the learner in a taken-over conversation is spoken to (:func:`language_for`)."""
+        partner = self.router.route(takeover.target)
+        return language_for(partner.languages if partner is not None else (), takeover.locale)
+
     async def _send(self, takeover: Takeover, text: str, command: InboundMessage) -> None:
         key = reply_key(takeover.target, command.event_id, "teacher")
-        await self.outbox.post(OutboundReply(idempotency_key=key, target=takeover.target, markdown=text))
+        reply = OutboundReply(idempotency_key=key, target=takeover.target, markdown=text,
+                              language=self._learner_language(takeover))
+        await self.outbox.post(reply)
+
+    async def _tell_learner(self, takeover: Takeover, command: InboundMessage) -> None:
+        """Tell the learner their partner answers again (once per ``/handback``: its key is the command's).
+
+        A row already there is left alone: writing it again would make a delivered notice ready once more."""
+        key = reply_key(takeover.target, command.event_id, "handback")
+        if await self.store.get_reply(key) is not None:
+            return  # a repeated command (a crash before the case closed); resume wakes it if still undelivered
+        partner = self.router.route(takeover.target)
+        language = self._learner_language(takeover)
+        text = say(Phrase.HANDED_BACK, language, partner=partner.name if partner is not None else takeover.partner)
+        await self.outbox.post(OutboundReply(idempotency_key=key, target=takeover.target, markdown=text, language=language))
 
     async def _answer(self, message: InboundMessage, text: str) -> None:
         key = reply_key(message.address, message.event_id)

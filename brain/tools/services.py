@@ -87,6 +87,8 @@ class Scheduler(Protocol):
         ...
 
 class Handoff(Protocol):
-    async def hand_to_teacher(self, address: Address, reason: str) -> str:
-        """Notify the teacher; return a short confirmation to pass on (e.g. a reference)."""
+    async def hand_to_teacher(self, address: Address, reason: str, locale: str = "") -> str:
+        """Notify the teacher; return a short confirmation to pass on (e.g. a reference).
+
+        ``locale`` is the learner's platform locale, for what is said to them when the teacher hands back."""
         ...

@@ -36,6 +36,8 @@ hands them in.
 ``websocket``               a socket gateway's session: identify or resume from
                             the cursor store, ack after accept, heartbeats,
                             reconnect (QQ, OneBot/NapCat, Mochat, DingTalk-style)
+``languages``               the preferred tag of an ``Accept-Language`` or
+                            ``Content-Language`` value (web chat, email)
 ==========================  ====================================================
 
 Every verifier compares in constant time and fails with exactly one error,

@@ -260,9 +260,12 @@ class EmailChannel(Channel[EmailConfig]):
         except (ValueError, TypeError, OSError) as error:  # an address or header the email package refuses, a file gone
             raise BadRequest("email", f"cannot compose the reply to {to}: {error}") from error
         recipients = [to] + ([self.settings.address] if self.settings.copy_to_self else [])
-        await self.smtp.submit(mail, recipients)
         message_id = str(mail["Message-ID"])
-        await asyncio.to_thread(lambda: self.ledger.record(idempotency_key, message_id))
+
+        async def record_sent() -> None:  # the moment the server takes it, before QUIT (channels/email/smtp.py)
+            await asyncio.to_thread(lambda: self.ledger.record(idempotency_key, message_id))
+
+        await self.smtp.submit(mail, recipients, accepted=record_sent)
         log.info("email sent account=%s to=%s message=%s part=%d", self.account, to, message_id, part.index)
         return SentMessage(message=MessageId(message_id))
 

@@ -8,6 +8,9 @@ Identity and threading:
 - the conversation is (sender address, thread root), the root being the first
   ``References`` id, else ``In-Reply-To``, else the mail's own id: every mail
   of a thread lands in one conversation, and two learners never share one;
+- the learner's language is the mail's ``Accept-Language`` (RFC 3282: the languages the
+  sender would like answers in, weighted), else the ``Content-Language`` of the mail or of the
+  text part read (the language the learner wrote in); it becomes ``Sender.locale``;
 - what the reply needs (subject, references, the quoted text, the date and
   name for "On <date>, <name> wrote:") rides in the :class:`Referrer` token.
 
@@ -29,6 +32,7 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import getaddresses, parseaddr
 
+from channels._kit.languages import preferred_language
 from channels._kit.media import media_kind, safe_name
 from channels.email.plaintext import html_to_text
 from gateway.core.errors import InvalidEvent, TooLarge
@@ -150,6 +154,17 @@ def referrer_for(mail: EmailMessage, event_id: str, name: str, text: str, reply_
     return Referrer(message=message, token=json.dumps(token, ensure_ascii=False))
 
 
+def locale_of(mail: EmailMessage) -> str:
+    """The language the learner asks for (Accept-Language), else the one they wrote in (Content-Language)."""
+    body = mail.get_body(preferencelist=("plain", "html"))
+    for header in (mail.get("Accept-Language"), mail.get("Content-Language"),
+                   body.get("Content-Language") if body is not None else None):
+        found = preferred_language(str(header)) if header is not None else ""
+        if found:
+            return found
+    return ""
+
+
 def sender_of(mail: EmailMessage) -> tuple[str, str]:
     """(display name, lower-case address) of the From header; InvalidEvent when there is no address."""
     try:
@@ -179,7 +194,7 @@ def decode(mail: EmailMessage, raw: bytes, *, account: AccountId, me: str, media
         event_id=EventId(event_id),
         address=Address(channel=CHANNEL, account=account, conversation=Conversation(
             chat=ChatId(sender), kind=ConversationKind.DIRECT, thread=root, title=subject[:200] or None)),
-        sender=Sender(user=UserId(sender), display_name=name),
+        sender=Sender(user=UserId(sender), display_name=name, locale=locale_of(mail)),
         elements=tuple(elements),
         referrer=referrer_for(mail, event_id, name or sender, text, reply_to[0] if reply_to else None),
         received_at=datetime.now(UTC),

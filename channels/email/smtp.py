@@ -15,6 +15,10 @@ already timed out.  Translation, most specific first::
 A disconnect or timeout *after* the message data went out is ambiguous: the
 server may have queued it.  It is still reported as PeerUnavailable, so the
 outbound path retries; the retry carries the same Message-ID (ADR 0011).
+
+The caller hears that the server took the mail the moment its ``250`` arrives,
+before QUIT: a slow or hung goodbye must not widen the window in which a crash
+leaves a sent mail unrecorded (and so sends it again after the restart).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 import logging
 import re
 import ssl
+from collections.abc import Awaitable, Callable
 from email.message import EmailMessage
 
 import aiosmtplib
@@ -98,7 +103,8 @@ class SmtpSubmitter:
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as error:
             raise self._translate(error) from error
 
-    async def submit(self, mail: EmailMessage, recipients: list[str]) -> None:
+    async def submit(self, mail: EmailMessage, recipients: list[str], accepted: Callable[[], Awaitable[None]]) -> None:
+        """Send ``mail``; ``accepted`` runs once the server has taken it for the learner, before QUIT."""
         s = self.settings
         client = self._client()
         password = (s.smtp_password or s.password).get_secret_value()
@@ -106,8 +112,9 @@ class SmtpSubmitter:
             async with client:
                 await client.login(s.smtp_username or s.login, password)
                 refused, _ = await client.send_message(mail, sender=s.address, recipients=recipients)
+                if recipients[0] in refused:  # the learner refused while our own copy went through
+                    reply = refused[recipients[0]]
+                    raise translate_reply(reply.code, reply.message, "recipient")
+                await accepted()
         except (aiosmtplib.SMTPException, OSError, TimeoutError) as error:
             raise self._translate(error) from error
-        if recipients[0] in refused:  # the learner refused while our own copy went through
-            reply = refused[recipients[0]]
-            raise translate_reply(reply.code, reply.message, "recipient")

@@ -49,6 +49,7 @@ from channels.base import Channel, ChannelContext
 from channels.slack.config import SlackConfig
 from channels.slack.decode import Me, Skipped, decode
 from channels.slack.encode import Calls, Where, fallback_text, image_blocks, linked_files
+from channels.slack.locales import SlackLocales
 from channels.slack.probe import check_settings, probe_app
 from channels.slack.transport import PLATFORM, call, close_client, new_client
 from gateway.core.capabilities import EditMode, capabilities_of
@@ -57,6 +58,7 @@ from gateway.core.errors import InvalidEvent, PeerUnavailable, PermanentError, U
 from gateway.core.messages import (
     Address,
     ConversationKind,
+    InboundMessage,
     MediaRef,
     MessageId,
     Referrer,
@@ -101,6 +103,8 @@ class SlackChannel(Channel[SlackConfig]):
         """File downloads (``fetch_media``), streamed by the kit."""
         self.acks = AckClock.of(PLATFORM, self.account)
         """Times each event's accept against Slack's 3 s: both modes' acks wait for it."""
+        self.locales = SlackLocales(self.settings, self.account)
+        """Each learner's language (users.info), asked before the accept and bounded well inside the 3 s."""
 
     @property
     def calls(self) -> Calls:
@@ -189,11 +193,19 @@ class SlackChannel(Channel[SlackConfig]):
             except InvalidEvent as error:
                 self.context.sink.invalid(str(error))
             else:
-                await self.acks.accept(self.context.sink, [message])
+                await self.acks.accept(self.context.sink, [await self._with_locale(message)])
         else:
             self.context.sink.refused("slack-event", f"event {kind[:40]} is not read by the gateway")
         if self._heartbeat is not None:
             self._heartbeat.event()
+
+    async def _with_locale(self, message: InboundMessage) -> InboundMessage:
+        """The message with its sender's Slack locale, when Slack says it in time (see locales.py)."""
+        sender = message.sender
+        if sender.is_bot or message.from_self:
+            return message
+        locale = await self.locales.of(self.calls.client, sender.user)
+        return message.model_copy(update={"sender": sender.model_copy(update={"locale": locale})}) if locale else message
 
     async def _thread_started(self, event: dict[str, Any]) -> None:
         thread = event.get("assistant_thread") or {}

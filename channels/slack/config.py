@@ -15,9 +15,11 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from gateway.core.capabilities import capabilities_of
 from gateway.core.config import AccountConfig, EnvSecret
 
 CLOUD_API = "https://slack.com/api/"
+ACK_DEADLINE_S = capabilities_of("slack").ack_deadline_s
 
 
 class SlackConfig(AccountConfig):
@@ -39,6 +41,16 @@ class SlackConfig(AccountConfig):
     socket_grace_s: float = Field(default=10.0, gt=0)
     """How long the socket may be down (Slack's refresh hand-over) before the account counts as failed."""
     max_download_bytes: int = Field(default=20 * 1024 * 1024, gt=0)
+    read_locale: bool = True
+    """Ask Slack each learner's language (users.info, scope ``users:read``) so the gateway's own notices
+    follow it; off, they are in the partner's first language."""
+    locale_timeout_s: float = Field(default=1.0, gt=0)
+    """How long an event waits for users.info before it goes on without a locale: the wait is inside
+    Slack's ack deadline, so it must leave most of it to the store."""
+    locale_cache_s: float = Field(default=3600.0, gt=0)
+    """How long a learner's locale is reused before it is asked again (a changed language shows within it)."""
+    locale_cache_size: int = Field(default=10_000, ge=1)
+    """How many learners' locales one account remembers; the least recently seen go first."""
 
     @model_validator(mode="after")
     def _check(self) -> SlackConfig:
@@ -46,6 +58,8 @@ class SlackConfig(AccountConfig):
             raise ValueError("socket mode needs app_token (env:NAME holding the xapp-... app-level token)")
         if self.mode == "events" and self.signing_secret is None:
             raise ValueError("events mode needs signing_secret (env:NAME holding the app's signing secret)")
+        if ACK_DEADLINE_S is not None and self.locale_timeout_s * 2 > ACK_DEADLINE_S:
+            raise ValueError(f"locale_timeout_s must be at most half of Slack's {ACK_DEADLINE_S:g} s ack deadline")
         if not self.api_base.endswith("/"):
             object.__setattr__(self, "api_base", self.api_base + "/")
         return self

@@ -12,6 +12,11 @@ line names it.  Behind this module everything speaks of the *learner id*
 derived from it.  POSTs must be JSON (else 415), and the gateway refuses them
 from another site's page (``gateway.http.hosts``).
 
+The learner's language is the browser's own preference, the ``Accept-Language`` header it sends
+with every request (the languages set in the browser, weighted): its highest-weighted tag is kept
+with the session when the page starts it, refreshed by each message that carries one, and sent on
+as ``Sender.locale``, so the gateway's own notices follow it when the partner speaks it.
+
 The POST answers 202 only after the sink accepted the message, which is when
 it is durable.  Until the page sees a 2xx it retries with the same
 ``message_id``; the pipeline deduplicates on it (per session: the inbound
@@ -51,6 +56,7 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from channels._kit.languages import preferred_language
 from channels.webchat.feed import FeedsFull
 from channels.webchat.identity import (
     COOKIE,
@@ -189,6 +195,7 @@ class WebchatApi:
         if session is None:
             session = new_session()
         learner = self.channel.learners.learner(session)
+        self._locale(learner, request)
         response = JSONResponse(SessionAnswer(learner=learner, new=new).model_dump(), headers={"Cache-Control": "no-store"})
         if new:
             response.set_cookie(
@@ -245,12 +252,20 @@ class WebchatApi:
                 account=AccountId(self.channel.account),
                 conversation=Conversation(chat=ChatId(learner), kind=ConversationKind.DIRECT),
             ),
-            sender=Sender(user=UserId(learner), display_name=LEARNER_NAME),
+            sender=Sender(user=UserId(learner), display_name=LEARNER_NAME, locale=self._locale(learner, request)),
             elements=(Text(text=posted.text),),
             addressed=True,
             received_at=datetime.now(UTC),
             source=self.channel.learners.source(request.client.host if request.client else None),
         )
+
+    def _locale(self, learner: str, request: Request) -> str:
+        """The language this request's browser prefers, kept for the session; else the one it kept."""
+        said = preferred_language(request.headers.get("accept-language"))
+        if said:
+            self.channel.locales[learner] = said
+            return said
+        return self.channel.locales.get(learner) or ""
 
     async def events(self, request: Request) -> Response:
         session = _session_of(request)

@@ -8,7 +8,9 @@ stream of what the gateway sends to its session (``feed.py``).
 A session is one browser: a secret the gateway gives it in an HttpOnly cookie
 (``identity.py``).  The learner id derived from it is both the chat and the
 sender, and the key of the session's feed; the secret itself stays at the HTTP
-edge.  Sent message ids are the idempotency keys the
+edge.  The learner's language is the browser's: the ``Accept-Language`` it sends with the
+session call and with every message (``api.py``) becomes ``Sender.locale``, which picks the
+language of the gateway's own notices.  Sent message ids are the idempotency keys the
 outbound path hands us, so a retried send replaces its own bubble on the page
 instead of adding a second one.
 """
@@ -20,6 +22,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
+from cachetools import TTLCache
 from pydantic import Field
 
 from channels.base import Channel, ChannelContext
@@ -71,6 +74,8 @@ class WebchatChannel(Channel[WebchatConfig]):
         )
         """Keyed by learner id."""
         self.learners = LearnerIds(context.data_dir)
+        self.locales: TTLCache[str, str] = TTLCache(maxsize=self.settings.max_sessions, ttl=self.settings.idle_session_s)
+        """learner id -> the language the browser asked for (``Accept-Language``) when it last said one."""
 
     async def run(self, heartbeat: Heartbeat) -> None:
         heartbeat.set_state(ChannelState.RUNNING)

@@ -337,6 +337,11 @@ class OutboundReply(_Frozen):
     state: StreamState = StreamState.FINAL
     in_reply_to: tuple[EventId, ...] = ()
     """The inbound events this reply answers (one reply may answer a coalesced burst)."""
+    language: str = ""
+    """The catalogue language of the conversation (:func:`gateway.core.phrases.language_for`), for what
+    delivery itself may have to say in the reply's place (its apology).  It rides in the outbox row's
+    payload with the rest of the reply; empty (a writer that does not know, a row written before it
+    existed) means delivery asks the partner bound there, and falls back to English."""
 
 
 class RenderedPart(_Frozen):

@@ -1,11 +1,12 @@
 """The phrases a learner reads that the gateway writes itself, in the learner's language.
 
-Stopped notices, apologies, the pairing notice, budget messages and the /link and /forget answers are
-not the model's words, so nothing translates them on the way out: a Chinese-speaking partner that
-answered a failure in English would break the one promise a language partner makes.  They live in
-data (``phrases.toml``, keyed by phrase then language) and are read here, once, into a table checked
-at import: every :class:`Phrase` in every language of :data:`LANGUAGES`, each with the same
-``str.format`` placeholders as English.  A missing translation fails the import (and a test), never a
+Stopped notices, apologies, the pairing notice, budget messages, the /link and /forget answers, the
+notes-only answer's notices and the hand-back notice are not the model's words, so nothing
+translates them on the way out: a Chinese-speaking partner that answered a failure in English would
+break the one promise a language partner makes.  They live in data (``phrases.toml``, keyed by
+phrase then language) and are read here, once, into a table checked at import: every
+:class:`Phrase` in every language of :data:`LANGUAGES`, each with the same ``str.format``
+placeholders as English.  A missing translation fails the import (and a test), never a
 learner's turn.
 
 :func:`language_for` is the one choice of language: the learner's platform locale when the partner
@@ -56,6 +57,14 @@ class Phrase(str, Enum):
     FORGET_ASK = "forget_ask"
     FORGOTTEN = "forgotten"
     FORGET_FIRST = "forget_first"
+    NOTES_NO_MODEL = "notes_no_model"
+    NOTES_MODEL_OFF = "notes_model_off"
+    NOTES_MODEL_TROUBLE = "notes_model_trouble"
+    NOTES_SETUP_PROBLEM = "notes_setup_problem"
+    NOTES_NONE_YET = "notes_none_yet"
+    NOTES_NOT_FOUND = "notes_not_found"
+    NOTES_ASK_TOPIC = "notes_ask_topic"
+    HANDED_BACK = "handed_back"
 
 
 def placeholders(text: str) -> frozenset[str]:

@@ -10,8 +10,10 @@ with the next part instead of starting over.
 
 A reply with nothing visible to send (empty, or only control, format or
 whitespace characters once rendered) is never marked delivered with nothing
-sent: it goes out as :data:`APOLOGY`, on every channel alike, so the learner
-is not left waiting for an answer that silently never comes.
+sent: it goes out as the catalogue's delivery apology, on every channel alike,
+so the learner is not left waiting for an answer that silently never comes --
+in the reply's ``language``, or (a row that does not say) the language of the
+partner bound to the conversation (:data:`LanguageOf`), never English by accident.
 
 Every send carries its part's key (:func:`gateway.pipeline.outbox.part_key`)
 as its idempotency key -- the same on every retry and after every restart --
@@ -61,7 +63,11 @@ from gateway.store import OutboxItem, ReplyState, Store
 log = logging.getLogger(__name__)
 
 APOLOGY = say(Phrase.DELIVERY_APOLOGY, ENGLISH)
-"""What a learner gets instead of an answer with nothing in it (an empty or failed turn)."""
+"""What a learner gets instead of an answer with nothing in it (an empty or failed turn), in English;
+a reply says it in its own ``language`` (:func:`render_parts`)."""
+
+LanguageOf = Callable[[Address], str]
+"""The language of the partner bound to a conversation: what a reply that does not know its own speaks."""
 
 
 class SendGate:
@@ -120,7 +126,8 @@ def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> lis
 
     Attachments the platform cannot carry degrade to links in the text.  On a platform that carries
     files inside the text message (``media_with_text``: email) they ride with the last text part.
-    Never empty: a reply with nothing visible and no attachment becomes :data:`APOLOGY`."""
+    Never empty: a reply with nothing visible and no attachment becomes the delivery apology, in the
+    reply's ``language`` (English when it has none)."""
     carried = tuple(a for a in reply.attachments if a.kind in capabilities.media_kinds)
     markdown = reply.markdown
     dropped = [a for a in reply.attachments if a not in carried]
@@ -131,7 +138,7 @@ def render_parts(reply: OutboundReply, capabilities: ChannelCapabilities) -> lis
         markdown = "\n\n".join(filter(None, [markdown.rstrip(), *lines]))
     twins = render_twins(markdown, capabilities)
     if not twins and not carried:
-        twins = render_twins(APOLOGY, capabilities)
+        twins = render_twins(say(Phrase.DELIVERY_APOLOGY, reply.language or ENGLISH), capabilities)
     parts = [RenderedPart(index=i, text=t.text, plain=t.plain) for i, t in enumerate(twins)]
     if capabilities.media_with_text and carried:
         if not parts:
@@ -154,10 +161,14 @@ ShortfallNotice = Callable[[OutboundReply, str], Awaitable[None]]
 
 
 class Delivery:
-    def __init__(self, store: Store, metrics: Metrics, on_shortfall: ShortfallNotice | None = None) -> None:
+    def __init__(
+        self, store: Store, metrics: Metrics, on_shortfall: ShortfallNotice | None = None, language_of: LanguageOf | None = None
+    ) -> None:
         self.store = store
         self.metrics = metrics
         self.on_shortfall = on_shortfall
+        self.language_of = language_of
+        """Asked for the language of a reply that carries none (a reminder; a row from before replies said)."""
         self.undelivered = Undelivered()
         """Dead letters and replies sent short, per account since start (``/status``)."""
 
@@ -171,12 +182,18 @@ class Delivery:
         if item is None or item.state in (ReplyState.DELIVERED, ReplyState.FAILED):
             return item.state if item else ReplyState.FAILED
         caps = outlet.capabilities
-        reply, lost = within_size(item.reply, caps)
+        reply, lost = within_size(self._with_language(item.reply), caps)
         fitted = fit_budget(render_parts(reply, caps), caps)
         short = "; ".join(filter(None, [lost, fitted.left_out]))
         if short and item.parts_sent == 0:
             await self._sent_short(item, outlet, short)
         return await self._send_parts(item, fitted.parts, outlet, first_received)
+
+    def _with_language(self, reply: OutboundReply) -> OutboundReply:
+        """``reply`` with the language its apology would speak: its own, else its partner's."""
+        if reply.language or self.language_of is None:
+            return reply
+        return reply.model_copy(update={"language": self.language_of(reply.target)})
 
     async def _sent_short(self, item: OutboxItem, outlet: Outlet, reason: str) -> None:
         """Record, count and tell the teacher that this reply goes out without all it held (once, before part 0)."""

@@ -190,27 +190,29 @@ class Dispatcher:
         if await self.store.notice_due(address.channel, address.account, message.sender.user, policy.refusal.min_interval_s):
             language = language_for(partner.languages, message.sender.locale)
             text = say(Phrase.PAIRING_NOTICE, language, partner=partner.name, code=request.code)
-            await self._notice(message, text, purpose=f"pairing:{request.code}")
+            await self._notice(message, text, purpose=f"pairing:{request.code}", language=language)
 
     async def _refusal_notice(self, message: InboundMessage, partner: PartnerConfig, policy: AccessPolicy) -> None:
         if not policy.refusal.notify:
             return
         address = message.address
         if await self.store.notice_due(address.channel, address.account, message.sender.user, policy.refusal.min_interval_s):
-            text = policy.refusal.text or say(Phrase.REFUSAL, language_for(partner.languages, message.sender.locale))
-            await self._notice(message, text, purpose="refusal")
+            language = language_for(partner.languages, message.sender.locale)
+            text = policy.refusal.text or say(Phrase.REFUSAL, language)
+            await self._notice(message, text, purpose="refusal", language=language)
 
     async def _greet(self, message: InboundMessage, partner: PartnerConfig) -> None:
         key = reply_key(message.address, message.event_id, "greeting")
         greeting = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer,
-                                 markdown=greeting_of(partner))
+                                 markdown=greeting_of(partner), language=language_for(partner.languages, message.sender.locale))
         await self.outbox.post(greeting, answered=[message.dedup_key])
         log.info("greeting platform=%s account=%s chat=%s event=%s partner=%s", message.address.channel,
                  message.address.account, message.address.conversation.key, message.event_id, partner.id)
 
-    async def _notice(self, message: InboundMessage, text: str, *, purpose: str) -> None:
+    async def _notice(self, message: InboundMessage, text: str, *, purpose: str, language: str) -> None:
         key = reply_key(message.address, message.event_id, purpose)
-        notice = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text)
+        notice = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text,
+                               language=language)
         await self.outbox.post(notice)
 
     async def release_approved(self) -> int:

@@ -243,7 +243,9 @@ class Lanes:
         # pending queue only ever holds messages older than every arrival (their order is kept below).
         lane.merging = first.partner.mid_turn is MidTurn.MERGE
         existing = await self.store.get_reply(key) if any(a.recovered for a in batch) else None
-        template = OutboundReply(idempotency_key=key, target=message.address, referrer=batch[-1].message.referrer, markdown="")
+        language = language_for(first.partner.languages, message.sender.locale)  # the brain's choice for this turn, too
+        template = OutboundReply(idempotency_key=key, target=message.address, referrer=batch[-1].message.referrer, markdown="",
+                                 language=language)
         preview = PreviewStream(lane.outlet, self.store, template, existing.preview if existing else None)
         taken: list[Admitted] = []
 
@@ -255,7 +257,6 @@ class Lanes:
 
         turn = Turn(first.partner, message.address, message.sender, first.role, [a.message for a in batch], take_arrivals,
                     context_rules=first.context_rules)
-        language = language_for(first.partner.languages, message.sender.locale)
         if all(a.message.text.strip().casefold() == STOP_COMMAND for a in batch):
             markdown, attachments = say(Phrase.NOTHING_TO_STOP, language), ()
         else:

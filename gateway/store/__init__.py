@@ -82,6 +82,8 @@ class Takeover:
     target: Address
     reason: str
     started_at: float
+    locale: str = ""
+    """The learner's platform locale when it was handed over (the hand-back notice's language); empty: unknown."""
 
 
 @dataclass(frozen=True)
@@ -209,8 +211,10 @@ class Store(Protocol):
         ...
 
     # teacher takeovers
-    async def start_takeover(self, partner: str, target: Address, reason: str) -> Takeover:
-        """Pause the partner in ``target``'s conversation (idempotent: returns the running takeover)."""
+    async def start_takeover(self, partner: str, target: Address, reason: str, locale: str = "") -> Takeover:
+        """Pause the partner in ``target``'s conversation (idempotent: returns the running takeover).
+
+        ``locale`` is the learner's (``Sender.locale``), kept for what is said to them when it ends."""
         ...
 
     async def takeover_of(self, conversation_key: str) -> Takeover | None: ...

@@ -93,6 +93,11 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE pairing ADD COLUMN source TEXT NOT NULL DEFAULT ''",
         "CREATE INDEX IF NOT EXISTS pairing_source ON pairing (channel, account, source)",
     ],
+    [
+        # The learner's platform locale when a conversation was handed to the teacher, so the hand-back
+        # notice speaks their language; a takeover from before reads '' (the partner's language).
+        "ALTER TABLE takeovers ADD COLUMN locale TEXT NOT NULL DEFAULT ''",
+    ],
 ]
 
 

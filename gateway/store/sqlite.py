@@ -583,21 +583,21 @@ class SqliteStore:
 
     # ------------------------------------------------------------------ takeovers
 
-    _TAKEOVER_COLUMNS = "code, partner, target, reason, started_at"
+    _TAKEOVER_COLUMNS = "code, partner, target, reason, started_at, locale"
 
     @staticmethod
     def _takeover(row: tuple | None) -> Takeover | None:
         if row is None:
             return None
-        code, partner, target, reason, started_at = row
-        return Takeover(code, partner, Address.model_validate_json(target), reason, started_at)
+        code, partner, target, reason, started_at, locale = row
+        return Takeover(code, partner, Address.model_validate_json(target), reason, started_at, locale)
 
-    async def start_takeover(self, partner: str, target: Address, reason: str) -> Takeover:
+    async def start_takeover(self, partner: str, target: Address, reason: str, locale: str = "") -> Takeover:
         def op(conn: sqlite3.Connection) -> Takeover:
             conn.execute(
-                "INSERT INTO takeovers (code, conversation, partner, target, reason, started_at) VALUES (?, ?, ?, ?, ?, ?)"
-                " ON CONFLICT (conversation) DO NOTHING",
-                (_pairing_code()[:6], target.conversation_key, partner, target.model_dump_json(), reason, time.time()),
+                "INSERT INTO takeovers (code, conversation, partner, target, reason, started_at, locale)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (conversation) DO NOTHING",
+                (_pairing_code()[:6], target.conversation_key, partner, target.model_dump_json(), reason, time.time(), locale),
             )
             row = conn.execute(
                 f"SELECT {self._TAKEOVER_COLUMNS} FROM takeovers WHERE conversation = ?", (target.conversation_key,)

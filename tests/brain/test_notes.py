@@ -33,6 +33,7 @@ from gateway.configfile import parse_config
 from gateway.core.config import PartnerConfig
 from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
 from gateway.core.messages import Address, Conversation, ConversationKind, InboundMessage, Sender, Text
+from gateway.core.phrases import CHINESE, Phrase, say
 from gateway.core.turns import Role, Turn
 from personas.loader import PACKAGED_DIR, load_persona
 
@@ -41,17 +42,20 @@ ADDRESS = Address(channel="webchat", account="default", conversation=Conversatio
 SENDER = Sender(user="learner-1")
 
 
-def make_turn(*texts: str, persona: str = "study-buddy", arrivals: tuple[str, ...] = (), model=None) -> Turn:
+def make_turn(*texts: str, persona: str = "study-buddy", arrivals: tuple[str, ...] = (), model=None,
+              languages: tuple[str, ...] = (), locale: str = "") -> Turn:
+    sender = SENDER.model_copy(update={"locale": locale})
+
     def message(i: int, text: str) -> InboundMessage:
         return InboundMessage(
-            event_id=f"e{i}", address=ADDRESS, sender=SENDER, elements=(Text(text=text),),
+            event_id=f"e{i}", address=ADDRESS, sender=sender, elements=(Text(text=text),),
             received_at=datetime.now(UTC),
         )
 
-    partner = PartnerConfig(id="buddy", name="Buddy", persona=persona, model=model)
+    partner = PartnerConfig(id="buddy", name="Buddy", persona=persona, model=model, languages=list(languages))
     pending = [message(100 + i, t) for i, t in enumerate(arrivals)]
     return Turn(
-        partner=partner, address=ADDRESS, sender=SENDER, role=Role.LEARNER,
+        partner=partner, address=ADDRESS, sender=sender, role=Role.LEARNER,
         messages=[message(i, t) for i, t in enumerate(texts)],
         take_arrivals=lambda: [pending.pop(0) for _ in range(len(pending))],
     )
@@ -205,6 +209,47 @@ async def test_a_persona_that_does_not_load_gets_a_fixed_reply_and_a_log_line(tm
 
     assert text == SETUP_PROBLEM and str(tmp_path) not in text  # internal error text never reaches a chat
     assert "missing-persona" in caplog.text
+
+
+# --------------------------------------------------------------------------- in the turn's language
+
+
+async def test_a_chinese_partner_without_a_model_says_so_in_chinese_and_still_quotes(responder):
+    text = final_text(await collect(responder, make_turn("what is photosynthesis?", languages=("zh-Hans",))))
+
+    assert text.split("\n\n")[0] == say(Phrase.NOTES_NO_MODEL, CHINESE) == "_我还没有配置语言模型，所以现在只能引用我的笔记。_"
+    assert NOTICE not in text and "**Photosynthesis**" in text  # the notes are quoted as written
+
+
+async def test_a_chinese_partner_in_model_trouble_says_so_in_chinese(responder):
+    turn = make_turn("what is photosynthesis?", model={"model": "openai/gpt-4o-mini"}, languages=("zh-Hans",))
+    text = final_text([e async for e in responder.respond(turn, because=OfflineReason.MODEL_TROUBLE)])
+
+    assert text.startswith(say(Phrase.NOTES_MODEL_TROUBLE, CHINESE) + "\n\n")
+
+
+@pytest.mark.parametrize(("question", "lead"), [("What is the capital of Peru?", Phrase.NOTES_NOT_FOUND),
+                                                ("hi!", Phrase.NOTES_ASK_TOPIC)])
+async def test_a_bilingual_partner_lists_its_topics_in_the_learners_language(responder, question, lead):
+    turn = make_turn(question, languages=("en", "zh-Hans"), locale="zh-CN")
+    text = final_text(await collect(responder, turn))
+
+    assert text.split("\n\n")[:2] == [say(Phrase.NOTES_NO_MODEL, CHINESE), say(lead, CHINESE)]
+    assert "- Photosynthesis" in text
+
+
+async def test_a_chinese_persona_without_notes_or_that_does_not_load_says_so_in_chinese(tmp_path):
+    folder = tmp_path / "bare"
+    folder.mkdir()
+    (folder / "persona.yaml").write_text("name: Bare\nlanguages: [zh-Hans]\n", encoding="utf-8")
+    (folder / "SOUL.md").write_text("Be kind.\n", encoding="utf-8")
+    responder = NotesResponder([tmp_path])
+
+    bare = final_text(await collect(responder, make_turn("photosynthesis", persona="bare")))  # the persona's language
+    missing = final_text(await collect(responder, make_turn("hi", persona="missing-persona", languages=("zh-Hans",))))
+
+    assert bare == "\n\n".join([say(Phrase.NOTES_NO_MODEL, CHINESE), say(Phrase.NOTES_NONE_YET, CHINESE)])
+    assert missing == say(Phrase.NOTES_SETUP_PROBLEM, CHINESE)
 
 
 def test_model_status_tells_doctor_what_to_say():

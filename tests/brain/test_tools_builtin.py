@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
@@ -287,17 +288,18 @@ async def test_the_schedulers_refusal_reaches_the_model(registry):
 
 class Desk:
     def __init__(self) -> None:
-        self.handed: list[tuple[Address, str]] = []
+        self.handed: list[tuple[Address, str, str]] = []
 
-    async def hand_to_teacher(self, address: Address, reason: str) -> str:
-        self.handed.append((address, reason))
+    async def hand_to_teacher(self, address: Address, reason: str, locale: str = "") -> str:
+        self.handed.append((address, reason, locale))
         return "Reference H-7."
 
 
 async def test_handoff_names_the_turns_conversation(registry):
     desk, turn = Desk(), make_turn("alice")
+    turn = dataclasses.replace(turn, sender=turn.sender.model_copy(update={"locale": "zh-CN"}))
     result = await run(registry, "handoff_to_teacher", '{"reason": "asks about grades"}', context(turn, handoff=desk))
     assert result.text == "The teacher has been told. Reference H-7."
-    assert desk.handed == [(turn.address, "asks about grades")]
+    assert desk.handed == [(turn.address, "asks about grades", "zh-CN")]  # the locale: the hand-back notice's language
     missing = await run(registry, "handoff_to_teacher", '{"reason": "x"}', context(turn))
     assert missing.is_error

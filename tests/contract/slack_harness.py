@@ -43,6 +43,8 @@ class SlackHarness:
     def __init__(self, url: str, *, mode: str = "socket") -> None:
         self.url, self.mode = url, mode
         self.users = SlackUsers(url)
+        self.partner: dict[str, Any] = {}
+        """Extra settings of the bound partner ``tutor`` (its ``languages``, say)."""
         tag = uuid.uuid4().hex[:8].upper()
         self.env = {"bot": f"SLACK_BOT_{tag}", "app": f"SLACK_APP_{tag}", "secret": f"SLACK_SECRET_{tag}"}
 
@@ -68,7 +70,7 @@ class SlackHarness:
             f"env:{self.env['app' if self.mode == 'socket' else 'secret']}"
         return parse_config({
             "data_dir": str(data_dir),
-            "partners": [{"id": "tutor", "name": "Tutor"}],
+            "partners": [{"id": "tutor", "name": "Tutor", **self.partner}],
             "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
             "channels": {self.channel: {self.account: account}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},

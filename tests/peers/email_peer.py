@@ -18,7 +18,8 @@ a queue and is retried, as a real MTA's queue would.
 Fault injection: :meth:`SmtpPeer.fail_next` makes the next DATA answer with a
 chosen SMTP reply -- before delivering (an ordinary refusal) or after
 delivering (the message is posted but the client is told it failed: the lost
-response SMTP cannot deduplicate).
+response SMTP cannot deduplicate).  :meth:`SmtpPeer.hold_quit` makes one login's QUIT wait:
+the mail is delivered and ``250`` said, the goodbye still pending.
 
 Learners' mailboxes are read from Dovecot's Maildir on disk with the stdlib
 :mod:`mailbox` module: what Dovecot delivered, without a second IMAP client.
@@ -259,10 +260,15 @@ class LmtpRelay:
         self.answers_to: Counter[tuple[str, str]] = Counter()
         """(envelope sender, reply code) -> how often: what one test's bot was told."""
         self.accepted: list[bytes] = []
+        self.delivered_at: dict[str, float] = {}
+        """Message-ID -> when the server first delivered a mail carrying it (wall clock, before its ``250``)."""
         self.submissions: Counter[str] = Counter()
         """envelope sender -> messages it tried to submit (DATA), whatever the answer: a retry counts again."""
         self._retrying: set[asyncio.Task] = set()
         self._lock = threading.Lock()
+        self.quit_gate: tuple[str, threading.Event] | None = None
+        """(login, event): while set, that login's QUIT waits for the event -- a server slow to say goodbye."""
+        self.quits_held = 0
 
     def _deliver(self, sender: str, recipient: str, content: bytes) -> None:
         # One recipient per LMTP transaction: LMTP answers DATA once per recipient, and
@@ -296,6 +302,14 @@ class LmtpRelay:
                     return fault
         return None
 
+    async def handle_QUIT(self, server, session, envelope) -> str:
+        gate, auth = self.quit_gate, session.auth_data
+        if gate is not None and getattr(auth, "login", b"").decode().lower() == gate[0]:
+            with self._lock:
+                self.quits_held += 1
+            await asyncio.to_thread(gate[1].wait, HTTP_S)
+        return "221 Bye"
+
     async def handle_DATA(self, server, session, envelope) -> str:
         self.submissions[(envelope.mail_from or "").lower()] += 1
         fault = self._take_fault(envelope.mail_from)
@@ -306,6 +320,8 @@ class LmtpRelay:
         content = envelope.original_content or envelope.content
         self.accepted.append(content)
         await self._deliver_or_queue(envelope.mail_from, list(envelope.rcpt_tos), content)
+        message_id = str(email.message_from_bytes(content, policy=email.policy.default).get("Message-ID", ""))
+        self.delivered_at.setdefault(message_id, time.time())
         if fault is not None:
             self.answers[fault.reply[:3] + "+delivered"] += 1
             return fault.reply
@@ -332,7 +348,7 @@ class SmtpPeer:
 
         if isinstance(auth_data, LoginPassword) and auth_data.password.decode() == PASSWORD:
             self.logins[auth_data.login.decode()] += 1
-            return AuthResult(success=True)
+            return AuthResult(success=True, auth_data=auth_data)
         return AuthResult(success=False, handled=False)
 
     def start(self) -> None:
@@ -364,6 +380,15 @@ class SmtpPeer:
         for controller in self._controllers:
             controller.stop()
         self._controllers = []
+
+    def hold_quit(self, login: str) -> None:
+        """Make ``login``'s QUITs wait until :meth:`release_quit` (or ``HTTP_S``): mail taken, goodbye pending."""
+        self.relay.quit_gate = (login.lower(), threading.Event())
+
+    def release_quit(self) -> None:
+        gate, self.relay.quit_gate = self.relay.quit_gate, None
+        if gate is not None:
+            gate[1].set()
 
     def fail_next(self, reply: str, *, sender: str | None = None, after_delivery: bool = False) -> None:
         """The next DATA (from ``sender``, when given) is answered with ``reply`` (e.g. ``451 4.7.1 slow down``)."""

@@ -18,6 +18,9 @@ workspace, reached by its bot token ``xoxb-`` and its app-level token
 - the rate-limit tiers (Tier 1: 1+/min, 2: 20+/min, 3: 50+/min, 4: 100+/min per
   method; chat.postMessage about one per second per channel), enforced when a
   test turns them on: an excess call gets HTTP 429 with ``Retry-After``;
+- each user's locale (``users.info`` with ``include_locale=true`` answers ``user.locale``; Slack's
+  default ``en-US`` for a user the test gave none), and a users.info that fails or is slow when a
+  test says so;
 - faults a test sets for the next calls (HTTP 429/401/400/503, 504 after
   posting, or any Slack error string in a 200 body) and an outage.
 """
@@ -39,7 +42,7 @@ TIERS: dict[str, int] = {
     "apps.connections.open": 1, "auth.test": 4, "conversations.info": 3, "chat.update": 3,
     "chat.startStream": 4, "chat.appendStream": 4, "chat.stopStream": 4,
     "assistant.threads.setStatus": 4, "assistant.threads.setSuggestedPrompts": 4,
-    "files.getUploadURLExternal": 4, "files.completeUploadExternal": 4,
+    "files.getUploadURLExternal": 4, "files.completeUploadExternal": 4, "users.info": 4,
 }
 PER_MINUTE = {1: 1, 2: 20, 3: 50, 4: 100}
 POST_BURST = 3
@@ -53,6 +56,10 @@ class ApiError(Exception):
         super().__init__(error)
         self.error, self.status, self.retry_after = error, status, retry_after
 
+
+BOT_SCOPES = ("app_mentions:read", "assistant:write", "channels:history", "chat:write", "files:read", "files:write",
+              "groups:history", "im:history", "im:read", "im:write", "mpim:history", "users:read")
+"""What the guide's manifest grants; Slack names a token's scopes in every answer's ``x-oauth-scopes``."""
 
 FAULTS: dict[str, ApiError] = {
     "429": ApiError("ratelimited", 429), "503": ApiError("service_unavailable", 503),
@@ -87,6 +94,12 @@ class App:
     uploads: dict[str, dict] = field(default_factory=dict)
     windows: dict[str, deque] = field(default_factory=lambda: defaultdict(deque))
     buckets: dict[str, list[float]] = field(default_factory=dict)
+    scopes: tuple[str, ...] = BOT_SCOPES
+    locales: dict[str, str] = field(default_factory=dict)
+    """user id -> the locale Slack shows for them (users.info, include_locale)."""
+    users_info_error: str | None = None
+    """A Slack error string users.info answers with (``missing_scope``), when set."""
+    users_info_latency: float = 0.0
 
 
 class SlackPlatform:
@@ -115,7 +128,8 @@ class SlackPlatform:
     def register(self, body: dict) -> App:
         app = App(bot_token=body["bot_token"], app_token=body["app_token"], signing_secret=body.get("signing_secret", ""),
                   team=body.get("team") or self._id("T"), app_id=self._id("A"), bot_user=self._id("U"),
-                  bot_id=self._id("B"), request_url=body.get("request_url"), streaming=bool(body.get("streaming", True)))
+                  bot_id=self._id("B"), request_url=body.get("request_url"), streaming=bool(body.get("streaming", True)),
+                  scopes=tuple(body.get("scopes", BOT_SCOPES)))
         self.apps[app.bot_token] = app
         self.by_app_token[app.app_token] = app
         return app
@@ -276,6 +290,22 @@ class SlackPlatform:
         if params.get("channel_id"):
             self.post(app, {"channel": params["channel_id"], "thread_ts": params.get("thread_ts")}, files=shared)
         return {"files": shared}
+
+    def user_info(self, app: App, params: dict) -> dict:
+        """users.info: the user, with ``locale`` only when ``include_locale`` is true (Slack's opt-in)."""
+        if app.users_info_error:
+            raise ApiError(app.users_info_error)
+        if "users:read" not in app.scopes:
+            raise ApiError("missing_scope")
+        user = str(params.get("user") or "")
+        if not user.startswith(("U", "W")):
+            raise ApiError("user_not_found")
+        info: dict[str, Any] = {"id": user, "team_id": app.team, "name": user.lower(), "deleted": False,
+                                "real_name": f"Learner {user}", "tz": "Asia/Shanghai", "is_bot": user == app.bot_user,
+                                "profile": {"display_name": f"Learner {user}", "real_name": f"Learner {user}"}}
+        if str(params.get("include_locale", "")).lower() in ("1", "true"):
+            info["locale"] = app.locales.get(user, "en-US")
+        return {"user": info}
 
     def seen(self, app: App) -> dict[str, list[dict]]:
         return {channel: list(messages) for channel, messages in app.messages.items()}

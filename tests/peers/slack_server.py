@@ -33,12 +33,17 @@ Files: ``GET /files-pri/...`` serves a file a user shared only with the bot
 token as a Bearer (403 otherwise); ``POST /upload/v1/<id>`` takes the bytes of
 an upload begun with files.getUploadURLExternal.
 
-Test control (JSON): ``POST /test/apps {bot_token, app_token, signing_secret?, request_url?, streaming?}``,
+Every answer to a bot token names its scopes in ``x-oauth-scopes``, as Slack's do (the guide's
+manifest unless the app was registered with ``scopes``); users.info without ``users:read`` is
+``missing_scope``.
+
+Test control (JSON): ``POST /test/apps {bot_token, app_token, signing_secret?, request_url?, streaming?, scopes?}``,
 ``POST /test/say {token, channel, user?, text, mention?, thread_ts?, files?: [{name, mimetype, hex?|size?}]}``,
 ``POST /test/event {token, event}``, ``POST /test/redeliver {token, event_id}``,
 ``POST /test/verify_url {token}`` (a url_verification to the request URL),
 ``POST /test/faults {token, next?, down?, retry_after?, send_latency?}``,
-``POST /test/settings {token, enforce_limits?, ack_timeout?, retry_delays?, streaming?, request_url?}``,
+``POST /test/settings {token, enforce_limits?, ack_timeout?, retry_delays?, streaming?, request_url?,
+locales?: {user: locale}, users_info_error?, users_info_latency?}``,
 ``POST /test/drop {token, refresh?}``, ``GET /test/seen?token=``, ``GET /test/app?token=``.
 """
 
@@ -180,9 +185,12 @@ class Server:
         latency = float(app.faults.send_latency or 0)
         if latency and method in ("chat.postMessage", "chat.startStream"):
             await asyncio.sleep(latency)
+        if method == "users.info" and app.users_info_latency:
+            await asyncio.sleep(app.users_info_latency)
         if lost:
             return JSONResponse({"ok": False, "error": "gateway_timeout"}, status_code=504)
-        return JSONResponse({"ok": True, **result})
+        scopes = {"x-oauth-scopes": ",".join(app.scopes)} if token.startswith("xoxb-") else {}
+        return JSONResponse({"ok": True, **result}, headers=scopes)
 
     def call(self, app: App, method: str, params: dict) -> dict:
         p = self.platform
@@ -209,6 +217,7 @@ class Server:
             "assistant.threads.setSuggestedPrompts": lambda: self._record(app.prompts, params),
             "files.getUploadURLExternal": lambda: p.upload_ticket(app, params, self.base),
             "files.completeUploadExternal": lambda: p.complete_upload(app, params),
+            "users.info": lambda: p.user_info(app, params),
             "conversations.info": lambda: {"channel": {"id": params.get("channel"), "is_member": True,
                                                        "is_im": str(params.get("channel", "")).startswith("D")}},
         }
@@ -343,9 +352,10 @@ class Server:
 
     def configure(self, body: dict) -> dict:
         app = self.platform.app(body.pop("token", None))
-        for key in ("enforce_limits", "streaming", "request_url"):
+        for key in ("enforce_limits", "streaming", "request_url", "users_info_error", "users_info_latency"):
             if key in body:
                 setattr(app, key, body.pop(key))
+        app.locales.update(body.pop("locales", {}))
         self.settings.setdefault(app.bot_token, {}).update(body)
         return {"ok": True}
 

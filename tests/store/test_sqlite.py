@@ -24,8 +24,8 @@ from gateway.core.messages import (
     UserId,
 )
 from gateway.store import InboundState, ReplyState
-from gateway.store.migrations import MIGRATIONS
-from gateway.store.schema import StoreError
+from gateway.store.migrations import GATEWAY_SCHEMA, MIGRATIONS
+from gateway.store.schema import Schema, StoreError, open_database
 from gateway.store.sqlite import SqliteStore
 
 
@@ -180,6 +180,24 @@ async def test_schema_version_recorded_and_newer_schema_refused(tmp_path):
     conn.close()
     with pytest.raises(StoreError, match="newer than this release"):
         await SqliteStore(path).open()
+
+
+async def test_a_takeover_from_before_locales_were_kept_reads_with_none(tmp_path):
+    """A case opened by a release at schema 3 survives the upgrade; its locale is unknown (the partner's language)."""
+    path = tmp_path / "g.db"
+    target = message("1", chat="kid").address
+    old = open_database(path, (Schema(GATEWAY_SCHEMA.name, GATEWAY_SCHEMA.migrations[:3]),), isolation_level=None)
+    old.execute("INSERT INTO takeovers (code, conversation, partner, target, reason, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                ("ABC123", target.conversation_key, "tutor", target.model_dump_json(), "worried", 1.0))
+    old.close()
+
+    store = SqliteStore(path)
+    await store.open()
+    takeover = await store.takeover_by_code("ABC123")
+    kept = await store.start_takeover("tutor", message("2", chat="zh-kid").address, "asks", locale="zh-CN")
+    await store.close()
+    assert takeover is not None and takeover.target == target and takeover.locale == ""
+    assert kept.locale == "zh-CN"
 
 
 async def test_using_a_closed_store_is_a_clear_error(tmp_path):

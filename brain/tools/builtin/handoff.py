@@ -24,5 +24,6 @@ class HandoffTool(Tool["HandoffTool.Arguments"]):
     async def run(self, args: Arguments, context: ToolContext) -> ToolResult:
         if context.services.handoff is None:
             return ToolResult.error("The teacher cannot be reached from here; suggest the learner contacts them directly.")
-        confirmation = await context.services.handoff.hand_to_teacher(context.turn.address, args.reason)
+        turn = context.turn
+        confirmation = await context.services.handoff.hand_to_teacher(turn.address, args.reason, turn.sender.locale)
         return ToolResult(text=f"The teacher has been told. {confirmation}".strip())

@@ -140,6 +140,29 @@ def test_decoding_carries_what_the_reply_needs(tmp_path):
     assert token["quote"] == "question" and token["date"].startswith("Mon, 30 Nov 2026")
 
 
+@pytest.mark.parametrize(("headers", "locale"), [
+    ({"Accept_Language": "zh-CN, zh;q=0.9, en;q=0.5"}, "zh-CN"),   # the languages the learner wants answers in
+    ({"Content_Language": "zh-Hans"}, "zh-Hans"),                  # else the one they wrote in
+    ({"Accept_Language": "en-GB", "Content_Language": "zh"}, "en-GB"),
+    ({}, ""),
+])
+def test_the_mails_language_headers_become_the_senders_locale(headers, locale):
+    message = mail()  # set_content drops Content-* headers set before it, so they come after
+    for name, value in headers.items():
+        message[name.replace("_", "-")] = value
+    inbound = decode(message, message.as_bytes(), account=AccountId("inbox"), me="t@x.test", media_max_bytes=10).message
+    assert inbound.sender.locale == locale
+
+
+def test_the_content_language_of_the_text_part_counts_too():
+    message = mail()
+    message.add_attachment(b"x", maintype="application", subtype="octet-stream", filename="a.bin")
+    text_part = message.get_body(preferencelist=("plain",))
+    text_part["Content-Language"] = "zh-CN"
+    inbound = decode(message, message.as_bytes(), account=AccountId("inbox"), me="t@x.test", media_max_bytes=10).message
+    assert inbound.sender.locale == "zh-CN"
+
+
 def test_an_html_only_mail_is_read_as_text(tmp_path):
     message = EmailMessage()
     message["From"] = "ann@school.test"

@@ -71,12 +71,14 @@ class SlackRig:
 
 @pytest.fixture
 async def open_rig(request, tmp_path) -> AsyncIterator[Callable[..., Awaitable[SlackRig]]]:
-    """Start a gateway on a fresh app: ``await open_rig(mode="events", streaming=False, **account_settings)``."""
+    """Start a gateway on a fresh app: ``await open_rig(mode="events", partner={...}, **account_settings)``."""
     api = request.getfixturevalue("slack_api")
     async with contextlib.AsyncExitStack() as stack:
 
-        async def open_(*, mode: str = "socket", app: dict | None = None, **settings: Any) -> SlackRig:
+        async def open_(*, mode: str = "socket", app: dict | None = None, partner: dict | None = None,
+                        **settings: Any) -> SlackRig:
             harness = SlackHarness(api, mode=mode)
+            harness.partner = partner or {}
             port = free_port()
             url = f"http://127.0.0.1:{port}"
             await harness.users.register(**(app or {}),

@@ -81,7 +81,7 @@ class Teacher:
 
     told: list[tuple[Address, str]] = field(default_factory=list)
 
-    async def hand_to_teacher(self, address: Address, reason: str) -> str:
+    async def hand_to_teacher(self, address: Address, reason: str, locale: str = "") -> str:
         self.told.append((address, reason))
         return f"(request {len(self.told)})"
 
