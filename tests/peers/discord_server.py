@@ -21,9 +21,9 @@ REST (``/api/v10``): ``users/@me``, ``oauth2/applications/@me`` (with ``flags``)
 ``limit`` 1-100 default 50, newest first) and PATCH, ``typing``, threads
 from a message (the thread takes the message's id, THREAD_CREATE is dispatched, a second
 start is 400 with code 160004), DM channel creation, interaction callbacks (type 5 defers: a
-placeholder the first follow-up fills) and follow-up webhooks (an expired or invalidated
-token: 404 with code 10062 on the callback, 10015 on the webhook), command
-registration.  ``/attachments/{id}/{name}`` plays the CDN: it serves what users
+placeholder the first follow-up fills) and follow-up webhooks (which exist from the
+initial response on; an expired or invalidated token: 404 with code 10062 on the
+callback, 10015 on the webhook), command registration.  ``/attachments/{id}/{name}`` plays the CDN: it serves what users
 attached and what the bot uploaded (404 for anything else).  Every answer carries ``X-RateLimit-Limit/Remaining/Reset-After/Bucket``
 from a per-route, per-channel bucket; an exhausted bucket answers 429 with
 ``{retry_after, global}``, ``Retry-After``, ``X-RateLimit-Scope`` and ``Via`` (as
@@ -735,7 +735,7 @@ class DiscordPeer:
     async def _followup(self, request: web.Request, parts: list[str]) -> tuple[int, Any]:
         token = parts[2]
         interaction = self.interactions.get(token)
-        if interaction is None:
+        if interaction is None or not interaction.get("answered"):  # the webhook exists from the initial response on
             return 404, {"message": "Unknown Webhook", "code": 10015}
         cid = interaction["channel_id"]
         payload, files = await self._payload(request)
