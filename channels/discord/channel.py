@@ -17,7 +17,8 @@ again once the session is back.
 
 Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
 same connection.  Each is made durable first, then deferred (Discord wants an
-answer within 3 s; accepting takes milliseconds), and answered by follow-up
+answer within 3 s; accepting takes milliseconds; an answer ready sooner waits for
+the deferral, since the follow-up webhook exists only from then on), and answered by follow-up
 through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min).  Past that,
 or when Discord refuses the follow-up as a dead token (404 with code 10015 or 10062, ``ReplyWindowClosed``:
 the deferral never reached Discord, or we restarted late), the answer goes to the channel as a plain
@@ -78,6 +79,8 @@ class DiscordChannel(Channel[DiscordConfig]):
         self._client: discord.Client | None = None
         self._login = asyncio.Lock()
         self._heartbeat: Heartbeat | None = None
+        self._deferring: dict[str, asyncio.Event] = {}
+        """Interaction token -> set once its deferral was answered: an answer ready sooner (``/stop``) waits for it."""
         self._followups: dict[str, str] = {}
         """Message id -> the interaction token it was sent through, so a streaming edit goes the same way."""
         self._cursors = Cursors(None)
@@ -267,13 +270,18 @@ class DiscordChannel(Channel[DiscordConfig]):
         except (InvalidEvent, ValueError) as error:
             self.context.sink.invalid(f"discord interaction {interaction.id}: {error}")
             return
-        if not await self._accept(inbound, self._heartbeat):
-            return  # not deferred: Discord shows the learner that the command failed
+        deferred = self._deferring[interaction.token] = asyncio.Event()
         try:
-            await call("defer", interaction.response.defer(thinking=True))
+            if not await self._accept(inbound, self._heartbeat):
+                return  # not deferred: Discord shows the learner that the command failed
+            late = self.capabilities().ack_deadline_s  # past Discord's 3 s the token is dead anyway: do not hold the answer
+            await call("defer", asyncio.wait_for(interaction.response.defer(thinking=True), late))
         except GatewayError as error:  # stored: the answer comes as a channel message instead of a follow-up
             log.warning("discord interaction not deferred account=%s interaction=%s reason=%s",
                         self.account, interaction.id, error)
+        finally:
+            deferred.set()
+            self._deferring.pop(interaction.token, None)
 
     async def handle_webhook(self, request: Request) -> Response:
         """The HTTP interactions endpoint, when the account has a ``public_key`` (channels/discord/interactions.py)."""
@@ -302,6 +310,8 @@ class DiscordChannel(Channel[DiscordConfig]):
         client = await self._ready()
         token = interaction_token(referrer, datetime.now(UTC))
         if token is not None:
+            if (deferring := self._deferring.get(token)) is not None:
+                await deferring.wait()  # the follow-up webhook exists only once Discord took the deferral
             try:
                 sent = await call("followup", self._hook(client, token).send(wait=True, **outgoing(part).send_kwargs()))
                 self._remember(str(sent.id), token)

@@ -125,6 +125,8 @@ class DiscordPeer:
         self.faults: deque[Fault] = deque()
         self.down = False
         self.send_latency = 0.0
+        self.callback_latency = 0.0
+        """How long an interaction callback takes before Discord has taken it (a slow initial response)."""
         self.requests: list[dict] = []
         """Every REST request: method, route, channel, status, and (for 429) retry_after."""
         self.identifies = self.resumes = 0
@@ -597,6 +599,7 @@ class DiscordPeer:
         if parts[0] == "channels" and parts[1] in self.channels:
             return await self._channel(request, parts)
         if parts[0] == "interactions" and method == "POST":
+            await asyncio.sleep(self.callback_latency)
             return self._callback(parts[2], await request.json(), with_response=request.query.get("with_response") == "true")
         if parts[0] == "webhooks" and parts[1] == self.app_id:
             return await self._followup(request, parts)

@@ -258,6 +258,18 @@ async def test_stop_and_link_commands_read_as_the_gateway_commands(open_rig):
     assert [m.text for t in rig.responder.turns for m in t.messages] == ["/link ABCD1234"]  # the brain reads it as /link
 
 
+async def test_an_instant_answer_waits_for_its_deferral_and_fills_the_placeholder(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    rig.peer.callback_latency = 0.5  # the gateway's own /stop answer is ready long before Discord took the deferral
+    stop = await rig.peer.command("stop")
+    await eventually(lambda: any(m["content"] for m in rig.peer.seen(stop["channel_id"])), what="the answer to /stop")
+    await rig.quiet()
+    [shown] = rig.peer.seen(stop["channel_id"])
+    assert shown["content"] == NOTHING_TO_STOP and not shown["flags"] & LOADING
+    assert not channel_posts(rig, stop["channel_id"]) and not refused_followups(rig)
+
+
 def channel_posts(rig, channel: str) -> list[dict]:
     """The bot's answered POSTs of a plain channel message (not a follow-up) in ``channel``."""
     return [r for r in rig.peer.requests
