@@ -44,6 +44,7 @@ from typing import ClassVar
 
 import discord
 import httpx
+from cachetools import TTLCache
 from discord import app_commands
 from starlette.requests import Request
 from starlette.responses import Response
@@ -81,8 +82,8 @@ class DiscordChannel(Channel[DiscordConfig]):
         self._heartbeat: Heartbeat | None = None
         self._deferring: dict[str, asyncio.Event] = {}
         """Interaction token -> set once its deferral was answered: an answer ready sooner (``/stop``) waits for it."""
-        self._followups: dict[str, str] = {}
-        """Message id -> the interaction token it was sent through, so a streaming edit goes the same way."""
+        self._followups: TTLCache[str, str] = TTLCache(FOLLOWUPS_KEPT, ttl=self.token_lifetime_s)
+        """Message id -> the interaction token it was sent through, while it lives: a streaming edit goes the same way."""
         self._cursors = Cursors(None)
         self._failed: BaseException | None = None
         self._behind: dict[str, int] = {}
@@ -314,7 +315,7 @@ class DiscordChannel(Channel[DiscordConfig]):
                 await deferring.wait()  # the follow-up webhook exists only once Discord took the deferral
             try:
                 sent = await call("followup", self._hook(client, token).send(wait=True, **outgoing(part).send_kwargs()))
-                self._remember(str(sent.id), token)
+                self._followups[str(sent.id)] = token
                 return SentMessage(message=MessageId(str(sent.id)))
             except ReplyWindowClosed as error:  # Discord posted nothing: the channel message below is the only one
                 log.warning("discord follow-up refused, answering in the channel account=%s reason=%s", self.account, error)
@@ -332,11 +333,6 @@ class DiscordChannel(Channel[DiscordConfig]):
         """The interaction's follow-up webhook (the application's id, the interaction's token)."""
         app_id = client.application_id or (client.user.id if client.user else 0)
         return discord.Webhook.partial(app_id, token, client=client)
-
-    def _remember(self, message: str, token: str) -> None:
-        self._followups[message] = token
-        while len(self._followups) > FOLLOWUPS_KEPT:
-            self._followups.pop(next(iter(self._followups)))
 
     async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
         message = MessageId(handle)  # the message id is the handle
