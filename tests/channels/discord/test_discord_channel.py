@@ -294,6 +294,20 @@ async def test_a_command_whose_token_discord_invalidated_is_answered_by_one_chan
     assert rig.metric("partners_dead_letters_total") == 0
 
 
+async def test_a_fallback_message_whose_answer_was_lost_is_retried_into_the_same_message(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    ask = rig.peer.interaction("ask", {"question": "what is a noun?"}, channel=rig.peer.channel_id)
+    rig.peer.expire_interaction(ask["token"])
+    rig.peer.fail_next(504, route="messages")  # Discord posts the channel message, the answer is lost
+    await rig.peer.dispatch("INTERACTION_CREATE", ask)
+    await rig.replies(rig.peer.channel_id, 1, what="the answer as a channel message")
+    await eventually(lambda: len(channel_posts(rig, rig.peer.channel_id)) == 2, what="the retry of the lost post")
+    await rig.quiet()
+    assert [m["content"] for m in rig.peer.seen(rig.peer.channel_id)] == ["echo: what is a noun?"]  # the nonce held
+    assert len(refused_followups(rig)) == 2  # the retry asked the dead token again and went the same way
+
+
 class HeldResponder(ContractResponder):
     """Answers only once ``release`` is set: a turn that outlives its interaction token."""
 
