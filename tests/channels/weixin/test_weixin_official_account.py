@@ -6,12 +6,13 @@ was asked to send) or the gateway's store -- nothing in between is faked.
 
 from __future__ import annotations
 
+import asyncio
 import time
 
 import pytest
 
 from tests.channels.weixin.conftest import TEACHER
-from tests.contract.harness import counter, eventually
+from tests.contract.harness import ContractResponder, counter, eventually
 
 
 async def test_the_consoles_url_check_is_answered_with_echostr(open_rig):
@@ -179,3 +180,31 @@ async def test_following_the_account_is_first_contact_and_is_greeted_once(open_r
                           "MsgType": "event", "Event": "CLICK", "EventKey": "menu"})
     assert (await rig.oa.post(*rig.oa.envelope(click))).text == "success"  # read, refused, and WeChat told to stop
     assert rig.inbound_rows() == 1
+
+
+class GatedResponder(ContractResponder):
+    """Answers only once the test opens the gate, so a test can act while a callback waits."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    async def respond(self, turn):
+        await self.gate.wait()
+        async for event in super().respond(turn):
+            yield event
+
+
+async def test_a_retry_while_the_first_callback_waits_is_told_success_and_the_first_carries_the_answer(open_rig):
+    rig = await open_rig(mode="safe", responder=GatedResponder())
+    plain = rig.oa.message("o-learner", "a hard one", msg_id="777")
+    rig.oa._last_said["o-learner"] = (time.time(), 0)
+    first = asyncio.create_task(rig.oa.post(*rig.oa.envelope(plain)))  # still connected: its handler waits
+    await eventually(lambda: rig.inbound_rows() == 1, what="the first callback to be stored")
+    retry = await rig.oa.post(*rig.oa.envelope(plain))  # WeChat's retry, while the first still waits
+    assert retry.status_code == 200 and retry.text == "success"
+    rig.responder.gate.set()
+    answered = await first
+    assert rig.oa.read_answer(answered.content)["Content"] == "echo: a hard one"  # the waiting callback carries it
+    await rig.quiet()
+    assert rig.oa.cs_texts_to("o-learner") == [] and len(rig.responder.turns) == 1
