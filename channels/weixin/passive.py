@@ -52,6 +52,9 @@ class PassiveSlots:
         if slot is None or slot.done():
             return False
         slot.set_result(text)
+        self._given[key] = text  # kept now: should this callback's response be lost, WeChat's retry gets it
+        while len(self._given) > REMEMBERED:
+            self._given.popitem(last=False)
         return True
 
     async def wait(self, key: str, slot: asyncio.Future[str], timeout_s: float) -> str | None:
@@ -63,11 +66,7 @@ class PassiveSlots:
             self.close(key)
         if not slot.done() or slot.cancelled():
             return None
-        text = slot.result()
-        self._given[key] = text
-        while len(self._given) > REMEMBERED:
-            self._given.popitem(last=False)
-        return text
+        return slot.result()
 
     def close(self, key: str) -> None:
         """No more offers for this message: the next part goes as a customer-service message."""

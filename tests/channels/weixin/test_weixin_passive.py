@@ -34,3 +34,15 @@ async def test_a_closed_slot_takes_no_offer():
     assert slots.open("m3") is not None
     slots.close("m3")  # the store could not take the message
     assert not slots.offer("m3", "x")
+
+
+async def test_an_answer_taken_by_a_callback_that_then_went_away_is_given_to_the_retry():
+    slots = PassiveSlots()
+    slot = slots.open("m4")
+    assert slot is not None
+    waiting = asyncio.create_task(slots.wait("m4", slot, 60))
+    await asyncio.sleep(0)
+    assert slots.offer("m4", "the answer")
+    waiting.cancel()  # WeChat hung up before the response was written
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert slots.given("m4") == "the answer"
