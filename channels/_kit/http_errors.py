@@ -50,7 +50,17 @@ from typing import Any, Literal
 
 import httpx
 
-from gateway.core.errors import AuthFailed, BadRequest, Forbidden, NotFound, PeerUnavailable, PlatformError, RateLimited, Unsupported
+from gateway.core.errors import (
+    AuthFailed,
+    BadRequest,
+    Forbidden,
+    NotFound,
+    PeerUnavailable,
+    PlatformError,
+    RateLimited,
+    ReplyWindowClosed,
+    Unsupported,
+)
 
 
 class ErrorKind(str, Enum):
@@ -63,6 +73,9 @@ class ErrorKind(str, Enum):
     NOT_FOUND = "not_found"
     BAD_REQUEST = "bad_request"
     UNSUPPORTED = "unsupported"
+    REPLY_WINDOW_CLOSED = "reply_window_closed"
+    """The platform no longer takes an answer to that message (a WeCom stream past its time, a WeChat
+    customer-service window gone): permanent for that reply, and a sign to say it another way."""
 
 
 STATUS_KINDS: Mapping[int, ErrorKind] = {
@@ -186,6 +199,7 @@ def error_for(kind: ErrorKind, platform: str, message: str, *, code: str | int |
     error_class: type[PlatformError] = {
         ErrorKind.UNAVAILABLE: PeerUnavailable, ErrorKind.AUTH_FAILED: AuthFailed, ErrorKind.FORBIDDEN: Forbidden,
         ErrorKind.NOT_FOUND: NotFound, ErrorKind.BAD_REQUEST: BadRequest, ErrorKind.UNSUPPORTED: Unsupported,
+        ErrorKind.REPLY_WINDOW_CLOSED: ReplyWindowClosed,
     }[kind]
     return error_class(platform, message, code=code)
 
