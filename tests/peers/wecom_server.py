@@ -39,8 +39,10 @@ BOT_NAME = "tutor"
 
 @dataclass
 class StreamSeen:
-    """One stream as the learner's WeCom shows it: its text now, every update, and whether it finished."""
+    """One message as the learner's WeCom shows it: a stream (its text now, every update, whether it
+    finished) or a pushed markdown message (``aibot_send_msg``: finished, one update, no ``req_id``)."""
 
+    id: str
     chat: str
     req_id: str
     content: str = ""
@@ -66,6 +68,8 @@ class WecomServer:
         self.subscribes = 0
         self.pings = 0
         self.streams: dict[str, StreamSeen] = {}
+        self.timeline: list[StreamSeen] = []
+        """Every message shown, streams and pushes, in the order they first appeared."""
         self.pushed: list[dict[str, Any]] = []
         """``aibot_send_msg`` bodies, in order."""
         self._socket: ServerConnection | None = None
@@ -114,7 +118,7 @@ class WecomServer:
                 code = self._respond(req_id, body)
                 await self._ack(socket, req_id, code, "stream message update expired" if code else "ok")
             elif cmd == "aibot_send_msg":
-                self.pushed.append(body)
+                self._pushed(body)
                 await self._ack(socket, req_id)
         if self._socket is socket:
             self._socket = None
@@ -122,18 +126,27 @@ class WecomServer:
 
     def _respond(self, req_id: str, body: dict[str, Any]) -> int:
         if body.get("msgtype") != "stream":
-            self.pushed.append(body)
+            self._pushed({**body, "chatid": self._chat_of.get(req_id, "")})
             return 0
         if self.expired:
             return STREAM_EXPIRED
-        stream = body["stream"]
-        seen = self.streams.setdefault(str(stream["id"]), StreamSeen(self._chat_of.get(req_id, ""), req_id))
+        stream, sid = body["stream"], str(body["stream"]["id"])
+        seen = self.streams.get(sid)
+        if seen is None:
+            seen = self.streams[sid] = StreamSeen(sid, self._chat_of.get(req_id, ""), req_id)
+            self.timeline.append(seen)
         if seen.finished:
             seen.after_finish += 1
         seen.content = str(stream.get("content", ""))
         seen.updates.append(seen.content)
         seen.finished += 1 if stream.get("finish") else 0
         return 0
+
+    def _pushed(self, body: dict[str, Any]) -> None:
+        self.pushed.append(body)
+        content = str((body.get(str(body.get("msgtype"))) or {}).get("content", ""))
+        self.timeline.append(StreamSeen(f"push{len(self.pushed)}", str(body.get("chatid", "")), "", content,
+                                        [content], finished=1))
 
     @staticmethod
     async def _ack(socket: ServerConnection, req_id: str, errcode: int = 0, errmsg: str = "ok") -> None:
@@ -170,6 +183,10 @@ class WecomServer:
         if socket is not None:
             await socket.close()
 
+    def shown(self, chat: str) -> list[StreamSeen]:
+        """Every message shown in ``chat``, finished or still streaming, in the order they appeared."""
+        return [s for s in self.timeline if s.chat == chat]
+
     def answers(self, chat: str) -> list[StreamSeen]:
-        """The finished streams shown in ``chat``, in the order they were opened."""
+        """The finished streams shown in ``chat``, in the order they were opened (pushes not included)."""
         return [s for s in self.streams.values() if s.chat == chat and s.finished]

@@ -1,0 +1,27 @@
+"""WeCom settings: the AI bot by default, another kind refused in words, the secret never shown."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from channels.wecom.config import AiBotMode, WecomConfig
+
+
+def test_the_ai_bot_is_the_default_kind_and_its_secret_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("WECOM_TEST_SECRET", "hush-hush")
+    config = WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_TEST_SECRET"}})
+    assert isinstance(config.mode, AiBotMode) and config.mode.kind == "ai_bot"
+    assert config.ai_bot.secret.get_secret_value() == "hush-hush"
+    assert "hush-hush" not in repr(config) and "hush-hush" not in str(config.model_dump())
+
+
+def test_another_kind_is_a_clear_config_error():
+    with pytest.raises(ValidationError) as raised:
+        WecomConfig.model_validate({"mode": {"kind": "app_callback", "token": "t"}})
+    assert "'app_callback' is not available" in str(raised.value) and "ai_bot" in str(raised.value)
+
+
+def test_unknown_fields_are_refused():
+    with pytest.raises(ValidationError):
+        WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "x", "bot_secret": "typo"}})
