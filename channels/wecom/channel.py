@@ -30,10 +30,11 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any, ClassVar
+from urllib.parse import urlsplit
 
 from channels._kit.ack import AckClock
 from channels.base import Channel, ChannelContext
-from channels.wecom.config import WecomConfig
+from channels.wecom.config import CLOUD_WS, WecomConfig
 from channels.wecom.decode import Skipped, decode
 from channels.wecom.encode import Stream, frame_of, markdown_body, stream_id
 from channels.wecom.transport import PLATFORM, call, new_client
@@ -48,7 +49,7 @@ from gateway.core.messages import (
     StreamChunk,
     StreamHandle,
 )
-from gateway.core.probes import ProbeResult
+from gateway.core.probes import ProbeResult, Problem
 
 log = logging.getLogger(__name__)
 ALIVE_CHECK_S = 1.0
@@ -185,7 +186,20 @@ class WecomChannel(Channel[WecomConfig]):
 
     # ------------------------------------------------------------------ doctor
 
+    @classmethod
+    def check(cls, settings: WecomConfig) -> list[Problem]:
+        mode, problems = settings.ai_bot, []
+        if urlsplit(mode.ws_url).scheme not in ("ws", "wss"):
+            problems.append(Problem(message=f"ws_url {mode.ws_url!r} is not a websocket address (wss://...)",
+                                    fix=f"remove ws_url to use WeCom's own ({CLOUD_WS})"))
+        if not mode.secret.get_secret_value().strip():
+            problems.append(Problem(message="the AI bot's secret is empty",
+                                    fix="copy the Secret from the bot's page (API mode, long connection) into the environment"))
+        return problems
+
     async def probe(self) -> ProbeResult:
+        """Settings only: subscribing would take the running account's one long connection (WeCom keeps
+        one per bot and closes the older), so a wrong secret shows when the account starts."""
         return ProbeResult(checked="the long connection is checked when the account starts (subscribe)",
                            problems=tuple(self.check(self.settings)))
 

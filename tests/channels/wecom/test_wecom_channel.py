@@ -85,3 +85,30 @@ async def test_an_image_callback_is_refused_with_a_reason_not_answered(rig):
     await rig.answers("learner1", 2)
     await asyncio.sleep(0)  # nothing else is waited for: the image was refused synchronously
     assert [m.text for t in rig.responder.turns for m in t.messages] == ["text first", "text after"]
+
+
+async def test_a_refused_secret_waits_for_a_human_and_is_not_retried_over_and_over(tmp_path):
+    import os
+    import uuid
+
+    from gateway.app import Gateway
+    from tests.channels.wecom.conftest import config
+    from tests.contract.harness import ContractResponder
+    from tests.peers.wecom_server import WecomServer
+
+    env = f"WECOM_SECRET_{uuid.uuid4().hex[:8].upper()}"
+    async with WecomServer() as server:
+        os.environ[env] = "not-the-secret"
+        gateway = Gateway(config(tmp_path / "data", server, env), responder=ContractResponder())
+        await gateway.start()
+        try:
+            async def parked():
+                [account] = (await gateway.status()).accounts
+                return account if account.state == "action_required" else None
+
+            account = await eventually(parked, what="the account to wait for a human")
+            assert "bot_id and secret" in account.reason and "not-the-secret" not in account.reason
+            assert server.subscribes == 1  # neither the SDK nor the supervisor dialled again
+        finally:
+            await gateway.stop()
+            os.environ.pop(env, None)

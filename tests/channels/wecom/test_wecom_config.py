@@ -22,6 +22,21 @@ def test_another_kind_is_a_clear_config_error():
     assert "'app_callback' is not available" in str(raised.value) and "ai_bot" in str(raised.value)
 
 
-def test_unknown_fields_are_refused():
-    with pytest.raises(ValidationError):
-        WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "x", "bot_secret": "typo"}})
+def test_unknown_fields_are_refused(monkeypatch):
+    monkeypatch.setenv("WECOM_TEST_SECRET", "s")
+    with pytest.raises(ValidationError) as raised:
+        WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_TEST_SECRET", "bot_secret": "typo"}})
+    assert "bot_secret" in str(raised.value)
+
+
+def test_check_finds_a_url_that_is_no_websocket_and_an_empty_secret(monkeypatch):
+    from channels.wecom.channel import WecomChannel
+
+    monkeypatch.setenv("WECOM_EMPTY", " ")
+    monkeypatch.setenv("WECOM_TEST_SECRET", "s")
+    good = WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_TEST_SECRET"}})
+    assert WecomChannel.check(good) == []
+    bad = WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_EMPTY",
+                                               "ws_url": "https://openws.work.weixin.qq.com"}})
+    problems = WecomChannel.check(bad)
+    assert len(problems) == 2 and all(p.fix for p in problems)
