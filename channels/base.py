@@ -110,6 +110,17 @@ class Channel(ABC, Generic[ConfigT]):
     def capabilities(cls) -> ChannelCapabilities:
         return capabilities_of(cls.name)
 
+    @classmethod
+    def capabilities_for(cls, settings: ConfigT) -> ChannelCapabilities:
+        """The facts for an account with these settings: the platform's row, unless the account's kind
+        has a row of its own (a WeChat Official Account against personal WeChat; ADR 0033)."""
+        return cls.capabilities()
+
+    @property
+    def declared(self) -> ChannelCapabilities:
+        """This account's facts (:meth:`capabilities_for` its settings): what the outbound path reads."""
+        return self.capabilities_for(self.settings)
+
     @property
     def account(self) -> AccountId:
         return self.context.account
@@ -130,7 +141,7 @@ class Channel(ABC, Generic[ConfigT]):
 
         A channel whose platform streams natively in some conversations only (Telegram's drafts are
         for private chats) says so here; the outbound path never guesses from which methods exist."""
-        return self.capabilities().edit_mode
+        return self.declared.edit_mode
 
     async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
         """Replace the text of a sent message (``edit`` mode).  ``handle`` is what this channel returned
@@ -159,7 +170,7 @@ class Channel(ABC, Generic[ConfigT]):
     def media_limit(self) -> int:
         """The most bytes of one inbound file this account fetches: the platform's declared limit, unless
         the account's settings say otherwise (a self-hosted server that serves more, a teacher who wants less)."""
-        return fetch_limit(self.capabilities())
+        return fetch_limit(self.declared)
 
     def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
         """Open an inbound file the platform announced, streamed within ``limit`` bytes.

@@ -248,7 +248,7 @@ class Gateway:
             return None
         if not settings.enabled:
             return None
-        caps = cls.capabilities()
+        caps = cls.capabilities_for(settings)
         health_key = f"{name}:{account}"
         ingest = Ingest(
             name, account, caps, self.store, self.metrics, self.dispatcher.submit,
@@ -285,7 +285,7 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))
         self._tasks.append(asyncio.create_task(self.store_watch.run(), name="store-watch"))
         for (name, account), channel in self._channels.items():
-            caps = channel.capabilities()
+            caps = channel.declared
             stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
             self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after)
         self.ready = True
@@ -411,7 +411,16 @@ class Gateway:
         )
 
     async def _tell_shortfall(self, reply: OutboundReply, reason: str) -> None:
-        """A reply went out without some of what it held: its partner's teacher hears what and why."""
+        """A reply went out without some of what it held, or not at all: its partner's teacher hears what and why.
+
+        Not when the reply was for a teacher: a report that cannot reach them would report itself again."""
+        partner = self.router.route(reply.target)
+        chat = reply.target.conversation.chat
+        if partner is not None and any(owner.channel == reply.target.channel and (owner.chat or owner.user) == chat
+                                       for owner in partner.owners):
+            log.warning("shortfall not reported: the reply was for a teacher platform=%s reason=%s",
+                        reply.target.channel, reason)
+            return
         await self.teacher.report(reply.target, f"A reply could not be sent whole: {reason}.")
 
     @property

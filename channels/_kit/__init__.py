@@ -16,6 +16,8 @@ hands them in.
 ``msgcrypt``                AES-CBC message encryption: WeChat/WeCom
                             (EncodingAESKey, receive id checked) and Feishu
                             (``{"encrypt": ...}`` with SHA-256 of the key)
+``wechat_xml``              the flat XML of WeChat and WeCom callbacks, read with
+                            declarations refused; answers sealed for safe mode
 ``jwks``                    a JWT checked against a JWKS fetched and cached with
                             httpx (Bot Framework / Teams)
 ``challenges``              the URL handshakes: Meta's ``hub.challenge``,

@@ -28,6 +28,7 @@ import httpx
 
 from gateway.core.channel import MediaStream
 from gateway.core.errors import AuthFailed, NotFound, PeerUnavailable, PermanentError, RateLimited, TooLarge
+from gateway.core.messages import MediaKind
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +36,15 @@ NAME_BYTES = 200
 """Longest name kept, in UTF-8 bytes (file systems allow 255; room is left for a prefix)."""
 SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]+")
+
+
+KINDS_OF_THEIR_OWN: Mapping[str, MediaKind] = {"image": "image", "audio": "audio", "video": "video"}
+"""MIME major types that are a media kind of their own; anything else (or no type) is a file."""
+
+
+def media_kind(content_type: str | None) -> MediaKind:
+    """The media kind a MIME type says (``image/png`` is an image, ``application/pdf`` a file)."""
+    return KINDS_OF_THEIR_OWN.get((content_type or "").split("/", 1)[0].strip().lower(), "file")
 
 
 def safe_name(name: str, *, fallback: str = "file") -> str:

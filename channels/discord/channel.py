@@ -17,10 +17,14 @@ again once the session is back.
 
 Slash commands (``/ask``, ``/stop``, ``/link``) arrive as interactions on the
 same connection.  Each is made durable first, then deferred (Discord wants an
-answer within 3 s; accepting takes milliseconds), and answered by follow-up
-through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min); after that
-the answer goes to the channel as a plain message.  With ``public_key`` set Discord may POST them to the
-HTTP interactions endpoint instead (channels/discord/interactions.py); they take the same decode and webhook.
+answer within 3 s; accepting takes milliseconds; an answer ready sooner waits for
+the deferral, since the follow-up webhook exists only from then on), and answered by follow-up
+through the interaction's webhook while its token lives (``reply_token_lifetime_s``, 15 min).  Past that,
+or when Discord refuses the follow-up as a dead token (404 with code 10015 or 10062, ``ReplyWindowClosed``:
+the deferral never reached Discord, or we restarted late), the answer goes to the channel as a plain
+message, with the part's nonce: a refused follow-up posts nothing, so a retry shows one message.  With
+``public_key`` set Discord may POST them to the HTTP interactions endpoint instead
+(channels/discord/interactions.py); they take the same decode, webhook and fallback.
 
 Outbound: a part is a message in the channel (or the thread) that replies to
 the learner's message; a long answer to a channel message continues in a thread
@@ -40,6 +44,7 @@ from typing import ClassVar
 
 import discord
 import httpx
+from cachetools import TTLCache
 from discord import app_commands
 from starlette.requests import Request
 from starlette.responses import Response
@@ -51,13 +56,13 @@ from channels.discord.config import DiscordConfig
 from channels.discord.decode import InteractionPayload, decode_interaction, decode_message, interaction_token
 from channels.discord.encode import nonce_for, outgoing
 from channels.discord.interactions import InteractionsEndpoint
-from channels.discord.probe import check_settings, probe_application
+from channels.discord.probe import check_settings, intent_problems, probe_application
 from channels.discord.threads import continuation
 from channels.discord.transport import PLATFORM, call, new_client, translate
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
-from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable, Unsupported
+from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnavailable, ReplyWindowClosed, Unsupported
 from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.core.probes import ProbeResult, Problem
+from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.redaction import register_secret
 
 log = logging.getLogger(__name__)
@@ -75,8 +80,10 @@ class DiscordChannel(Channel[DiscordConfig]):
         self._client: discord.Client | None = None
         self._login = asyncio.Lock()
         self._heartbeat: Heartbeat | None = None
-        self._followups: dict[str, str] = {}
-        """Message id -> the interaction token it was sent through, so a streaming edit goes the same way."""
+        self._deferring: dict[str, asyncio.Event] = {}
+        """Interaction token -> set once its deferral was answered: an answer ready sooner (``/stop``) waits for it."""
+        self._followups: TTLCache[str, str] = TTLCache(FOLLOWUPS_KEPT, ttl=self.token_lifetime_s)
+        """Message id -> the interaction token it was sent through, while it lives: a streaming edit goes the same way."""
         self._cursors = Cursors(None)
         self._failed: BaseException | None = None
         self._behind: dict[str, int] = {}
@@ -132,11 +139,9 @@ class DiscordChannel(Channel[DiscordConfig]):
         self._behind = dict(self._cursors.last)
         heartbeat.set_state(ChannelState.CONNECTING)
         app = client.application
-        if self.settings.message_content and app is not None and not (
-                app.flags.gateway_message_content or app.flags.gateway_message_content_limited):
-            raise AuthFailed(PLATFORM, "the account asks for the MESSAGE CONTENT intent, which is not enabled for this "
-                             "application: turn it on (Developer Portal > Bot > Privileged Gateway Intents) or set "
-                             "message_content: false", code=4014)
+        refused = [p for p in intent_problems(self.settings, app.flags) if p.gravity is Gravity.ERROR] if app else []
+        if refused:  # found before connecting: the Gateway would refuse the intents (4014) on every reconnect
+            raise AuthFailed(PLATFORM, f"{refused[0].message}; {refused[0].fix}", code=4014)
         self._listen(client, heartbeat)
         if self.settings.slash_commands:
             await self._register_commands(client)
@@ -266,13 +271,18 @@ class DiscordChannel(Channel[DiscordConfig]):
         except (InvalidEvent, ValueError) as error:
             self.context.sink.invalid(f"discord interaction {interaction.id}: {error}")
             return
-        if not await self._accept(inbound, self._heartbeat):
-            return  # not deferred: Discord shows the learner that the command failed
+        deferred = self._deferring[interaction.token] = asyncio.Event()
         try:
-            await call("defer", interaction.response.defer(thinking=True))
+            if not await self._accept(inbound, self._heartbeat):
+                return  # not deferred: Discord shows the learner that the command failed
+            late = self.capabilities().ack_deadline_s  # past Discord's 3 s the token is dead anyway: do not hold the answer
+            await call("defer", asyncio.wait_for(interaction.response.defer(thinking=True), late))
         except GatewayError as error:  # stored: the answer comes as a channel message instead of a follow-up
             log.warning("discord interaction not deferred account=%s interaction=%s reason=%s",
                         self.account, interaction.id, error)
+        finally:
+            deferred.set()
+            self._deferring.pop(interaction.token, None)
 
     async def handle_webhook(self, request: Request) -> Response:
         """The HTTP interactions endpoint, when the account has a ``public_key`` (channels/discord/interactions.py)."""
@@ -299,19 +309,23 @@ class DiscordChannel(Channel[DiscordConfig]):
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         client = await self._ready()
-        out = outgoing(part)
         token = interaction_token(referrer, datetime.now(UTC))
         if token is not None:
-            sent = await call("followup", self._hook(client, token).send(wait=True, **out.send_kwargs()))
-            self._remember(str(sent.id), token)
-            return SentMessage(message=MessageId(str(sent.id)))
+            if (deferring := self._deferring.get(token)) is not None:
+                await deferring.wait()  # the follow-up webhook exists only once Discord took the deferral
+            try:
+                sent = await call("followup", self._hook(client, token).send(wait=True, **outgoing(part).send_kwargs()))
+                self._followups[str(sent.id)] = token
+                return SentMessage(message=MessageId(str(sent.id)))
+            except ReplyWindowClosed as error:  # Discord posted nothing: the channel message below is the only one
+                log.warning("discord follow-up refused, answering in the channel account=%s reason=%s", self.account, error)
         thread = await continuation(client, target, part, referrer, self.settings.long_answer_thread)
         where = client.get_partial_messageable(thread or self._where(target))
         reference = None
         if part.index == 0 and referrer.message:
             reference = discord.MessageReference(message_id=int(referrer.message), channel_id=where.id, fail_if_not_exists=False)
         message = await call("send", where.send(reference=reference, nonce=nonce_for(idempotency_key),  # type: ignore[arg-type]
-                                                **out.send_kwargs()))
+                                                **outgoing(part).send_kwargs()))
         return SentMessage(message=MessageId(str(message.id)))
 
     @staticmethod
@@ -320,18 +334,16 @@ class DiscordChannel(Channel[DiscordConfig]):
         app_id = client.application_id or (client.user.id if client.user else 0)
         return discord.Webhook.partial(app_id, token, client=client)
 
-    def _remember(self, message: str, token: str) -> None:
-        self._followups[message] = token
-        while len(self._followups) > FOLLOWUPS_KEPT:
-            self._followups.pop(next(iter(self._followups)))
-
     async def edit(self, target: Address, handle: str, part: RenderedPart, *, referrer: Referrer) -> None:
         message = MessageId(handle)  # the message id is the handle
         client = await self._ready()
         token = self._followups.get(message)
         if token is not None:
-            await call("edit followup", self._hook(client, token).edit_message(int(message), content=part.text))
-            return
+            try:
+                await call("edit followup", self._hook(client, token).edit_message(int(message), content=part.text))
+                return
+            except ReplyWindowClosed:  # the token died: the bot still may edit its own message in the channel
+                self._followups.pop(message, None)
         partial = client.get_partial_messageable(self._where(target)).get_partial_message(int(message))
         await call("edit", partial.edit(content=part.text))
 

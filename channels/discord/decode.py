@@ -30,7 +30,7 @@ from datetime import UTC, datetime, timedelta
 import discord
 from pydantic import AliasPath, BaseModel, Field
 
-from channels._kit.media import safe_name
+from channels._kit.media import media_kind, safe_name
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
     AccountId,
@@ -43,7 +43,6 @@ from gateway.core.messages import (
     EventId,
     InboundMessage,
     Media,
-    MediaKind,
     MediaRef,
     Mention,
     MessageId,
@@ -86,11 +85,6 @@ class ChannelRef(BaseModel):
         if self.type in DIRECT_TYPES:
             return Conversation(chat=ChatId(self.id), kind=ConversationKind.DIRECT)
         return Conversation(chat=ChatId(self.id), kind=ConversationKind.GROUP, title=self.name)
-
-
-def media_kind(content_type: str | None) -> MediaKind:
-    major = (content_type or "").split("/")[0]
-    return major if major in ("image", "audio", "video") else "file"  # type: ignore[return-value]
 
 
 def _text(content: str, names: dict[str, str], me: str) -> list[Element]:

@@ -5,7 +5,9 @@ the running account keeps its own) and reads the application's flags
 (``GET oauth2/applications/@me``): whether the privileged MESSAGE_CONTENT
 intent is enabled decides whether the Gateway will accept the intents the
 account asks for (it closes with 4014 when it will not), and what the bot can
-read in servers.
+read in servers.  The same answer's ``verify_key`` is the application's Public
+Key: a ``public_key`` that differs would make the interactions endpoint refuse
+every request Discord signs.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from urllib.parse import urlsplit
 import discord
 
 from channels.discord.config import DISCORD_API, DiscordConfig
-from channels.discord.transport import call, intents_for, point_at, trace
+from channels.discord.transport import call, new_client
 from gateway.core.errors import AuthFailed, GatewayError, PeerUnreachable
 from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.endpoints import origin, placeholder_host
@@ -24,6 +26,7 @@ from gateway.endpoints import origin, placeholder_host
 TOKEN_SHAPE = re.compile(r"^[\w-]{20,}\.[\w-]{4,}\.[\w-]{20,}$")
 FROM_PORTAL = "copy the token from Developer Portal > your application > Bot > Reset Token into the variable token: names"
 INTENT_PAGE = "Developer Portal > your application > Bot > Privileged Gateway Intents > Message Content Intent"
+KEY_PAGE = "Developer Portal > your application > General Information"
 
 
 def check_settings(settings: DiscordConfig) -> list[Problem]:
@@ -70,8 +73,7 @@ def _failure(error: GatewayError, where: str) -> Problem:
 
 async def probe_application(settings: DiscordConfig) -> ProbeResult:
     where = origin(settings.api_base) if settings.api_base != DISCORD_API else "discord.com"
-    point_at(settings)
-    client = discord.Client(intents=intents_for(settings), http_trace=trace())
+    client = new_client(settings)
     try:
         await call("login", client.login(settings.token.get_secret_value()), endpoint=settings.api_base)
         info = await call("application", client.application_info(), endpoint=settings.api_base)
@@ -80,4 +82,16 @@ async def probe_application(settings: DiscordConfig) -> ProbeResult:
     finally:
         await client.close()
     checked = f"bot {client.user} of application {info.name} ({info.id}) at {where}"
-    return ProbeResult(checked=checked, problems=tuple(intent_problems(settings, info.flags)))
+    return ProbeResult(checked=checked, problems=(*intent_problems(settings, info.flags),
+                                                  *key_problems(settings, info.verify_key, info.name)))
+
+
+def key_problems(settings: DiscordConfig, verify_key: str, application: str) -> list[Problem]:
+    """A ``public_key`` that is not the application's: Discord signs with its own, so every request fails."""
+    if settings.public_key is None or settings.public_key.lower() == verify_key.lower():
+        return []
+    return [Problem(message=f"public_key is not the Public Key of application {application} ({verify_key[:8]}…): the "
+                            "interactions endpoint would refuse every request Discord signs (401), and Discord "
+                            "would not save the Interactions Endpoint URL",
+                    fix=f"copy the Public Key from {KEY_PAGE} of the application this bot token belongs to into "
+                        "public_key, or remove public_key to take slash commands on the Gateway")]

@@ -20,6 +20,7 @@ Translation, most specific first::
     Refused 5xx                                 -> PeerUnavailable
     PrivilegedIntentsRequired (close 4014)      -> AuthFailed: enable the intent, or message_content: false
     LoginFailure, HTTP 401, close 4004          -> AuthFailed: the token is wrong or was reset
+    HTTP 404, code 10015 or 10062               -> ReplyWindowClosed: the interaction token is dead
     HTTP 403 (missing access or permissions)    -> Forbidden (a NotFound): that channel is closed to the bot
     HTTP 404                                    -> NotFound
     other HTTP 4xx (400, 413 too large)         -> BadRequest
@@ -45,6 +46,9 @@ from gateway.endpoints import origin, why_unreachable
 
 PLATFORM = "discord"
 RETRIED_BY_US = frozenset({429, 500, 502, 503, 504, 524})
+CODES = {10015: ErrorKind.REPLY_WINDOW_CLOSED, 10062: ErrorKind.REPLY_WINDOW_CLOSED}
+"""Discord's JSON codes that mean more than their 404: Unknown Webhook and Unknown Interaction, which is what
+an interaction token answers once it expired (15 min) or was invalidated (no initial response within 3 s)."""
 T = TypeVar("T")
 TOKEN_RE = re.compile(r"[\w-]{23,28}\.[\w-]{6,7}\.[\w-]{27,}")
 """What a bot token looks like; it never reaches a log line or the status page through an error text."""
@@ -118,7 +122,7 @@ def translate(error: BaseException, action: str, *, endpoint: str = "") -> Gatew
         return AuthFailed(PLATFORM, f"{action}: the bot token is wrong or was reset; copy it again from the Bot page", code=401)
     if isinstance(error, discord.HTTPException):
         where = f"{action}: {redact(error.text or str(error))}"
-        kind = status_kind(error.status) or ErrorKind.BAD_REQUEST  # the kit's one meaning per status (403: that chat only)
+        kind = CODES.get(error.code) or status_kind(error.status) or ErrorKind.BAD_REQUEST  # 403: that chat only
         if kind is ErrorKind.AUTH_FAILED:
             where += ": the bot token is wrong or was reset"
         return error_for(kind, PLATFORM, where, code=error.status)

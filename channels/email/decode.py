@@ -33,7 +33,7 @@ from email.message import EmailMessage
 from email.utils import getaddresses, parseaddr
 
 from channels._kit.languages import preferred_language
-from channels._kit.media import safe_name
+from channels._kit.media import media_kind, safe_name
 from channels.email.plaintext import html_to_text
 from gateway.core.errors import InvalidEvent, TooLarge
 from gateway.core.messages import (
@@ -47,7 +47,6 @@ from gateway.core.messages import (
     EventId,
     InboundMessage,
     Media,
-    MediaKind,
     MediaRef,
     MessageId,
     Referrer,
@@ -117,14 +116,6 @@ def body_text(mail: EmailMessage) -> str:
     return html_to_text(content) if part.get_content_type() == "text/html" else content.replace("\r\n", "\n")
 
 
-_KINDS: dict[str, MediaKind] = {"image": "image", "audio": "audio", "video": "video"}
-"""MIME major types that are a kind of their own; any other attachment is a file."""
-
-
-def _kind(content_type: str) -> MediaKind:
-    return _KINDS.get(content_type.split("/", 1)[0], "file")
-
-
 def attachments(mail: EmailMessage, max_bytes: int) -> tuple[list[Element], dict[str, bytes]]:
     """Each attachment as a Media element, and the bytes of those within ``max_bytes`` by locator."""
     elements: list[Element] = []
@@ -136,7 +127,7 @@ def attachments(mail: EmailMessage, max_bytes: int) -> tuple[list[Element], dict
         if not isinstance(payload, bytes):
             continue  # an attached message/rfc822: its text is not homework we can keep as a file
         ref = MediaRef(locator=f"part:{index}", size=len(payload), mime_type=content_type, name=name)
-        media = Media.inbound(_kind(content_type), ref)
+        media = Media.inbound(media_kind(content_type), ref)
         if len(payload) > max_bytes:
             media = media.model_copy(update={"missing": TooLarge("email", max_bytes, len(payload)).detail})
         else:

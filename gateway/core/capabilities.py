@@ -142,6 +142,10 @@ class ChannelCapabilities(BaseModel):
     """How long a token that answers one inbound event stays usable (Discord's interaction token: 15 min).
     The channel answers through it while it lives and by an ordinary message afterwards, so it is the
     channel's to read, not a window that closes the reply (that is ``reply_window_s``)."""
+    passive_reply_s: float | None = Field(default=None, gt=0)
+    """How long a webhook may wait for the answer to carry it in its own HTTP response (a WeChat Official
+    Account's passive reply, inside its 5 s); past that the answer goes as an ordinary message.  The
+    channel reads it; None: answers never ride in the webhook's response."""
     redelivery_horizon_s: float = Field(default=7 * 24 * 3600.0, gt=0)
     """How long the platform may redeliver an event; dedup keys are kept at least this long."""
     group_addressing: GroupAddressing = GroupAddressing.MENTION
@@ -166,6 +170,8 @@ class ChannelCapabilities(BaseModel):
             raise ValueError(f"media_kinds: {sorted(not_media)} are not media kinds ({', '.join(get_args(MediaKind))})")
         if self.media_kinds and not self.media_max_bytes:
             raise ValueError("media_max_bytes: a platform that carries media_kinds needs its size limit")
+        if self.passive_reply_s is not None and (self.ack_deadline_s is None or self.passive_reply_s >= self.ack_deadline_s):
+            raise ValueError("passive_reply_s: the wait for a passive reply must end before ack_deadline_s")
         if self.group_reply_window_s is not None and self.reply_window_s is None:
             raise ValueError("group_reply_window_s: a group window narrows reply_window_s, which is not declared")
         return self
@@ -183,6 +189,10 @@ class PlatformEntry(BaseModel):
     """Import names that must be importable (checked with importlib.util.find_spec, not imported)."""
     implemented: bool = True
     capabilities: ChannelCapabilities
+    """The platform's facts for its default kind of account."""
+    kinds: dict[str, ChannelCapabilities] = {}
+    """Other kinds of account on the same platform whose facts differ (``[weixin.kinds.official_account]``):
+    one channel, one config key, a row of facts per kind (docs/adr/0033-capabilities-per-account-kind.md)."""
 
 
 @cache
@@ -193,8 +203,10 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
     for name, entry in raw.items():
         caps = dict(entry.pop("capabilities", {}))
         caps["platform"] = name
+        kinds = {kind: {**row, "platform": name} for kind, row in dict(entry.pop("kinds", {})).items()}
         try:
-            catalog[name] = PlatformEntry(name=name, capabilities=ChannelCapabilities(**caps), **entry)
+            catalog[name] = PlatformEntry(name=name, capabilities=ChannelCapabilities(**caps),
+                                          kinds={kind: ChannelCapabilities(**row) for kind, row in kinds.items()}, **entry)
         except ValidationError as error:
             problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'capabilities'}: {e['msg']}" for e in error.errors())
             raise ConfigError(f"platform {name!r} is declared wrongly: {problems}", file=str(path), field=name,
@@ -202,8 +214,12 @@ def platform_catalog(path: Path = PLATFORMS_FILE) -> dict[str, PlatformEntry]:
     return catalog
 
 
-def capabilities_of(platform: str) -> ChannelCapabilities:
-    return platform_catalog()[platform].capabilities
+def capabilities_of(platform: str, kind: str | None = None) -> ChannelCapabilities:
+    """``platform``'s declared facts; for an account ``kind`` with a row of its own, that row's."""
+    entry = platform_catalog()[platform]
+    if kind is None or kind not in entry.kinds:
+        return entry.capabilities
+    return entry.kinds[kind]
 
 
 def fetch_limit(capabilities: ChannelCapabilities) -> int:

@@ -305,4 +305,9 @@ class Delivery:
         self.metrics.dead_letters.labels(*outlet.labels).inc()
         self.undelivered.note(*outlet.labels, f"given up: {error}")
         log.error("reply given up platform=%s account=%s reply=%s reason=%s", *outlet.labels, key, error)
+        if isinstance(error, ReplyWindowClosed) and self.on_shortfall is not None:
+            # The learner was not answered at all, for a rule of the platform's: their teacher hears it.
+            item = await self.store.get_reply(key)
+            if item is not None:
+                await self.on_shortfall(item.reply, f"nothing was sent: {error}")
         return ReplyState.FAILED

@@ -124,6 +124,7 @@ HARNESSES: dict[str, str] = {
     "slack": "tests.contract.slack_harness:SlackHarness",
     "discord": "tests.contract.discord_harness:DiscordHarness",
     "wecom": "tests.contract.wecom_harness:WecomHarness",
+    "weixin": "tests.contract.weixin_harness:WeixinHarness",
 }
 """channel name -> harness class.  A new channel adds one line here (and its harness module)."""
 

@@ -56,7 +56,9 @@ def rigs(names: list[str]):
 
 
 def caps_of(rig: Rig):
-    return load_channel(rig.harness.channel).capabilities()
+    """The running account's facts: its kind's row where the platform has kinds (WeChat, ADR 0033)."""
+    channel = rig.gateway.channel(rig.harness.channel, rig.harness.account)
+    return channel.declared if channel is not None else load_channel(rig.harness.channel).capabilities()
 
 
 def visible(text: str, dialect: Dialect) -> str:

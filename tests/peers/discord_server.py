@@ -21,8 +21,9 @@ REST (``/api/v10``): ``users/@me``, ``oauth2/applications/@me`` (with ``flags``)
 ``limit`` 1-100 default 50, newest first) and PATCH, ``typing``, threads
 from a message (the thread takes the message's id, THREAD_CREATE is dispatched, a second
 start is 400 with code 160004), DM channel creation, interaction callbacks (type 5 defers: a
-placeholder the first follow-up fills) and follow-up webhooks, command
-registration.  ``/attachments/{id}/{name}`` plays the CDN: it serves what users
+placeholder the first follow-up fills) and follow-up webhooks (which exist from the
+initial response on; an expired or invalidated token: 404 with code 10062 on the
+callback, 10015 on the webhook), command registration.  ``/attachments/{id}/{name}`` plays the CDN: it serves what users
 attached and what the bot uploaded (404 for anything else).  Every answer carries ``X-RateLimit-Limit/Remaining/Reset-After/Bucket``
 from a per-route, per-channel bucket; an exhausted bucket answers 429 with
 ``{retry_after, global}``, ``Retry-After``, ``X-RateLimit-Scope`` and ``Via`` (as
@@ -124,6 +125,8 @@ class DiscordPeer:
         self.faults: deque[Fault] = deque()
         self.down = False
         self.send_latency = 0.0
+        self.callback_latency = 0.0
+        """How long an interaction callback takes before Discord has taken it (a slow initial response)."""
         self.requests: list[dict] = []
         """Every REST request: method, route, channel, status, and (for 429) retry_after."""
         self.identifies = self.resumes = 0
@@ -295,13 +298,23 @@ class DiscordPeer:
         return await self.post_signed(url, json.dumps(ping).encode(), forged=forged)
 
     async def post_interaction(self, url: str, interaction: dict, *, timestamp: int | None = None,
-                               forged: bool = False) -> tuple[int, Any]:
+                               forged: bool = False, lost: bool = False) -> tuple[int, Any]:
         """POST ``interaction`` to the endpoint as Discord does; its answer is the initial response (type 5
-        defers, leaving the "thinking" placeholder a follow-up fills)."""
+        defers, leaving the "thinking" placeholder a follow-up fills).  ``lost``: the answer never reached
+        Discord within its 3 s (the gateway died after storing it), so the token is invalidated."""
         status, answer = await self.post_signed(url, json.dumps(interaction).encode(), timestamp=timestamp, forged=forged)
-        if status == 200 and isinstance(answer, dict) and answer.get("type") in (4, 5):
+        if lost:
+            self.expire_interaction(interaction["token"])
+        elif status == 200 and isinstance(answer, dict) and answer.get("type") in (4, 5):
             self._callback(interaction["token"], answer)
         return status, answer
+
+    def expire_interaction(self, token: str) -> None:
+        """Discord no longer knows ``token``: its 15 minutes are over, or no initial response came within 3 s.
+        The callback then answers 404 ``Unknown interaction`` (10062), the follow-up webhook 404 ``Unknown
+        Webhook`` (10015); a "thinking" placeholder already shown stays as it is."""
+        self.interactions.pop(token, None)
+        self.deferred.pop(token, None)
 
     async def post_signed(self, url: str, body: bytes, *, timestamp: int | None = None,
                           forged: bool = False) -> tuple[int, Any]:
@@ -586,7 +599,8 @@ class DiscordPeer:
         if parts[0] == "channels" and parts[1] in self.channels:
             return await self._channel(request, parts)
         if parts[0] == "interactions" and method == "POST":
-            return self._callback(parts[2], await request.json())
+            await asyncio.sleep(self.callback_latency)
+            return self._callback(parts[2], await request.json(), with_response=request.query.get("with_response") == "true")
         if parts[0] == "webhooks" and parts[1] == self.app_id:
             return await self._followup(request, parts)
         return 404, {"message": "404: Not Found", "code": 0}
@@ -695,7 +709,8 @@ class DiscordPeer:
         message["edited_timestamp"] = now_iso()
         return 200, message
 
-    def _callback(self, token: str, body: dict) -> tuple[int, Any]:
+    def _callback(self, token: str, body: dict, *, with_response: bool = False) -> tuple[int, Any]:
+        """Create Interaction Response: 204, or with ``with_response`` the interaction callback object."""
         interaction = self.interactions.get(token)
         if interaction is None:
             return 404, {"message": "Unknown interaction", "code": 10062}
@@ -713,12 +728,17 @@ class DiscordPeer:
         elif body.get("type") == 4:
             self.messages[interaction["channel_id"]].append(
                 self._message(interaction["channel_id"], self.bot, body.get("data", {}).get("content", "")))
-        return 204, None
+        if not with_response:
+            return 204, None
+        shown = self.deferred.get(token) or self.messages[interaction["channel_id"]][-1]
+        return 200, {"interaction": {"id": interaction["id"], "type": interaction["type"], "response_message_id": shown["id"],
+                                     "response_message_loading": body.get("type") == 5, "response_message_ephemeral": False},
+                     "resource": {"type": body.get("type")}}
 
     async def _followup(self, request: web.Request, parts: list[str]) -> tuple[int, Any]:
         token = parts[2]
         interaction = self.interactions.get(token)
-        if interaction is None:
+        if interaction is None or not interaction.get("answered"):  # the webhook exists from the initial response on
             return 404, {"message": "Unknown Webhook", "code": 10015}
         cid = interaction["channel_id"]
         payload, files = await self._payload(request)

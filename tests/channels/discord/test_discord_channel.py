@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 from channels.discord.channel import DiscordChannel
 from gateway.core.capabilities import TextUnit
 from gateway.core.messages import Attachment, Media, Quote
 from gateway.core.probes import Gravity
 from gateway.pipeline.lanes import NOTHING_TO_STOP
 from tests.contract.discord_harness import seen_from
-from tests.contract.harness import eventually, units
+from tests.contract.harness import ContractResponder, eventually, units
+from tests.peers.discord_server import LOADING
 
 # --------------------------------------------------------------------------- the session
 
@@ -117,6 +120,26 @@ async def test_doctor_says_which_intent_is_missing(open_rig):
     assert not result.ok
     [error] = result.problems
     assert "MESSAGE CONTENT" in error.message and "4014" in error.message and "Privileged Gateway Intents" in error.fix
+
+
+async def test_doctor_says_when_public_key_is_not_the_applications(open_rig):
+    rig = await open_rig()
+
+    async def probe(public_key: str):
+        settings = rig.channel.settings.model_copy(update={"public_key": public_key})
+        channel = DiscordChannel(rig.channel.context.__class__(**{**rig.channel.context.__dict__, "config": settings}))
+        try:
+            return await channel.probe()
+        finally:
+            await channel.close()
+
+    assert (await probe(rig.peer.public_key)).problems == ()
+    assert (await probe(rig.peer.public_key.upper())).problems == ()  # the portal's hex, in either case
+    result = await probe("ab" * 32)
+    assert not result.ok
+    [problem] = result.problems
+    assert "public_key" in problem.message and "refuse every request" in problem.message
+    assert rig.peer.public_key[:8] in problem.message and "General Information" in problem.fix
 
 
 async def test_asking_for_an_intent_the_application_lacks_waits_for_a_human(open_rig):
@@ -233,6 +256,85 @@ async def test_stop_and_link_commands_read_as_the_gateway_commands(open_rig):
     await rig.replies(stop["channel_id"], 2)
     await rig.quiet()
     assert [m.text for t in rig.responder.turns for m in t.messages] == ["/link ABCD1234"]  # the brain reads it as /link
+
+
+async def test_an_instant_answer_waits_for_its_deferral_and_fills_the_placeholder(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    rig.peer.callback_latency = 0.5  # the gateway's own /stop answer is ready long before Discord took the deferral
+    stop = await rig.peer.command("stop")
+    await eventually(lambda: any(m["content"] for m in rig.peer.seen(stop["channel_id"])), what="the answer to /stop")
+    await rig.quiet()
+    [shown] = rig.peer.seen(stop["channel_id"])
+    assert shown["content"] == NOTHING_TO_STOP and not shown["flags"] & LOADING
+    assert not channel_posts(rig, stop["channel_id"]) and not refused_followups(rig)
+
+
+def channel_posts(rig, channel: str) -> list[dict]:
+    """The bot's answered POSTs of a plain channel message (not a follow-up) in ``channel``."""
+    return [r for r in rig.peer.requests
+            if r["method"] == "POST" and r["route"] == "channels/{id}/messages" and r["channel"] == channel]
+
+
+def refused_followups(rig) -> list[dict]:
+    return [r for r in rig.peer.requests if r["route"].startswith("webhooks/") and r["status"] == 404]
+
+
+async def test_a_command_whose_token_discord_invalidated_is_answered_by_one_channel_message(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    ask = rig.peer.interaction("ask", {"question": "what is a verb?"}, channel=rig.peer.channel_id)
+    rig.peer.expire_interaction(ask["token"])  # no initial response reached Discord within its 3 s
+    await rig.peer.dispatch("INTERACTION_CREATE", ask)
+    [shown] = await rig.replies(rig.peer.channel_id, 1, what="the answer as a channel message")
+    await rig.quiet()
+    assert shown.text == "echo: what is a verb?"
+    assert [m["content"] for m in rig.peer.seen(rig.peer.channel_id)] == ["echo: what is a verb?"]
+    assert len(channel_posts(rig, rig.peer.channel_id)) == 1 and len(refused_followups(rig)) == 1
+    assert rig.metric("partners_dead_letters_total") == 0
+
+
+async def test_a_fallback_message_whose_answer_was_lost_is_retried_into_the_same_message(open_rig):
+    rig = await open_rig()
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    ask = rig.peer.interaction("ask", {"question": "what is a noun?"}, channel=rig.peer.channel_id)
+    rig.peer.expire_interaction(ask["token"])
+    rig.peer.fail_next(504, route="messages")  # Discord posts the channel message, the answer is lost
+    await rig.peer.dispatch("INTERACTION_CREATE", ask)
+    await rig.replies(rig.peer.channel_id, 1, what="the answer as a channel message")
+    await eventually(lambda: len(channel_posts(rig, rig.peer.channel_id)) == 2, what="the retry of the lost post")
+    await rig.quiet()
+    assert [m["content"] for m in rig.peer.seen(rig.peer.channel_id)] == ["echo: what is a noun?"]  # the nonce held
+    assert len(refused_followups(rig)) == 2  # the retry asked the dead token again and went the same way
+
+
+class HeldResponder(ContractResponder):
+    """Answers only once ``release`` is set: a turn that outlives its interaction token."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release = asyncio.Event()
+
+    async def respond(self, turn):
+        await self.release.wait()
+        async for event in super().respond(turn):
+            yield event
+
+
+async def test_an_answer_after_the_token_expired_goes_to_the_channel_and_the_placeholder_stays(open_rig):
+    responder = HeldResponder()
+    rig = await open_rig(responder=responder)
+    await eventually(lambda: rig.peer.commands, what="the commands to be registered")
+    ask = await rig.peer.command("ask", {"question": "why is ice slippery?"})
+    await eventually(lambda: ask.get("answered") == 5, what="the command to be deferred")
+    rig.peer.expire_interaction(ask["token"])  # the answer comes after the token's 15 minutes
+    responder.release.set()
+    await rig.replies(ask["channel_id"], 2, what="the answer beside the placeholder")
+    await rig.quiet()
+    placeholder, answer = rig.peer.seen(ask["channel_id"])
+    assert placeholder["flags"] & LOADING and not placeholder["content"]
+    assert answer["content"] == "echo: why is ice slippery?" and not answer["flags"] & LOADING
+    assert len(channel_posts(rig, ask["channel_id"])) == 1 and len(refused_followups(rig)) == 1
 
 
 # --------------------------------------------------------------------------- attachments

@@ -50,6 +50,30 @@ class Endpoint:
 
         return await eventually(done, what="the model's answer in the learner's channel")
 
+    def channel_posts(self) -> int:
+        return sum(1 for r in self.peer.requests if r["method"] == "POST" and r["route"] == "channels/{id}/messages")
+
+
+async def test_a_command_whose_deferral_never_reached_discord_is_answered_by_one_channel_message(endpoint):
+    endpoint.stub.script(Reply.text(ANSWER))
+    ask = endpoint.peer.interaction("ask", {"question": QUESTION})
+    assert await endpoint.peer.post_interaction(endpoint.url, ask, lost=True) == (200, {"type": 5})
+    [message] = await endpoint.answered(ask["channel_id"])
+    assert not message["flags"] & LOADING and "interaction_metadata" not in message  # a plain channel message
+    assert endpoint.channel_posts() == 1 and endpoint.followups() == 1  # the follow-up was tried, refused 10015
+    assert len(endpoint.stub.requests) == 1
+
+
+async def test_an_answer_after_the_token_expired_goes_to_the_channel_once(endpoint):
+    endpoint.stub.script(Reply.text(ANSWER, gated=True))
+    ask = endpoint.peer.interaction("ask", {"question": QUESTION})
+    assert await endpoint.peer.post_interaction(endpoint.url, ask) == (200, {"type": 5})
+    endpoint.peer.expire_interaction(ask["token"])  # the model took longer than the token's 15 minutes
+    endpoint.stub.open_gate()
+    placeholder, message = await endpoint.answered(ask["channel_id"])
+    assert placeholder["flags"] & LOADING and message["content"] == ANSWER
+    assert endpoint.channel_posts() == 1 and endpoint.followups() == 1
+
 
 @pytest.fixture
 async def endpoint(tmp_path, monkeypatch):

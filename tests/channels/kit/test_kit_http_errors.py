@@ -17,7 +17,16 @@ from channels._kit.http_errors import (
     status_kind,
     translate,
 )
-from gateway.core.errors import AuthFailed, BadRequest, Forbidden, NotFound, PeerUnavailable, PermanentError, RateLimited
+from gateway.core.errors import (
+    AuthFailed,
+    BadRequest,
+    Forbidden,
+    NotFound,
+    PeerUnavailable,
+    PermanentError,
+    RateLimited,
+    ReplyWindowClosed,
+)
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC).timestamp()
 
@@ -141,6 +150,14 @@ def test_feishu_codes_and_a_code_the_table_does_not_name():
 def test_an_unnamed_code_on_an_error_status_takes_the_statuss_meaning():
     answer = translate("feishu", "im/v1/messages", 503, {}, {"code": 1234, "msg": "internal"}, codes=FEISHU)
     assert isinstance(answer, PeerUnavailable)
+
+
+def test_a_code_can_say_the_reply_token_is_gone_where_the_status_says_only_404():
+    discord = BodyCodes(code_field="code", kinds={"10015": ErrorKind.REPLY_WINDOW_CLOSED})
+    gone = translate("discord", "followup", 404, {}, {"message": "Unknown Webhook", "code": 10015}, codes=discord)
+    assert isinstance(gone, ReplyWindowClosed) and "Unknown Webhook" in str(gone)
+    other = translate("discord", "send", 404, {}, {"message": "Unknown Channel", "code": 10003}, codes=discord)
+    assert isinstance(other, NotFound) and not isinstance(other, ReplyWindowClosed)
 
 
 def test_a_body_that_is_no_json_object_carries_no_code():

@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from channels._kit.media import attachment_name, content_type, download, safe_name
+from channels._kit.media import attachment_name, content_type, download, media_kind, safe_name
 from gateway.core.errors import AuthFailed, NotFound, PeerUnavailable, TooLarge
 
 URL = "https://files.test/bot123:SECRET/photos/file_1.jpg"
@@ -122,3 +122,11 @@ def test_a_long_name_is_bounded_in_bytes_and_keeps_its_extension():
 def test_a_content_disposition_name_is_read_in_both_forms():
     assert attachment_name('attachment; filename="cat.png"') == "cat.png"
     assert attachment_name(None) == ""
+
+
+@pytest.mark.parametrize(("mime", "kind"), [
+    ("image/png", "image"), ("audio/ogg; codecs=opus", "audio"), ("VIDEO/mp4", "video"),
+    ("application/pdf", "file"), ("text/plain", "file"), ("", "file"), (None, "file"),
+])
+def test_a_mime_type_names_its_media_kind_and_anything_else_is_a_file(mime, kind):
+    assert media_kind(mime) == kind

@@ -1,0 +1,224 @@
+"""An emulated WeChat Official Account platform: the callbacks WeChat sends, and the ``cgi-bin`` API it serves.
+
+Written from WeChat's documentation of the Official Account server
+configuration, message encryption and customer-service messages (X1, X2, X3):
+
+- **Callbacks.**  ``verify_url`` sends the GET the admin console sends when the
+  teacher saves the server configuration (``signature``, ``timestamp``,
+  ``nonce``, ``echostr``) and expects ``echostr`` back.  ``say`` posts a
+  learner's text message as XML, signed with ``signature`` =
+  SHA-1(sorted token, timestamp, nonce); in safe mode the XML is encrypted
+  into ``<Encrypt>`` with the EncodingAESKey and the appid, and
+  ``msg_signature`` covers the ciphertext too; compatible mode sends both
+  copies.  An answer that is not 200 with ``success``, an empty body or a
+  reply XML counts as none; a reply XML (sealed in safe mode, its
+  ``MsgSignature`` checked) is a *passive reply*, shown to the learner and
+  recorded in ``passive``; and WeChat tries the same ``MsgId`` again, three
+  retries in all (after ``retry_after_s``: WeChat's 5 s, shortened by tests).
+- **API.**  ``GET /cgi-bin/token`` hands out an ``access_token`` for the
+  right appid and secret (``expires_in`` 7200); ``POST
+  /cgi-bin/message/custom/send`` takes a text message to a learner who wrote in
+  the last 48 hours, at most five per learner message, and records it.
+  Errors are 200s with ``errcode``: 40001 (token not good), 40125 (bad
+  secret), 45015 (out of the window), 45047 (quota used up).
+- **Faults.**  ``expire_token()`` ends the current token (the next send gets
+  40001 once the token it carries is the old one); ``fail_next(45015)`` makes
+  the next send fail with that code.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import json
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+import httpx
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from channels._kit.msgcrypt import WechatCrypto
+from channels._kit.signatures import wechat_signature
+from channels._kit.wechat_xml import opened, read_fields, write_fields
+from gateway.http.server import serve_http
+from tests.waits import HANG_S, HTTP_S
+
+WINDOW_S = 48 * 3600
+QUOTA = 5
+RETRIES = 3
+
+
+@dataclass
+class Delivery:
+    """One POST of a callback and what the gateway answered."""
+
+    msg_id: str
+    attempt: int
+    status: int
+    body: str
+
+
+@dataclass
+class WechatOA:
+    """One Official Account at the emulated WeChat, and the learners who write to it."""
+
+    callback_url: str = ""
+    mode: str = "safe"
+    appid: str = field(default_factory=lambda: "wx" + secrets.token_hex(8))
+    appsecret: str = field(default_factory=lambda: secrets.token_hex(16))
+    token: str = field(default_factory=lambda: secrets.token_hex(8))
+    aes_key: str = field(default_factory=lambda: secrets.token_urlsafe(48).replace("-", "a").replace("_", "b")[:43])
+    retry_after_s: float = 5.0
+    sent: list[dict] = field(default_factory=list)
+    """Every customer-service message WeChat took, as posted."""
+    deliveries: list[Delivery] = field(default_factory=list)
+    passive: list[dict] = field(default_factory=list)
+    """Every passive reply WeChat took from a callback's answer, as its fields."""
+    tokens_issued: int = 0
+    _good_tokens: set[str] = field(default_factory=set)
+    _last_said: dict[str, tuple[float, int]] = field(default_factory=dict)
+    """OpenID -> when they last wrote, and the customer-service messages sent since."""
+    _faults: list[int] = field(default_factory=list)
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time()) * 1000))
+
+    # ------------------------------------------------------------------ faults
+
+    def expire_token(self) -> None:
+        self._good_tokens.clear()
+
+    def fail_next(self, errcode: int) -> None:
+        self._faults.append(errcode)
+
+    # ------------------------------------------------------------------ the API
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/cgi-bin/token", self._token), Route("/cgi-bin/message/custom/send",
+                                                                            self._send, methods=["POST"])])
+
+    async def _token(self, request: Request) -> JSONResponse:
+        query = request.query_params
+        if query.get("appid") != self.appid or query.get("secret") != self.appsecret:
+            return JSONResponse({"errcode": 40125, "errmsg": "invalid appsecret"})
+        token = "T" + secrets.token_hex(12)
+        self._good_tokens.add(token)
+        self.tokens_issued += 1
+        return JSONResponse({"access_token": token, "expires_in": 7200})
+
+    async def _send(self, request: Request) -> JSONResponse:
+        if request.query_params.get("access_token") not in self._good_tokens:
+            return JSONResponse({"errcode": 40001, "errmsg": "invalid credential, access_token is invalid or not latest"})
+        if self._faults:
+            code = self._faults.pop(0)
+            return JSONResponse({"errcode": code, "errmsg": f"injected {code}"})
+        body = json.loads(await request.body())
+        to = body.get("touser", "")
+        said_at, used = self._last_said.get(to, (None, 0))
+        if said_at is None or time.time() > said_at + WINDOW_S:
+            return JSONResponse({"errcode": 45015, "errmsg": "response out of time limit or subscription is canceled"})
+        if used >= QUOTA:
+            return JSONResponse({"errcode": 45047, "errmsg": "out of response count limit"})
+        if body.get("msgtype") != "text" or not body.get("text", {}).get("content"):
+            return JSONResponse({"errcode": 44003, "errmsg": "empty news data"})
+        self._last_said[to] = (said_at, used + 1)
+        self.sent.append(body)
+        return JSONResponse({"errcode": 0, "errmsg": "ok"})
+
+    def texts_to(self, openid: str) -> list[str]:
+        """What the learner was shown, passive replies and customer-service messages alike (in arrival order)."""
+        return [m["text"]["content"] for m in self.sent if m["touser"] == openid]
+
+    def cs_texts_to(self, openid: str) -> list[str]:
+        return [m["text"]["content"] for m in self.sent if m["touser"] == openid and m.get("via") != "passive"]
+
+    def read_answer(self, body: bytes) -> dict[str, str]:
+        """A passive reply's fields, opened as WeChat opens it in this account's mode."""
+        outer = read_fields(body)
+        if "Encrypt" in outer:
+            return opened(body, WechatCrypto(self.aes_key, self.appid), self.token)
+        if self.mode == "safe":
+            raise AssertionError("a safe-mode account answered in plaintext")
+        return outer
+
+    # ------------------------------------------------------------------ callbacks
+
+    def _query(self, encrypted: str | None = None, *, timestamp: int | None = None, token: str | None = None) -> dict:
+        stamp, nonce = str(int(time.time()) if timestamp is None else timestamp), secrets.token_hex(5)
+        key = token or self.token
+        query = {"signature": wechat_signature(key, stamp, nonce), "timestamp": stamp, "nonce": nonce,
+                 "openid": "o-learner"}
+        if encrypted is not None:
+            query |= {"encrypt_type": "aes", "msg_signature": wechat_signature(key, stamp, nonce, encrypted)}
+        return query
+
+    def message(self, openid: str, text: str, *, msg_id: str | None = None, create_time: int | None = None) -> bytes:
+        return write_fields({"ToUserName": "gh_account", "FromUserName": openid,
+                             "CreateTime": int(time.time()) if create_time is None else create_time,
+                             "MsgType": "text", "Content": text, "MsgId": msg_id or str(next(self._ids))})
+
+    def envelope(self, plain: bytes, **signing) -> tuple[dict, bytes]:
+        """The query and body WeChat would post for ``plain`` in this account's mode."""
+        if self.mode == "plaintext":
+            return self._query(**signing), plain
+        encrypted = WechatCrypto(self.aes_key, self.appid).encrypt(plain)
+        if self.mode == "safe":
+            body = write_fields({"ToUserName": "gh_account", "Encrypt": encrypted})
+        else:  # compatible: the plain fields and their encrypted copy
+            body = plain.replace(b"</xml>", b"<Encrypt><![CDATA[" + encrypted.encode() + b"]]></Encrypt></xml>")
+        return self._query(encrypted, **signing), body
+
+    async def post(self, query: dict, body: bytes) -> httpx.Response:
+        async with httpx.AsyncClient(timeout=HTTP_S, trust_env=False) as http:
+            return await http.post(self.callback_url, params=query, content=body,
+                                   headers={"Content-Type": "text/xml"})
+
+    async def say(self, openid: str, text: str, *, msg_id: str | None = None, create_time: int | None = None) -> str:
+        """A learner writes: the callback posted, and retried as WeChat retries it; returns its MsgId."""
+        msg_id = msg_id or str(next(self._ids))
+        plain = self.message(openid, text, msg_id=msg_id, create_time=create_time)
+        self._last_said[openid] = (float(create_time if create_time is not None else time.time()), 0)
+        for attempt in range(1 + RETRIES):
+            query, body = self.envelope(plain)
+            try:
+                async with httpx.AsyncClient(timeout=self.retry_after_s, trust_env=False) as http:
+                    answer = await http.post(self.callback_url, params=query, content=body)
+                status, said = answer.status_code, answer.text
+            except httpx.TimeoutException:
+                status, said = 0, ""
+            self.deliveries.append(Delivery(msg_id, attempt, status, said))
+            if status == 200 and said.startswith("<xml>"):
+                fields = self.read_answer(said.encode())
+                assert fields["ToUserName"] == openid and fields["MsgType"] == "text", fields
+                self.passive.append(fields)
+                self.sent.append({"touser": openid, "msgtype": "text", "text": {"content": fields["Content"]},
+                                  "via": "passive"})
+                break
+            if status == 200 and said in ("success", ""):
+                break
+            await asyncio.sleep(0 if status == 0 else self.retry_after_s)
+        return msg_id
+
+    async def verify_url(self, *, token: str | None = None) -> httpx.Response:
+        echostr = secrets.token_hex(8)
+        async with httpx.AsyncClient(timeout=HTTP_S, trust_env=False) as http:
+            answer = await http.get(self.callback_url, params={**self._query(token=token), "echostr": echostr})
+        answer.extensions["echostr"] = echostr
+        return answer
+
+
+@contextlib.asynccontextmanager
+async def serving(oa: WechatOA) -> AsyncIterator[str]:
+    """The emulated ``api.weixin.qq.com`` on a free loopback port; yields its base URL (ending in ``/``)."""
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    server = asyncio.create_task(serve_http(oa.app(), "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1))
+    try:
+        yield (await asyncio.wait_for(ready, HANG_S)).rstrip("/") + "/"
+    finally:
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
