@@ -17,7 +17,8 @@ a chat unasked.
 Faults a test asks for: :meth:`WecomServer.drop` closes the bot's socket;
 :meth:`WecomServer.redeliver` sends a callback again under a new ``req_id``;
 :attr:`WecomServer.expired` makes every stream update answered with errcode
-846608 ("stream message update expired").
+846608 ("stream message update expired"); :attr:`WecomServer.mute_pings` leaves
+pings unanswered.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ class WecomServer:
     def __init__(self, bot_id: str = "aib-test", secret: str = "s3cret") -> None:
         self.bot_id, self.secret = bot_id, secret
         self.expired = False
+        self.mute_pings = False
+        """Take pings without answering them, as a connection that died half-way does."""
         self.subscribes = 0
         self.pings = 0
         self.streams: dict[str, StreamSeen] = {}
@@ -113,7 +116,8 @@ class WecomServer:
                 await self._ack(socket, req_id)
             elif cmd == "ping":
                 self.pings += 1
-                await self._ack(socket, req_id)
+                if not self.mute_pings:
+                    await self._ack(socket, req_id)
             elif cmd == "aibot_respond_msg":
                 code = self._respond(req_id, body)
                 await self._ack(socket, req_id, code, "stream message update expired" if code else "ok")

@@ -112,3 +112,33 @@ async def test_a_refused_secret_waits_for_a_human_and_is_not_retried_over_and_ov
         finally:
             await gateway.stop()
             os.environ.pop(env, None)
+
+
+async def test_unanswered_pings_are_a_dead_connection_and_the_bot_subscribes_again(tmp_path):
+    """The SDK's ping is the one liveness check: two left unanswered close the socket, and the
+    supervisor's restart (the one reconnect layer) subscribes again and answers."""
+    import os
+    import uuid
+
+    from gateway.app import Gateway
+    from tests.channels.wecom.conftest import config
+    from tests.contract.harness import ContractResponder
+    from tests.peers.wecom_server import WecomServer
+
+    env = f"WECOM_SECRET_{uuid.uuid4().hex[:8].upper()}"
+    async with WecomServer() as server:
+        os.environ[env] = server.secret
+        gateway = Gateway(config(tmp_path / "data", server, env, heartbeat_s=0.2), responder=ContractResponder())
+        await gateway.start()
+        try:
+            await server.connected()
+            await eventually(lambda: server.pings >= 2, what="pings on a live connection")
+            server.mute_pings = True
+            await eventually(lambda: server.subscribes >= 2, what="a second subscribe after the pings went unanswered")
+            server.mute_pings = False
+            await server.say("still there?")
+            await eventually(lambda: server.answers("learner1"), what="the answer on the new connection")
+            assert server.answers("learner1")[0].content == "echo: still there?"
+        finally:
+            await gateway.stop()
+            os.environ.pop(env, None)
