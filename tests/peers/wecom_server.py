@@ -16,7 +16,9 @@ a chat unasked.
 
 Faults a test asks for: :meth:`WecomServer.drop` closes the bot's socket;
 :meth:`WecomServer.redeliver` sends a callback again under a new ``req_id``;
-:attr:`WecomServer.expired` makes every stream update answered with errcode
+:attr:`WecomServer.hold` keeps what learners say while no bot is connected and, at the next
+subscribe, sends every callback not answered yet again (the at-least-once model a crash test
+needs; WeCom does not document how long it keeps them); :attr:`WecomServer.expired` makes every stream update answered with errcode
 846608 ("stream message update expired"); :attr:`WecomServer.mute_pings` leaves
 pings unanswered.
 """
@@ -24,12 +26,14 @@ pings unanswered.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 from tests.waits import HANG_S
 
@@ -67,6 +71,10 @@ class WecomServer:
         self.bot_id, self.secret = bot_id, secret
         self.expired = False
         self.mute_pings = False
+        self.hold = False
+        self._unanswered: dict[str, tuple[dict[str, Any], str]] = {}
+        """msgid -> (body, chat) of every callback sent whose chat shows no finished answer to it yet."""
+        self._msgid_of: dict[str, str] = {}
         """Take pings without answering them, as a connection that died half-way does."""
         self.subscribes = 0
         self.pings = 0
@@ -101,6 +109,13 @@ class WecomServer:
         await asyncio.wait_for(self._connected.wait(), HANG_S)
 
     async def _serve(self, socket: ServerConnection) -> None:
+        with contextlib.suppress(ConnectionClosed):  # a bot killed mid-frame closes without a close frame
+            await self._read(socket)
+        if self._socket is socket:
+            self._socket = None
+            self._connected.clear()
+
+    async def _read(self, socket: ServerConnection) -> None:
         async for raw in socket:
             frame = json.loads(raw)
             req_id = str((frame.get("headers") or {}).get("req_id", ""))
@@ -114,6 +129,9 @@ class WecomServer:
                 self._socket = socket
                 self._connected.set()
                 await self._ack(socket, req_id)
+                if self.hold:
+                    for body, chat in list(self._unanswered.values()):
+                        await self._push(body, chat)
             elif cmd == "ping":
                 self.pings += 1
                 if not self.mute_pings:
@@ -124,9 +142,6 @@ class WecomServer:
             elif cmd == "aibot_send_msg":
                 self._pushed(body)
                 await self._ack(socket, req_id)
-        if self._socket is socket:
-            self._socket = None
-            self._connected.clear()
 
     def _respond(self, req_id: str, body: dict[str, Any]) -> int:
         if body.get("msgtype") != "stream":
@@ -144,6 +159,8 @@ class WecomServer:
         seen.content = str(stream.get("content", ""))
         seen.updates.append(seen.content)
         seen.finished += 1 if stream.get("finish") else 0
+        if seen.finished:
+            self._unanswered.pop(self._msgid_of.get(req_id, ""), None)
         return 0
 
     def _pushed(self, body: dict[str, Any]) -> None:
@@ -158,7 +175,8 @@ class WecomServer:
 
     async def say(self, text: str, *, user: str = "learner1", group: str | None = None) -> Said:
         """A learner says ``text`` to the bot: in a DM, or in ``group`` as an @-message."""
-        await self.connected()
+        if not self.hold:
+            await self.connected()
         msgid = f"msg{next(self._ids)}"
         body: dict[str, Any] = {"msgid": msgid, "aibotid": self.bot_id, "chattype": "group" if group else "single",
                                 "from": {"userid": user}, "msgtype": "text",
@@ -172,13 +190,21 @@ class WecomServer:
         return await self._push(said.frame["body"], said.chat)
 
     async def _push(self, body: dict[str, Any], chat: str) -> Said:
+        req_id = f"req{next(self._ids)}"
+        self._chat_of[req_id], self._msgid_of[req_id] = chat, str(body["msgid"])
+        frame = {"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body}
+        said = Said(str(body["msgid"]), req_id, chat, frame)
+        if self.hold:
+            self._unanswered[said.msgid] = (body, chat)
+            socket = self._socket
+            if socket is not None:
+                with contextlib.suppress(ConnectionClosed):  # a killed bot: sent again at the next subscribe
+                    await socket.send(json.dumps(frame, ensure_ascii=False))
+            return said
         await self.connected()
         assert self._socket is not None
-        req_id = f"req{next(self._ids)}"
-        self._chat_of[req_id] = chat
-        frame = {"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body}
         await self._socket.send(json.dumps(frame, ensure_ascii=False))
-        return Said(str(body["msgid"]), req_id, chat, frame)
+        return said
 
     async def drop(self) -> None:
         """Close the bot's socket, as a network fault or a WeCom restart does."""
