@@ -32,6 +32,8 @@ import logging
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
+from wecom_aibot_sdk import WSAuthFailureError, WSReconnectExhaustedError
+
 from channels._kit.ack import AckClock
 from channels.base import Channel, ChannelContext
 from channels.wecom.config import CLOUD_WS, WecomConfig
@@ -106,10 +108,11 @@ class WecomChannel(Channel[WecomConfig]):
             self._ended.set_result(error)
 
     def _on_error(self, error: Exception) -> None:
-        said = str(error)
-        if "Authentication failed" in said or type(error).__name__ == "WSAuthFailureError":
+        """The SDK's ``error`` event: a refused subscribe (its text, then ``WSAuthFailureError``) ends the run
+        for a human; a given-up reconnect ends it for the supervisor; anything else is only logged."""
+        if isinstance(error, WSAuthFailureError) or str(error).startswith("Authentication failed"):
             self._end(AuthFailed(PLATFORM, "the subscribe was refused: check bot_id and secret on the bot's page"))
-        elif type(error).__name__ == "WSReconnectExhaustedError":
+        elif isinstance(error, WSReconnectExhaustedError):
             self._end(PeerUnavailable(PLATFORM, "the long connection is down"))
         else:
             log.info("wecom sdk error account=%s error=%s", self.account, type(error).__name__)
