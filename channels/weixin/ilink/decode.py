@@ -1,0 +1,89 @@
+"""One ``getupdates`` message -> InboundMessage: the learner's text, its id, and the context token a reply needs.
+
+A message in ``msgs`` names its sender (``from_user_id``), the platform's id
+for it (``message_id``), when it was made (``create_time_ms``), the parts it
+has (``item_list``: ``type`` 1 text, 2 image, 3 voice, 4 file, 5 video) and
+the ``context_token`` every reply to it must carry.  That token rides in the
+referrer with its end (``received + reply_window_s`` from platforms.toml), so
+the outbound path refuses a late reply with a reason instead of a platform
+error.  The bot's own messages (``message_type`` 2) come back too and are
+marked ``from_self``.  Voice arrives with the platform's transcript
+(``voice_item.text``) where it made one, which is read as the learner's words.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from gateway.core.errors import InvalidEvent
+from gateway.core.messages import (
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    MessageId,
+    Referrer,
+    Sender,
+    Text,
+    UserId,
+)
+
+CHANNEL = ChannelName("weixin")
+TEXT, IMAGE, VOICE, FILE, VIDEO = 1, 2, 3, 4, 5
+BOT = 2
+UNSHOWN = {IMAGE: "an image", VOICE: "a voice message", FILE: "a file", VIDEO: "a video"}
+
+
+class Skipped(Exception):
+    """A message with nothing this release reads (media only): recorded as refused, and the cursor moves on."""
+
+
+def _said(items: Any) -> str:
+    if not isinstance(items, list):
+        return ""
+    words = []
+    for item in items:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == TEXT and isinstance(text := (item.get("text_item") or {}).get("text"), str):
+            words.append(text)
+        elif item.get("type") == VOICE and isinstance(text := (item.get("voice_item") or {}).get("text"), str):
+            words.append(text)
+    return "\n".join(w for w in words if w.strip())
+
+
+def decode(raw: Any, *, account: AccountId, window_s: float | None) -> InboundMessage:
+    """The message in ``raw``; :class:`Skipped` or :class:`InvalidEvent` with the reason otherwise."""
+    if not isinstance(raw, dict):
+        raise InvalidEvent(f"weixin ilink message is not an object: {str(raw)[:100]}")
+    ident, learner = raw.get("message_id"), raw.get("from_user_id")
+    if not isinstance(ident, (int, str)) or str(ident) == "" or not isinstance(learner, str) or not learner:
+        raise InvalidEvent("weixin ilink message without message_id or from_user_id")
+    stamp = raw.get("create_time_ms")
+    try:
+        received = datetime.fromtimestamp(int(stamp) / 1000, UTC) if stamp is not None else datetime.now(UTC)
+    except (TypeError, ValueError, OverflowError, OSError):
+        raise InvalidEvent(f"weixin ilink create_time_ms {str(stamp)[:20]!r} is not a time") from None
+    said = _said(raw.get("item_list"))
+    if not said:
+        kinds = {i.get("type") for i in raw.get("item_list") or [] if isinstance(i, dict)}
+        raise Skipped(", ".join(UNSHOWN.get(k, f"item type {k}") for k in sorted(kinds, key=str)) or "an empty message")
+    token = raw.get("context_token")
+    event = EventId(str(ident))
+    return InboundMessage(
+        event_id=event,
+        address=Address(channel=CHANNEL, account=account,
+                        conversation=Conversation(chat=ChatId(learner), kind=ConversationKind.DIRECT)),
+        sender=Sender(user=UserId(learner)),
+        elements=(Text(text=said),),
+        referrer=Referrer(message=MessageId(str(ident)), token=token if isinstance(token, str) and token else None,
+                          expires_at=received + timedelta(seconds=window_s) if window_s is not None else None),
+        received_at=received,
+        addressed=True,
+        from_self=raw.get("message_type") == BOT,
+    )
