@@ -41,7 +41,7 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
         raise click.UsageError(f"no weixin account {account!r} in the config; add channels.weixin.{account} first")
     settings = validate_account(config, "weixin", account, WeixinConfig)
     if not isinstance(settings, IlinkConfig):
-        raise click.UsageError(f"weixin/{account} is an Official Account ({settings.kind}): it needs no login")
+        raise click.UsageError(f"weixin/{account} is not personal WeChat (kind: ilink): it needs no login")
 
     def show(link: str) -> None:
         click.echo("Scan this QR code with the WeChat that will speak for the partner "

@@ -36,7 +36,7 @@ from gateway.core.messages import (
 CHANNEL = ChannelName("weixin")
 TEXT, IMAGE, VOICE, FILE, VIDEO = 1, 2, 3, 4, 5
 BOT = 2
-UNSHOWN = {IMAGE: "an image", VOICE: "a voice message", FILE: "a file", VIDEO: "a video"}
+UNSHOWN = {str(IMAGE): "an image", str(VOICE): "a voice message", str(FILE): "a file", str(VIDEO): "a video"}
 
 
 class Skipped(Exception):
@@ -71,8 +71,8 @@ def decode(raw: Any, *, account: AccountId, window_s: float | None) -> InboundMe
         raise InvalidEvent(f"weixin ilink create_time_ms {str(stamp)[:20]!r} is not a time") from None
     said = _said(raw.get("item_list"))
     if not said:
-        kinds = {i.get("type") for i in raw.get("item_list") or [] if isinstance(i, dict)}
-        raise Skipped(", ".join(UNSHOWN.get(k, f"item type {k}") for k in sorted(kinds, key=str)) or "an empty message")
+        kinds = {str(i.get("type")) for i in raw.get("item_list") or [] if isinstance(i, dict)}
+        raise Skipped(", ".join(UNSHOWN.get(k, f"item type {k}") for k in sorted(kinds)) or "an empty message")
     token = raw.get("context_token")
     event = EventId(str(ident))
     return InboundMessage(
