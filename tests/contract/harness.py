@@ -124,8 +124,9 @@ HARNESSES: dict[str, str] = {
     "slack": "tests.contract.slack_harness:SlackHarness",
     "discord": "tests.contract.discord_harness:DiscordHarness",
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
+    "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
 }
-"""channel name -> harness class.  A new channel adds one line here (and its harness module)."""
+"""harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 
 
 def harness_class(name: str) -> Any:

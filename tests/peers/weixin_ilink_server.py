@@ -103,6 +103,12 @@ class IlinkPeer:
         await self._notify()
         return str(ident)
 
+    async def say_again(self, message_id: str) -> None:
+        """The platform handing the same message out once more (a redelivery)."""
+        [raw] = [m for m in self.log if str(m["message_id"]) == message_id][:1]
+        self.log.append(dict(raw))
+        await self._notify()
+
     async def scan(self) -> None:
         await self._move("scaned")
 
