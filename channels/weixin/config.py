@@ -33,6 +33,7 @@ from gateway.core.config import AccountConfig, EnvSecret
 
 API_BASE = "https://api.weixin.qq.com/"
 ILINK_BASE = "https://ilinkai.weixin.qq.com/"
+ILINK_CDN = "https://novac2c.cdn.weixin.qq.com/c2c/"
 DEFAULT_KIND = "ilink"
 NOT_YET: dict[str, str] = {}
 """Kinds the platform has and this release does not: refused with these words when the config loads."""
@@ -109,13 +110,16 @@ class IlinkConfig(WeixinConfig):
     bot's own calls; that one is stored with the token and wins."""
     bot_id: str | None = Field(default=None, min_length=1, max_length=128)
     """The ``ilink_bot_id`` this account must be; a login or a stored session for another bot is refused."""
+    cdn_base_url: str = ILINK_CDN
+    """Where the learners' images and files are downloaded from (encrypted; a test peer, or a proxy)."""
     poll_timeout_s: float = Field(default=35.0, gt=0, le=120)
     """How long one ``getupdates`` may be held open by the platform (it holds about 35 s)."""
 
     @model_validator(mode="after")
     def _slash(self) -> IlinkConfig:
-        if not self.base_url.endswith("/"):
-            object.__setattr__(self, "base_url", self.base_url + "/")
+        for name in ("base_url", "cdn_base_url"):
+            if not getattr(self, name).endswith("/"):
+                object.__setattr__(self, name, getattr(self, name) + "/")
         return self
 
 

@@ -18,6 +18,11 @@ Written from the public descriptions of the iLink bot protocol:
   ``context_token`` is one it handed out, younger than ``token_ttl_s`` and
   used fewer than ``budget`` times; otherwise ``ret: -2``.  ``getconfig``
   hands out a ``typing_ticket``; ``sendtyping`` records its use.
+- **CDN.**  :meth:`IlinkPeer.say_file` sends an image or a file the way the
+  platform does: the bytes AES-128-ECB encrypted (PKCS#7) under a fresh key,
+  served by ``GET c2c/download?encrypted_query_param=``; the message carries
+  the param and the key (base64 of its hex digits; an image also its hex
+  ``aeskey``).
 - **Auth.**  Every POST needs ``Authorization: Bearer <bot_token>``
   (``AuthorizationType: ilink_bot_token``); after :meth:`IlinkPeer.expire_session`
   every call answers ``ret: -14`` (session expired).
@@ -35,9 +40,11 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.http.server import serve_http
@@ -86,6 +93,8 @@ class IlinkPeer:
     answered: list[str] = field(default_factory=list)
     """Every QR status answered, in order."""
     polls: list[str] = field(default_factory=list)
+    cdn: dict[str, bytes] = field(default_factory=dict)
+    """encrypt_query_param -> the encrypted bytes the CDN serves."""
     """Every cursor a getupdates named, in order."""
     _ids: itertools.count = field(default_factory=lambda: itertools.count(7_000_000_001))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
@@ -100,6 +109,25 @@ class IlinkPeer:
         self.log.append({"message_id": ident, "from_user_id": learner, "to_user_id": self.bot_id,
                          "create_time_ms": int(time.time() * 1000), "message_type": 1, "message_state": 2,
                          "context_token": context, "item_list": [{"type": 1, "text_item": {"text": text}}]})
+        await self._notify()
+        return str(ident)
+
+    async def say_file(self, learner: str, data: bytes, *, image: bool = True, name: str = "notes.pdf") -> str:
+        """A learner's image (or file) as the platform sends one: encrypted on the CDN, named in the message."""
+        key = secrets.token_bytes(16)
+        pad = padding.PKCS7(128).padder()
+        seal = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+        param = "p-" + secrets.token_urlsafe(12)
+        self.cdn[param] = seal.update(pad.update(data) + pad.finalize()) + seal.finalize()
+        media = {"encrypt_query_param": param, "aes_key": base64.b64encode(key.hex().encode()).decode(), "encrypt_type": 1}
+        item = ({"type": 2, "image_item": {"media": media, "aeskey": key.hex()}} if image else
+                {"type": 4, "file_item": {"media": media, "file_name": name, "len": str(len(data))}})
+        ident = next(self._ids)
+        context = "ctx-" + secrets.token_hex(8)
+        self.contexts[context] = (learner, time.monotonic())
+        self.log.append({"message_id": ident, "from_user_id": learner, "to_user_id": self.bot_id,
+                         "create_time_ms": int(time.time() * 1000), "message_type": 1, "message_state": 2,
+                         "context_token": context, "item_list": [item]})
         await self._notify()
         return str(ident)
 
@@ -155,7 +183,14 @@ class IlinkPeer:
             Route("/ilink/bot/sendmessage", self._sendmessage, methods=["POST"]),
             Route("/ilink/bot/getconfig", self._getconfig, methods=["POST"]),
             Route("/ilink/bot/sendtyping", self._sendtyping, methods=["POST"]),
+            Route("/c2c/download", self._download, methods=["GET"]),
         ])
+
+    async def _download(self, request: Request) -> Response:
+        sealed = self.cdn.get(request.query_params.get("encrypted_query_param", ""))
+        if sealed is None:
+            return Response(status_code=404)
+        return Response(sealed, media_type="application/octet-stream")
 
     async def _qrcode(self, request: Request) -> JSONResponse:
         if request.query_params.get("bot_type") != "3":

@@ -25,21 +25,27 @@ from __future__ import annotations
 
 import json
 import logging
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
+import httpx
+
 from channels._kit.longpoll import Batch, poll
-from channels.base import ChannelContext
+from channels.base import ChannelContext, MediaStream
 from channels.weixin.account import WeixinChannel
 from channels.weixin.config import IlinkConfig, WeixinConfig
 from channels.weixin.ilink import session as sessions
 from channels.weixin.ilink.decode import Skipped, decode
+from channels.weixin.ilink.media import fetch
 from channels.weixin.ilink.transport import PLATFORM, IlinkApi, login_command
 from gateway.core.channel import ChannelState, Heartbeat
 from gateway.core.errors import AuthFailed, InvalidEvent, ReplyWindowClosed, Unsupported
-from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 
 log = logging.getLogger(__name__)
+DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
+"""Per read and per connect; the pipeline bounds the whole fetch (``media_fetch_timeout_s``)."""
 LATEST = "context:"
 """Store entries ``context:<user>``: the learner's latest context token, for a reply that names no message."""
 
@@ -55,6 +61,8 @@ class IlinkChannel(WeixinChannel):
         self._api: IlinkApi | None = None
         self._tickets: dict[str, str] = {}
         self._latest: dict[str, str] = {}
+        self._http: httpx.AsyncClient | None = None
+        """CDN downloads, apart from the API's client: a slow file never holds up the poll or a send."""
 
     async def _ready(self) -> IlinkApi:
         """The API with the stored login's token; AuthFailed with the login command when there is none."""
@@ -132,6 +140,12 @@ class IlinkChannel(WeixinChannel):
                                               "this learner has not written to the account yet")
         return self._latest[user]
 
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """An image or file from the CDN, decrypted with the key its message carried (media.py)."""
+        if self._http is None:
+            self._http = httpx.AsyncClient(timeout=DOWNLOAD_TIMEOUT, trust_env=False)
+        return fetch(self._http, self.ilink.cdn_base_url, ref, limit=limit)
+
     # ------------------------------------------------------------------ outbound
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
@@ -156,6 +170,9 @@ class IlinkChannel(WeixinChannel):
         await api.send_typing(user, ticket)
 
     async def close(self) -> None:
+        if self._http is not None:
+            http, self._http = self._http, None
+            await http.aclose()
         if self._api is not None:
             api, self._api = self._api, None
             await api.close()

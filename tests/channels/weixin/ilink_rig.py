@@ -100,7 +100,8 @@ async def ilink_rig(tmp_path) -> AsyncIterator[Callable[..., Awaitable[IlinkRig]
                 "partners": [{"id": "tutor", "name": "Tutor",
                               "owners": [{"channel": "weixin", "user": TEACHER, "account": "school"}]}],
                 "bindings": [{"partner": "tutor", "channel": "weixin", "account": "school"}],
-                "channels": {"weixin": {"school": {"base_url": base, "poll_timeout_s": 1, "access": {"dm": "open"}}}},
+                "channels": {"weixin": {"school": {"base_url": base, "cdn_base_url": base + "c2c/",
+                                                     "poll_timeout_s": 1, "access": {"dm": "open"}}}},
                 "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1},
             }
             rig = IlinkRig(peer, config(raw) if config else raw,

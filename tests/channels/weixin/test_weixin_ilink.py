@@ -130,3 +130,39 @@ async def test_typing_goes_through_the_ticket_from_getconfig(ilink_rig):
     await channel.typing(Address(channel=ChannelName("weixin"), account=channel.account,
                                  conversation=Conversation(chat=ChatId("learner@im.wechat"), kind=ConversationKind.DIRECT)))
     assert rig.peer.typing == ["learner@im.wechat"]
+
+
+PICTURE = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 5
+
+
+async def test_an_image_is_fetched_from_the_cdn_after_the_ack_and_decrypted(ilink_rig):
+    rig = await ilink_rig()
+    await rig.peer.say_file("learner@im.wechat", PICTURE)
+    await rig.texts("learner@im.wechat", 1)
+    await rig.quiet()
+    [turn] = rig.responder.turns
+    [media] = [e for e in turn.messages[-1].elements if getattr(e, "kind", "") == "image"]
+    assert media.blob is not None and not media.missing
+    assert await rig.gateway.blobs.get(media.blob) == PICTURE
+
+
+async def test_a_file_keeps_its_name_and_bytes(ilink_rig):
+    rig = await ilink_rig()
+    await rig.peer.say_file("learner@im.wechat", b"%PDF-1.4 homework" * 50, image=False, name="homework.pdf")
+    await rig.texts("learner@im.wechat", 1)
+    await rig.quiet()
+    [turn] = rig.responder.turns
+    [media] = [e for e in turn.messages[-1].elements if getattr(e, "kind", "") == "file"]
+    assert await rig.gateway.blobs.get(media.blob) == b"%PDF-1.4 homework" * 50
+    assert media.ref is not None and media.ref.name == "homework.pdf"
+
+
+def test_the_media_key_reads_each_spelling_the_platform_uses():
+    import base64
+
+    from channels.weixin.ilink.media import media_key
+
+    key = bytes(range(16))
+    assert media_key(key.hex()) == key
+    assert media_key(base64.b64encode(key).decode()) == key
+    assert media_key(base64.b64encode(key.hex().encode()).decode()) == key
