@@ -66,4 +66,5 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
     except GatewayError as error:
         click.echo(f"error: {error}", err=True)
         ctx.exit(1)
-    click.echo(f"Logged in weixin/{account} as {bot or 'the bot'}. Start (or restart) the gateway to use it.")
+    click.echo(f"Logged in weixin/{account} as {bot or 'the bot'}. A running gateway picks it up by itself; "
+               "otherwise start it (partners serve).")

@@ -17,12 +17,14 @@ by that path.  Typing goes through the ticket ``getconfig`` hands out, kept
 per learner while the channel runs.
 
 The bot token is the QR login's (:mod:`channels.weixin.ilink.session`); an
-expired session stops the account in ``action_required`` with the command
-that logs in again.
+expired session (or none yet) parks the account in ``action_required`` with
+the command that logs in again, and the account resumes by itself once that
+login is stored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from contextlib import AbstractAsyncContextManager
@@ -46,6 +48,8 @@ from gateway.core.probes import ProbeResult, Problem
 log = logging.getLogger(__name__)
 DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
 """Per read and per connect; the pipeline bounds the whole fetch (``media_fetch_timeout_s``)."""
+RELOGIN_CHECK_S = 1.0
+"""How often an account waiting for a login looks for one in the store (a read of one row)."""
 LATEST = "context:"
 """Store entries ``context:<user>``: the learner's latest context token, for a reply that names no message."""
 
@@ -91,9 +95,17 @@ class IlinkChannel(WeixinChannel):
     # ------------------------------------------------------------------ inbound
 
     async def run(self, heartbeat: Heartbeat) -> None:
-        api = await self._ready()
-        heartbeat.set_state(ChannelState.RUNNING)
-        log.info("weixin ilink polling account=%s", self.account)
+        """Poll while the login holds; without one, wait in ``action_required`` until the teacher scans again."""
+        while True:
+            try:
+                api = await self._ready()
+                heartbeat.set_state(ChannelState.RUNNING)
+                log.info("weixin ilink polling account=%s", self.account)
+                await self._poll(api, heartbeat)
+            except AuthFailed as error:  # no login, another bot's, or the session expired (SessionExpired)
+                await self._wait_for_login(heartbeat, str(error))
+
+    async def _poll(self, api: IlinkApi, heartbeat: Heartbeat) -> None:
         timeout = self.ilink.poll_timeout_s
 
         async def fetch(cursor: str | None) -> Batch:
@@ -104,6 +116,25 @@ class IlinkChannel(WeixinChannel):
 
         await poll(fetch, sink=self.context.sink, cursors=self.context.cursors, heartbeat=heartbeat,
                    cursor_name=sessions.CURSOR, what="weixin getupdates")
+
+    async def _wait_for_login(self, heartbeat: Heartbeat, reason: str) -> None:
+        """Park in ``action_required`` with ``reason`` (it names the login command) until a new login is stored.
+
+        The login command writes the session into this account's store entry, so a scan brings the
+        account back without a restart; until then the supervisor leaves a unit in this state alone."""
+        stale = await sessions.load(self.context.cursors)
+        seen = stale.token.get_secret_value() if stale is not None else None
+        if self._api is not None:
+            api, self._api = self._api, None
+            await api.close()
+        heartbeat.set_state(ChannelState.ACTION_REQUIRED, reason)
+        log.warning("weixin ilink needs a login account=%s reason=%s", self.account, reason)
+        while True:
+            await asyncio.sleep(RELOGIN_CHECK_S)
+            found = await sessions.load(self.context.cursors)
+            if found is not None and found.token.get_secret_value() != seen:
+                log.info("weixin ilink login found account=%s bot=%s", self.account, found.bot_id)
+                return
 
     async def _decode(self, raw: Any) -> list[InboundMessage]:
         """A batch, each undecodable message recorded (and so passed over); the caller makes it durable."""

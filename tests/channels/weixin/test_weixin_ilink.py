@@ -166,3 +166,19 @@ def test_the_media_key_reads_each_spelling_the_platform_uses():
     assert media_key(key.hex()) == key
     assert media_key(base64.b64encode(key).decode()) == key
     assert media_key(base64.b64encode(key.hex().encode()).decode()) == key
+
+
+async def test_scanning_again_brings_an_expired_account_back_without_a_restart(ilink_rig):
+    from tests.channels.weixin.ilink_rig import log_in
+
+    rig = await ilink_rig()
+    await rig.peer.expire_session()
+    await eventually(lambda: rig.gateway.supervisor.health()["weixin:school"].state is ChannelState.ACTION_REQUIRED,
+                     what="action_required")
+    rig.peer.token = "tok-second-login-0123456789"
+    rig.peer.answered.clear()
+    await log_in(rig)
+    await eventually(lambda: rig.gateway.supervisor.health()["weixin:school"].state is ChannelState.RUNNING,
+                     what="running again")
+    await rig.peer.say("learner@im.wechat", "back?")
+    assert await rig.texts("learner@im.wechat", 1) == ["echo: back?"]
