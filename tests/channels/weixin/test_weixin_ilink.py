@@ -182,3 +182,35 @@ async def test_scanning_again_brings_an_expired_account_back_without_a_restart(i
                      what="running again")
     await rig.peer.say("learner@im.wechat", "back?")
     assert await rig.texts("learner@im.wechat", 1) == ["echo: back?"]
+
+
+async def test_a_qr_code_that_expires_is_replaced_by_a_fresh_one(ilink_rig):
+    import asyncio
+
+    from channels.weixin.config import IlinkConfig
+    from channels.weixin.ilink.login import login
+    from gateway.app import AccountCursors
+    from gateway.store.sqlite import SqliteStore
+
+    rig = await ilink_rig(login=False, start=False)
+    settings = IlinkConfig.model_validate(rig.raw["channels"]["weixin"]["school"])
+    rig.database.parent.mkdir(parents=True, exist_ok=True)
+    store = SqliteStore(rig.database)
+    await store.open()
+    links: list[str] = []
+    states: list[str] = []
+    try:
+        task = asyncio.create_task(login(settings, AccountCursors(store, "weixin", "school"), account="school",
+                                         show=links.append, said=lambda state: states.append(state.value)))
+        await eventually(lambda: "wait" in rig.peer.answered, what="the first code waiting")
+        await rig.peer.expire_qr()
+        await eventually(lambda: rig.peer.answered.count("wait") >= 2, what="the fresh code waiting")
+        await rig.peer.scan()
+        await eventually(lambda: "scaned" in rig.peer.answered, what="the scan")
+        await rig.peer.confirm()
+        session = await asyncio.wait_for(task, 10)
+    finally:
+        await store.close()
+    assert links[0] != links[1]
+    assert states == ["wait", "expired", "wait", "scaned", "confirmed"]
+    assert session.token.get_secret_value() == rig.peer.token
