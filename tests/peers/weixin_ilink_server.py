@@ -23,6 +23,9 @@ Written from the public descriptions of the iLink bot protocol:
   served by ``GET c2c/download?encrypted_query_param=``; the message carries
   the param and the key (base64 of its hex digits; an image also its hex
   ``aeskey``).
+- **Control** (a test in another process: ``python -m tests.peers.weixin_ilink_server``):
+  ``POST /_test/say`` ``{"learner", "text"}`` says a message, ``GET /_test/sent``
+  lists the replies taken, ``GET /_test/refused`` those refused.  In that mode a login is confirmed at once (``auto_scan``).
 - **Auth.**  Every POST needs ``Authorization: Bearer <bot_token>``
   (``AuthorizationType: ilink_bot_token``); after :meth:`IlinkPeer.expire_session`
   every call answers ``ret: -14`` (session expired).
@@ -184,7 +187,20 @@ class IlinkPeer:
             Route("/ilink/bot/getconfig", self._getconfig, methods=["POST"]),
             Route("/ilink/bot/sendtyping", self._sendtyping, methods=["POST"]),
             Route("/c2c/download", self._download, methods=["GET"]),
+            Route("/_test/say", self._test_say, methods=["POST"]),
+            Route("/_test/sent", self._test_sent, methods=["GET"]),
+            Route("/_test/refused", self._test_refused, methods=["GET"]),
         ])
+
+    async def _test_say(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        return JSONResponse({"message_id": await self.say(str(body["learner"]), str(body["text"]))})
+
+    async def _test_refused(self, request: Request) -> JSONResponse:
+        return JSONResponse([{"to": to, "why": why} for to, why in self.refused])
+
+    async def _test_sent(self, request: Request) -> JSONResponse:
+        return JSONResponse([{"to": s.to, "text": s.text, "client_id": s.client_id} for s in self.sent])
 
     async def _download(self, request: Request) -> Response:
         sealed = self.cdn.get(request.query_params.get("encrypted_query_param", ""))
@@ -291,3 +307,27 @@ async def serving(peer: IlinkPeer) -> AsyncIterator[str]:
         server.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await server
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the emulator in its own process (a crash test kills the gateway, never this)."""
+    import argparse
+    import socket
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="An emulated iLink bot API for loopback tests.")
+    parser.add_argument("--port", type=int, default=0)
+    options = parser.parse_args(argv)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", options.port))
+    sock.listen(1024)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    peer = IlinkPeer(auto_scan=True, base_url=base)
+    print(f"ilink api listening on {base}", flush=True)
+    uvicorn.Server(uvicorn.Config(peer.app(), log_level="warning", timeout_graceful_shutdown=1)).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()
