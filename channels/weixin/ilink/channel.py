@@ -127,6 +127,7 @@ class IlinkChannel(WeixinChannel):
         if self._api is not None:
             api, self._api = self._api, None
             await api.close()
+        self._tickets.clear()  # typing tickets were the old session's
         heartbeat.set_state(ChannelState.ACTION_REQUIRED, reason)
         log.warning("weixin ilink needs a login account=%s reason=%s", self.account, reason)
         while True:
