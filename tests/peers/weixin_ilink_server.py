@@ -89,6 +89,8 @@ class IlinkPeer:
     sent: list[Sent] = field(default_factory=list)
     refused: list[tuple[str, str]] = field(default_factory=list)
     typing: list[str] = field(default_factory=list)
+    faults: list[tuple[int, dict[str, Any], dict[str, str]]] = field(default_factory=list)
+    """Answers (status, body, headers) the next POSTs get instead of their own, first first."""
     auto_scan: bool = False
     """Each status answer moves the login one state on (wait, scaned, confirmed): a teacher scanning at once."""
     stale_next: int = 0
@@ -179,18 +181,20 @@ class IlinkPeer:
     # ------------------------------------------------------------------ the API
 
     def app(self) -> Starlette:
-        return Starlette(routes=[
+        app = Starlette(routes=[
             Route("/ilink/bot/get_bot_qrcode", self._qrcode, methods=["GET"]),
             Route("/ilink/bot/get_qrcode_status", self._qrcode_status, methods=["GET"]),
-            Route("/ilink/bot/getupdates", self._getupdates, methods=["POST"]),
-            Route("/ilink/bot/sendmessage", self._sendmessage, methods=["POST"]),
-            Route("/ilink/bot/getconfig", self._getconfig, methods=["POST"]),
-            Route("/ilink/bot/sendtyping", self._sendtyping, methods=["POST"]),
+            Route("/ilink/bot/getupdates", self._faulty(self._getupdates), methods=["POST"]),
+            Route("/ilink/bot/sendmessage", self._faulty(self._sendmessage), methods=["POST"]),
+            Route("/ilink/bot/getconfig", self._faulty(self._getconfig), methods=["POST"]),
+            Route("/ilink/bot/sendtyping", self._faulty(self._sendtyping), methods=["POST"]),
             Route("/c2c/download", self._download, methods=["GET"]),
             Route("/_test/say", self._test_say, methods=["POST"]),
             Route("/_test/sent", self._test_sent, methods=["GET"]),
             Route("/_test/refused", self._test_refused, methods=["GET"]),
         ])
+
+        return app
 
     async def _test_say(self, request: Request) -> JSONResponse:
         body = await request.json()
@@ -231,6 +235,20 @@ class IlinkPeer:
         self.expired = False
         return JSONResponse({"ret": 0, "status": "confirmed", "bot_token": self.token, "ilink_bot_id": self.bot_id,
                              "ilink_user_id": self.user_id, "baseurl": self.base_url})
+
+    def _faulty(self, handler: Any) -> Any:
+        """``handler``, unless a fault is queued: then the fault's answer."""
+        async def answer(request: Request) -> Response:
+            if self.faults:
+                status, body, headers = self.faults.pop(0)
+                return JSONResponse(body, status_code=status, headers=headers)
+            return await handler(request)
+
+        return answer
+
+    def fail_next(self, status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> None:
+        """The next POST is answered ``status`` with ``body`` (a 429, a 503, a ``ret`` code in a 200)."""
+        self.faults.append((status, body or {}, headers or {}))
 
     async def _body(self, request: Request) -> dict[str, Any] | None:
         """The JSON body of an authorized call, or None when the bearer or headers are not the bot's."""
