@@ -108,12 +108,16 @@ class IlinkPeer:
 
     async def say(self, learner: str, text: str) -> str:
         """A learner's text message to the bot; returns its ``message_id``."""
+        return await self.say_items(learner, [{"type": 1, "text_item": {"text": text}}])
+
+    async def say_items(self, learner: str, items: list[dict[str, Any]]) -> str:
+        """A learner's message of these ``item_list`` entries, with a fresh context token; returns its id."""
         ident = next(self._ids)
         context = "ctx-" + secrets.token_hex(8)
         self.contexts[context] = (learner, time.monotonic())
         self.log.append({"message_id": ident, "from_user_id": learner, "to_user_id": self.bot_id,
                          "create_time_ms": int(time.time() * 1000), "message_type": 1, "message_state": 2,
-                         "context_token": context, "item_list": [{"type": 1, "text_item": {"text": text}}]})
+                         "context_token": context, "item_list": items})
         await self._notify()
         return str(ident)
 
@@ -127,14 +131,7 @@ class IlinkPeer:
         media = {"encrypt_query_param": param, "aes_key": base64.b64encode(key.hex().encode()).decode(), "encrypt_type": 1}
         item = ({"type": 2, "image_item": {"media": media, "aeskey": key.hex()}} if image else
                 {"type": 4, "file_item": {"media": media, "file_name": name, "len": str(len(data))}})
-        ident = next(self._ids)
-        context = "ctx-" + secrets.token_hex(8)
-        self.contexts[context] = (learner, time.monotonic())
-        self.log.append({"message_id": ident, "from_user_id": learner, "to_user_id": self.bot_id,
-                         "create_time_ms": int(time.time() * 1000), "message_type": 1, "message_state": 2,
-                         "context_token": context, "item_list": [item]})
-        await self._notify()
-        return str(ident)
+        return await self.say_items(learner, [item])
 
     async def say_again(self, message_id: str) -> None:
         """The platform handing the same message out once more (a redelivery)."""

@@ -214,3 +214,30 @@ async def test_a_qr_code_that_expires_is_replaced_by_a_fresh_one(ilink_rig):
     assert links[0] != links[1]
     assert states == ["wait", "expired", "wait", "scaned", "confirmed"]
     assert session.token.get_secret_value() == rig.peer.token
+
+
+async def test_a_video_is_recorded_as_refused_and_a_voice_transcript_is_read(ilink_rig):
+    rig = await ilink_rig()
+    await rig.peer.say_items("learner@im.wechat", [{"type": 5, "video_item": {}}])
+    await rig.peer.say_items("learner@im.wechat", [{"type": 3, "voice_item": {"text": "what is a noun"}}])
+    assert await rig.texts("learner@im.wechat", 1) == ["echo: what is a noun"]
+    await rig.quiet()
+    assert rig.peer.texts_to("learner@im.wechat") == ["echo: what is a noun"]
+    assert rig.inbound_rows() == 1
+
+
+async def test_a_login_by_another_bot_than_the_config_names_is_refused_and_nothing_stored(ilink_rig):
+    import pytest
+
+    from gateway.core.errors import AuthFailed
+
+    def other_bot(raw: dict) -> dict:
+        raw["channels"]["weixin"]["school"]["bot_id"] = "someone-else@im.bot"
+        return raw
+
+    rig = await ilink_rig(config=other_bot, responder=ContractResponder(), login=False, start=False)
+    from tests.channels.weixin.ilink_rig import log_in
+
+    with pytest.raises(AuthFailed, match="someone-else@im.bot"):
+        await log_in(rig)
+    assert rig.stored("ilink-session") is None
