@@ -112,8 +112,9 @@ class IlinkConfig(WeixinConfig):
     """The ``ilink_bot_id`` this account must be; a login or a stored session for another bot is refused."""
     cdn_base_url: str = ILINK_CDN
     """Where the learners' images and files are downloaded from (encrypted; a test peer, or a proxy)."""
-    poll_timeout_s: float = Field(default=35.0, gt=0, le=120)
-    """How long one ``getupdates`` may be held open by the platform (it holds about 35 s)."""
+    poll_timeout_s: float = Field(default=35.0, gt=0, le=60)
+    """How long one ``getupdates`` may be held open by the platform (it holds about 35 s); at most 60, so a
+    held poll never looks like a stalled account to the supervisor's watchdog."""
 
     @model_validator(mode="after")
     def _slash(self) -> IlinkConfig:
