@@ -1,5 +1,5 @@
-"""WeChat: Official Accounts today (``kind: official_account``), personal WeChat through iLink to come."""
+"""WeChat: personal WeChat through iLink (``kind: ilink``, the default) and Official Accounts (``kind: official_account``)."""
 
-from channels.weixin.channel import WeixinChannel
+from channels.weixin.account import WeixinChannel
 
 __all__ = ["WeixinChannel"]

@@ -1,4 +1,4 @@
-"""WeixinChannel: a WeChat account; this release runs the Official Account kind (ADR 0033).
+"""OfficialAccountChannel: a WeChat Official Account (``kind: official_account``, ADR 0033).
 
 Inbound, WeChat POSTs each learner's message to
 ``/webhooks/weixin/<account>``.  The callback is verified and decrypted
@@ -25,19 +25,19 @@ import asyncio
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING
 
 from channels._kit.ack import AckClock
 from channels._kit.challenges import challenge_response, wechat_echostr
 from channels._kit.wechat_xml import sealed, write_fields
-from channels.base import Channel, ChannelContext
+from channels.base import ChannelContext
+from channels.weixin.account import WeixinChannel
 from channels.weixin.callback import Callback, CallbackReader
 from channels.weixin.config import OfficialAccountConfig, WeixinConfig
 from channels.weixin.decode import Skipped, decode
 from channels.weixin.passive import PassiveSlots
 from channels.weixin.probe import check_settings, probe_account
 from channels.weixin.transport import PLATFORM, OfficialAccountApi
-from gateway.core.capabilities import ChannelCapabilities, capabilities_of
 from gateway.core.channel import ChannelState, Heartbeat
 from gateway.core.errors import InvalidEvent, Unsupported
 from gateway.core.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
@@ -53,14 +53,13 @@ ANSWER = "success"
 """What WeChat takes as "received, do not retry" (X1)."""
 
 
-class WeixinChannel(Channel[WeixinConfig]):
-    name: ClassVar[str] = "weixin"
-    config_model = WeixinConfig
+class OfficialAccountChannel(WeixinChannel):
+    """Made by ``WeixinChannel(context)`` for an account with ``kind: official_account``."""
 
     def __init__(self, context: ChannelContext[WeixinConfig]) -> None:
         super().__init__(context)
-        if not isinstance(self.settings, OfficialAccountConfig):  # WeixinConfig admits no other kind yet
-            raise Unsupported(PLATFORM, f"kind {self.settings.kind} is not implemented")
+        if not isinstance(self.settings, OfficialAccountConfig):
+            raise Unsupported(PLATFORM, f"kind {self.settings.kind} is not an Official Account")
         self.oa: OfficialAccountConfig = self.settings
         caps = self.declared
         self.callbacks = CallbackReader(self.oa, caps.signature_window_s)
@@ -70,10 +69,6 @@ class WeixinChannel(Channel[WeixinConfig]):
         self.passive = PassiveSlots()
         self.passive_s = caps.passive_reply_s if self.oa.passive_reply else None
         """How long a callback waits to carry its answer (platforms.toml); None: every answer is a customer-service message."""
-
-    @classmethod
-    def capabilities_for(cls, settings: WeixinConfig) -> ChannelCapabilities:
-        return capabilities_of(cls.name, settings.kind)
 
     @property
     def api(self) -> OfficialAccountApi:

@@ -8,9 +8,12 @@ WeChat reaches learners two ways, and an account says which with ``kind``:
   safe mode with the *EncodingAESKey*; answers go back in the callback or as
   customer-service messages with an ``access_token`` got from appid and
   appsecret.
-- ``ilink``: personal WeChat through Tencent's iLink bot API, the default once
-  it lands.  Today it is refused when the config loads, with the kind that
-  works named, never a traceback.
+- ``ilink`` (the default): personal WeChat through Tencent's iLink bot API.
+  The teacher scans a QR code with the WeChat that will speak
+  (``partners channels login weixin ACCOUNT``); the bot token and the base URL
+  that login hands back live in the gateway's store, never in this file.  The
+  gateway long-polls ``ilink/bot/getupdates`` and answers with
+  ``ilink/bot/sendmessage``.
 
 The settings are a union told apart by ``kind`` (pydantic's discriminated
 form, dispatched from :class:`WeixinConfig` so the channel has one
@@ -29,10 +32,13 @@ from channels._kit.msgcrypt import ENCODING_AES_KEY_CHARS
 from gateway.core.config import AccountConfig, EnvSecret
 
 API_BASE = "https://api.weixin.qq.com/"
+ILINK_BASE = "https://ilinkai.weixin.qq.com/"
+ILINK_CDN = "https://novac2c.cdn.weixin.qq.com/c2c/"
 DEFAULT_KIND = "ilink"
-NOT_YET = {"ilink": "kind: ilink (personal WeChat through iLink) is not implemented in this release yet; "
-                    "an Official Account works today with kind: official_account"}
+NOT_YET: dict[str, str] = {}
 """Kinds the platform has and this release does not: refused with these words when the config loads."""
+OA_FIELDS = frozenset({"appid", "appsecret", "token", "encoding_aes_key", "mode"})
+"""Settings only an Official Account has: a file naming them without a ``kind`` is told which kind to write."""
 
 
 class WeixinConfig(AccountConfig):
@@ -46,6 +52,9 @@ class WeixinConfig(AccountConfig):
     def _by_kind(cls, data: Any, handler: ModelWrapValidatorHandler[WeixinConfig]) -> WeixinConfig:
         if cls is not WeixinConfig or not isinstance(data, dict):
             return handler(data)
+        if "kind" not in data and OA_FIELDS & data.keys():
+            raise ValueError(f"this looks like an Official Account: write kind: official_account "
+                             f"(an account without kind is personal WeChat, kind: {DEFAULT_KIND})")
         kind = str(data.get("kind", DEFAULT_KIND))
         if kind in NOT_YET:
             raise ValueError(NOT_YET[kind])
@@ -88,5 +97,32 @@ class OfficialAccountConfig(WeixinConfig):
         return self
 
 
-KINDS: dict[str, type[WeixinConfig]] = {OfficialAccountConfig.KIND: OfficialAccountConfig}
+class IlinkConfig(WeixinConfig):
+    """Personal WeChat through the iLink bot API: almost nothing to write, because the QR login brings the rest.
+
+    The bot token and the base URL the login returns are runtime secrets kept in the gateway's store
+    (:mod:`channels.weixin.session`); this file names only where to log in and, optionally, which bot."""
+
+    KIND: ClassVar[str] = "ilink"
+    kind: Literal["ilink"] = "ilink"
+    base_url: str = ILINK_BASE
+    """Where the QR login starts (a test peer, or a proxy).  The login may hand back another base URL for the
+    bot's own calls; that one is stored with the token and wins."""
+    bot_id: str | None = Field(default=None, min_length=1, max_length=128)
+    """The ``ilink_bot_id`` this account must be; a login or a stored session for another bot is refused."""
+    cdn_base_url: str = ILINK_CDN
+    """Where the learners' images and files are downloaded from (encrypted; a test peer, or a proxy)."""
+    poll_timeout_s: float = Field(default=35.0, gt=0, le=60)
+    """How long one ``getupdates`` may be held open by the platform (it holds about 35 s); at most 60, so a
+    held poll never looks like a stalled account to the supervisor's watchdog."""
+
+    @model_validator(mode="after")
+    def _slash(self) -> IlinkConfig:
+        for name in ("base_url", "cdn_base_url"):
+            if not getattr(self, name).endswith("/"):
+                object.__setattr__(self, name, getattr(self, name) + "/")
+        return self
+
+
+KINDS: dict[str, type[WeixinConfig]] = {OfficialAccountConfig.KIND: OfficialAccountConfig, IlinkConfig.KIND: IlinkConfig}
 """The kinds this release runs, by ``kind``."""

@@ -1,4 +1,5 @@
-"""``partners chat`` and ``partners channels``: talk to a partner in this terminal, and list the chat apps this install can serve."""
+"""``partners chat`` and ``partners channels``: talk to a partner in this terminal, and list the chat apps this install can serve
+(``partners channels login`` is in :mod:`gateway.cli.login`)."""
 
 from __future__ import annotations
 
@@ -90,9 +91,12 @@ def chat(ctx: click.Context, partner_id: str | None) -> None:
 # --------------------------------------------------------------------------- channels
 
 
-@cli.command(cls=click.Command)  # reads no config, so takes no --config
-def channels() -> None:
-    """List every channel and whether it can run here."""
+@cli.group(invoke_without_command=True)
+@click.pass_context
+def channels(ctx: click.Context) -> None:
+    """List every channel and whether it can run here; ``channels login`` logs an account in."""
+    if ctx.invoked_subcommand is not None:
+        return
     from channels.registry import list_channels
 
     rows = [(c.name, c.title, "yes" if c.available else "no", ", ".join(c.features), c.reason) for c in list_channels()]

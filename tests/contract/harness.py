@@ -125,8 +125,9 @@ HARNESSES: dict[str, str] = {
     "discord": "tests.contract.discord_harness:DiscordHarness",
     "wecom": "tests.contract.wecom_harness:WecomHarness",
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
+    "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
 }
-"""channel name -> harness class.  A new channel adds one line here (and its harness module)."""
+"""harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 
 
 def harness_class(name: str) -> Any:

@@ -88,3 +88,4 @@ async def open_rig(tmp_path) -> AsyncIterator[Callable[..., Awaitable[OaRig]]]:
             return OaRig(oa, gateway, chosen)
 
         yield open_
+from tests.channels.weixin.ilink_rig import ilink_rig  # noqa: E402,F401 -- the personal WeChat rig, for its tests

@@ -133,17 +133,20 @@ async def test_wechat_saying_the_window_closed_is_recorded_and_the_teacher_told(
     assert rig.oa.texts_to("o-learner") == []
 
 
-def test_an_ilink_account_is_refused_when_the_config_loads_with_the_kind_that_works():
-    from channels.weixin.config import WeixinConfig
+def test_an_account_without_kind_is_personal_wechat_and_an_official_account_must_say_so(monkeypatch):
+    from channels.weixin.config import IlinkConfig, WeixinConfig
     from gateway.configfile import parse_config, validate_account
     from gateway.core.errors import ConfigError
 
+    monkeypatch.setenv("WX_TEST_SECRET", "s")
+    oa = {"appid": "wx1", "appsecret": "env:WX_TEST_SECRET", "token": "env:WX_TEST_SECRET", "mode": "plaintext"}
     config = parse_config({"data_dir": "/tmp/unused", "partners": [{"id": "t", "name": "T"}],
                            "bindings": [{"partner": "t", "channel": "weixin", "account": "me"}],
-                           "channels": {"weixin": {"me": {"kind": "ilink"}, "default": {}}}})
+                           "channels": {"weixin": {"me": {"kind": "ilink"}, "default": {}, "oa": oa}}})
     for account in ("me", "default"):  # ilink is the platform's default kind
-        with pytest.raises(ConfigError, match="not implemented in this release yet.*kind: official_account"):
-            validate_account(config, "weixin", account, WeixinConfig)
+        assert isinstance(validate_account(config, "weixin", account, WeixinConfig), IlinkConfig)
+    with pytest.raises(ConfigError, match="write kind: official_account"):
+        validate_account(config, "weixin", "oa", WeixinConfig)
 
 
 def test_an_encoding_aes_key_that_is_not_43_characters_is_refused(monkeypatch):

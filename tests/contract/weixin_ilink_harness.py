@@ -1,0 +1,75 @@
+"""Contract harness for ``weixin`` with ``kind: ilink`` (personal WeChat), against the iLink emulator.
+
+The emulator (tests/peers/weixin_ilink_server.py) runs in-process on its own
+loopback port.  The account is logged in by QR code in ``start``, into the
+store of the data dir the suite's gateway will use, before the gateway runs;
+the gateway long-polls the emulator and answers through ``sendmessage``.
+
+Features: none beyond the common ones.  Personal WeChat here is 1:1 (no
+``groups``); the bot's own messages are marked by the platform and not served
+back by the emulator (no ``own_echo``); the platform's faults are its ``ret``
+codes, covered in tests/channels/weixin/test_weixin_ilink.py (-14, -2).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any
+
+from gateway.configfile import parse_config
+from gateway.core.config import Config
+from tests.channels.weixin.ilink_rig import IlinkRig, log_in
+from tests.contract.harness import Said, Seen
+from tests.peers.weixin_ilink_server import IlinkPeer, serving
+
+
+class IlinkHarness:
+    channel = "weixin"
+    account = "school"
+    features: frozenset[str] = frozenset()
+
+    @classmethod
+    def create(cls, request: Any) -> IlinkHarness:
+        return cls()
+
+    def __init__(self) -> None:
+        self.peer = IlinkPeer()
+        self._stack = contextlib.AsyncExitStack()
+        self.base = ""
+        self._learners = 0
+
+    def _raw(self, data_dir: Path) -> dict[str, Any]:
+        return {
+            "data_dir": str(data_dir),
+            "partners": [{"id": "tutor", "name": "Tutor"}],
+            "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
+            "channels": {self.channel: {self.account: {"base_url": self.base, "poll_timeout_s": 1, "access": {"dm": "open"}}}},
+            "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
+        }
+
+    async def start(self, workdir: Path) -> None:
+        self.base = await self._stack.enter_async_context(serving(self.peer))
+        await log_in(IlinkRig(self.peer, self._raw(workdir / "data"), None))
+
+    def gateway_config(self, data_dir: Path) -> Config:
+        return parse_config(self._raw(data_dir))
+
+    async def attach(self, gateway: Any) -> None:
+        """Nothing to wire: the gateway polls the emulator."""
+
+    async def say(self, text: str, *, chat: str | None = None, group: bool = False, mention: bool = False) -> Said:
+        if chat is None:
+            self._learners += 1
+            chat = f"learner-{self._learners}@im.wechat"
+        ident = await self.peer.say(chat, text)
+        return Said(chat=chat, user=chat, text=text, ref=ident)
+
+    async def say_again(self, said: Said) -> None:
+        await self.peer.say_again(str(said.ref))
+
+    async def seen(self, chat: str) -> list[Seen]:
+        return [Seen(id=s.client_id, text=s.text) for s in self.peer.sent if s.to == chat]
+
+    async def stop(self) -> None:
+        await self._stack.aclose()

@@ -1,0 +1,348 @@
+"""An emulated iLink bot API (personal WeChat): QR login, a long-poll queue per bot, and the replies it takes.
+
+Written from the public descriptions of the iLink bot protocol:
+
+- **QR login.**  ``GET ilink/bot/get_bot_qrcode?bot_type=3`` hands out a code
+  and the link it encodes; ``GET ilink/bot/get_qrcode_status?qrcode=`` answers
+  ``wait``, ``scaned`` (sic, the platform's spelling), ``confirmed`` with the
+  ``bot_token``, ``ilink_bot_id``, ``ilink_user_id`` and ``baseurl``, or
+  ``expired``.  It is held open until the state moves or ``hold_s`` passes.
+  The test moves it with :meth:`IlinkPeer.scan` and :meth:`IlinkPeer.confirm`.
+- **Messages.**  ``POST ilink/bot/getupdates`` with ``get_updates_buf`` returns
+  every message after that position (``""``: from the start) and the position
+  after them, held open up to ``hold_s`` when there is none.  A position from
+  before is served again, which is how a client that crashed before storing
+  its cursor sees the batch twice.  Each message carries a fresh
+  ``context_token``.
+- **Replies.**  ``POST ilink/bot/sendmessage`` takes a bot text message whose
+  ``context_token`` is one it handed out, younger than ``token_ttl_s`` and
+  used fewer than ``budget`` times; otherwise ``ret: -2``.  ``getconfig``
+  hands out a ``typing_ticket``; ``sendtyping`` records its use.
+- **CDN.**  :meth:`IlinkPeer.say_file` sends an image or a file the way the
+  platform does: the bytes AES-128-ECB encrypted (PKCS#7) under a fresh key,
+  served by ``GET c2c/download?encrypted_query_param=``; the message carries
+  the param and the key (base64 of its hex digits; an image also its hex
+  ``aeskey``).
+- **Control** (a test in another process: ``python -m tests.peers.weixin_ilink_server``):
+  ``POST /_test/say`` ``{"learner", "text"}`` says a message, ``GET /_test/sent``
+  lists the replies taken, ``GET /_test/refused`` those refused.  In that mode a login is confirmed at once (``auto_scan``).
+- **Auth.**  Every POST needs ``Authorization: Bearer <bot_token>``
+  (``AuthorizationType: ilink_bot_token``); after :meth:`IlinkPeer.expire_session`
+  every call answers ``ret: -14`` (session expired).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import itertools
+import secrets
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from cryptography.hazmat.primitives import padding
+from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.http.server import serve_http
+from tests.waits import HANG_S
+
+AHEAD = {"wait": "scaned", "scaned": "confirmed"}
+EXPIRED = {"ret": -14, "errcode": -14, "errmsg": "session timeout"}
+
+
+@dataclass
+class Sent:
+    to: str
+    text: str
+    context_token: str
+    client_id: str
+
+
+@dataclass
+class Login:
+    code: str
+    status: str = "wait"
+
+
+@dataclass
+class IlinkPeer:
+    bot_id: str = "bot-1@im.bot"
+    user_id: str = "teacher@im.wechat"
+    budget: int = 10
+    token_ttl_s: float = 600.0
+    hold_s: float = 0.5
+    base_url: str = ""
+    token: str = field(default_factory=lambda: "tok-" + secrets.token_hex(16))
+    expired: bool = False
+    logins: dict[str, Login] = field(default_factory=dict)
+    log: list[dict[str, Any]] = field(default_factory=list)
+    contexts: dict[str, tuple[str, float]] = field(default_factory=dict)
+    """context token -> (learner, when handed out)."""
+    used: dict[str, int] = field(default_factory=dict)
+    sent: list[Sent] = field(default_factory=list)
+    refused: list[tuple[str, str]] = field(default_factory=list)
+    typing: list[str] = field(default_factory=list)
+    faults: list[tuple[int, dict[str, Any], dict[str, str]]] = field(default_factory=list)
+    """Answers (status, body, headers) the next POSTs get instead of their own, first first."""
+    auto_scan: bool = False
+    """Each status answer moves the login one state on (wait, scaned, confirmed): a teacher scanning at once."""
+    stale_next: int = 0
+    """This many next replies are refused as if their context token had gone stale."""
+    answered: list[str] = field(default_factory=list)
+    """Every QR status answered, in order."""
+    polls: list[str] = field(default_factory=list)
+    cdn: dict[str, bytes] = field(default_factory=dict)
+    """encrypt_query_param -> the encrypted bytes the CDN serves."""
+    """Every cursor a getupdates named, in order."""
+    _ids: itertools.count = field(default_factory=lambda: itertools.count(7_000_000_001))
+    _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
+
+    # ------------------------------------------------------------------ what the test does
+
+    async def say(self, learner: str, text: str) -> str:
+        """A learner's text message to the bot; returns its ``message_id``."""
+        return await self.say_items(learner, [{"type": 1, "text_item": {"text": text}}])
+
+    async def say_items(self, learner: str, items: list[dict[str, Any]]) -> str:
+        """A learner's message of these ``item_list`` entries, with a fresh context token; returns its id."""
+        ident = next(self._ids)
+        context = "ctx-" + secrets.token_hex(8)
+        self.contexts[context] = (learner, time.monotonic())
+        self.log.append({"message_id": ident, "from_user_id": learner, "to_user_id": self.bot_id,
+                         "create_time_ms": int(time.time() * 1000), "message_type": 1, "message_state": 2,
+                         "context_token": context, "item_list": items})
+        await self._notify()
+        return str(ident)
+
+    async def say_file(self, learner: str, data: bytes, *, image: bool = True, name: str = "notes.pdf") -> str:
+        """A learner's image (or file) as the platform sends one: encrypted on the CDN, named in the message."""
+        key = secrets.token_bytes(16)
+        pad = padding.PKCS7(128).padder()
+        seal = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
+        param = "p-" + secrets.token_urlsafe(12)
+        self.cdn[param] = seal.update(pad.update(data) + pad.finalize()) + seal.finalize()
+        media = {"encrypt_query_param": param, "aes_key": base64.b64encode(key.hex().encode()).decode(), "encrypt_type": 1}
+        item = ({"type": 2, "image_item": {"media": media, "aeskey": key.hex()}} if image else
+                {"type": 4, "file_item": {"media": media, "file_name": name, "len": str(len(data))}})
+        return await self.say_items(learner, [item])
+
+    async def say_again(self, message_id: str) -> None:
+        """The platform handing the same message out once more (a redelivery)."""
+        [raw] = [m for m in self.log if str(m["message_id"]) == message_id][:1]
+        self.log.append(dict(raw))
+        await self._notify()
+
+    async def scan(self) -> None:
+        await self._move("scaned")
+
+    async def confirm(self) -> None:
+        await self._move("confirmed")
+
+    async def expire_qr(self) -> None:
+        await self._move("expired")
+
+    async def expire_session(self) -> None:
+        self.expired = True
+        await self._notify()
+
+    def stale(self, context_token: str) -> None:
+        """Age a context token past its life."""
+        learner, _ = self.contexts[context_token]
+        self.contexts[context_token] = (learner, time.monotonic() - self.token_ttl_s - 1)
+
+    def texts_to(self, learner: str) -> list[str]:
+        return [s.text for s in self.sent if s.to == learner]
+
+    async def _move(self, status: str) -> None:
+        for login in self.logins.values():
+            if login.status not in ("confirmed", "expired"):
+                login.status = status
+        await self._notify()
+
+    async def _notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _hold(self, ready: Any) -> None:
+        async with self._changed:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait_for(ready), self.hold_s)
+
+    # ------------------------------------------------------------------ the API
+
+    def app(self) -> Starlette:
+        app = Starlette(routes=[
+            Route("/ilink/bot/get_bot_qrcode", self._qrcode, methods=["GET"]),
+            Route("/ilink/bot/get_qrcode_status", self._qrcode_status, methods=["GET"]),
+            Route("/ilink/bot/getupdates", self._faulty(self._getupdates), methods=["POST"]),
+            Route("/ilink/bot/sendmessage", self._faulty(self._sendmessage), methods=["POST"]),
+            Route("/ilink/bot/getconfig", self._faulty(self._getconfig), methods=["POST"]),
+            Route("/ilink/bot/sendtyping", self._faulty(self._sendtyping), methods=["POST"]),
+            Route("/c2c/download", self._download, methods=["GET"]),
+            Route("/_test/say", self._test_say, methods=["POST"]),
+            Route("/_test/sent", self._test_sent, methods=["GET"]),
+            Route("/_test/refused", self._test_refused, methods=["GET"]),
+        ])
+
+        return app
+
+    async def _test_say(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        return JSONResponse({"message_id": await self.say(str(body["learner"]), str(body["text"]))})
+
+    async def _test_refused(self, request: Request) -> JSONResponse:
+        return JSONResponse([{"to": to, "why": why} for to, why in self.refused])
+
+    async def _test_sent(self, request: Request) -> JSONResponse:
+        return JSONResponse([{"to": s.to, "text": s.text, "client_id": s.client_id} for s in self.sent])
+
+    async def _download(self, request: Request) -> Response:
+        sealed = self.cdn.get(request.query_params.get("encrypted_query_param", ""))
+        if sealed is None:
+            return Response(status_code=404)
+        return Response(sealed, media_type="application/octet-stream")
+
+    async def _qrcode(self, request: Request) -> JSONResponse:
+        if request.query_params.get("bot_type") != "3":
+            return JSONResponse({"ret": 1, "errmsg": "bad bot_type"})
+        code = secrets.token_hex(8)
+        self.logins[code] = Login(code)
+        return JSONResponse({"ret": 0, "qrcode": code, "qrcode_img_content": f"https://liteapp.weixin.qq.com/q/{code}"})
+
+    async def _qrcode_status(self, request: Request) -> JSONResponse:
+        login = self.logins.get(request.query_params.get("qrcode", ""))
+        if login is None:
+            return JSONResponse({"ret": 0, "status": "expired"})
+        before = login.status
+        if not self.auto_scan:
+            await self._hold(lambda: login.status != before)
+        self.answered.append(login.status)
+        if self.auto_scan and login.status in AHEAD:
+            status, login.status = login.status, AHEAD[login.status]
+            return JSONResponse({"ret": 0, "status": status})
+        if login.status != "confirmed":
+            return JSONResponse({"ret": 0, "status": login.status})
+        self.expired = False
+        return JSONResponse({"ret": 0, "status": "confirmed", "bot_token": self.token, "ilink_bot_id": self.bot_id,
+                             "ilink_user_id": self.user_id, "baseurl": self.base_url})
+
+    def _faulty(self, handler: Any) -> Any:
+        """``handler``, unless a fault is queued: then the fault's answer."""
+        async def answer(request: Request) -> Response:
+            if self.faults:
+                status, body, headers = self.faults.pop(0)
+                return JSONResponse(body, status_code=status, headers=headers)
+            return await handler(request)
+
+        return answer
+
+    def fail_next(self, status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> None:
+        """The next POST is answered ``status`` with ``body`` (a 429, a 503, a ``ret`` code in a 200)."""
+        self.faults.append((status, body or {}, headers or {}))
+
+    async def _body(self, request: Request) -> dict[str, Any] | None:
+        """The JSON body of an authorized call, or None when the bearer or headers are not the bot's."""
+        if request.headers.get("AuthorizationType") != "ilink_bot_token" or not request.headers.get("X-WECHAT-UIN"):
+            return None
+        if request.headers.get("Authorization") != f"Bearer {self.token}":
+            return None
+        body = await request.json()
+        return body if isinstance(body, dict) and isinstance(body.get("base_info"), dict) else None
+
+    async def _getupdates(self, request: Request) -> JSONResponse:
+        body = await self._body(request)
+        if body is None:
+            return JSONResponse({"ret": -14, "errmsg": "unauthorized"}, status_code=401)
+        if self.expired:
+            return JSONResponse(EXPIRED)
+        cursor = str(body.get("get_updates_buf", ""))
+        self.polls.append(cursor)
+        start = int(base64.b64decode(cursor).decode()) if cursor else 0
+        await self._hold(lambda: len(self.log) > start or self.expired)
+        if self.expired:
+            return JSONResponse(EXPIRED)
+        return JSONResponse({"ret": 0, "msgs": self.log[start:],
+                             "get_updates_buf": base64.b64encode(str(len(self.log)).encode()).decode()})
+
+    async def _sendmessage(self, request: Request) -> JSONResponse:
+        body = await self._body(request)
+        if body is None:
+            return JSONResponse({"ret": -14, "errmsg": "unauthorized"}, status_code=401)
+        if self.expired:
+            return JSONResponse(EXPIRED)
+        msg = body.get("msg") or {}
+        context, to = str(msg.get("context_token", "")), str(msg.get("to_user_id", ""))
+        [item] = msg.get("item_list") or [{}]
+        text = str((item.get("text_item") or {}).get("text", ""))
+        handed = self.contexts.get(context)
+        if handed is None or handed[0] != to or time.monotonic() - handed[1] > self.token_ttl_s or self.stale_next > 0:
+            self.stale_next = max(0, self.stale_next - 1)
+            self.refused.append((to, "stale context token"))
+            return JSONResponse({"ret": -2, "errmsg": "context token invalid"})
+        if self.used.get(context, 0) >= self.budget:
+            self.refused.append((to, "budget"))
+            return JSONResponse({"ret": -2, "errmsg": "reply limit reached for this context"})
+        self.used[context] = self.used.get(context, 0) + 1
+        self.sent.append(Sent(to, text, context, str(msg.get("client_id", ""))))
+        return JSONResponse({"ret": 0})
+
+    async def _getconfig(self, request: Request) -> JSONResponse:
+        body = await self._body(request)
+        if body is None or self.expired:
+            return JSONResponse(EXPIRED)
+        return JSONResponse({"ret": 0, "typing_ticket": "ticket-" + str(body.get("ilink_user_id", ""))})
+
+    async def _sendtyping(self, request: Request) -> JSONResponse:
+        body = await self._body(request)
+        if body is None or self.expired:
+            return JSONResponse(EXPIRED)
+        if body.get("typing_ticket") != "ticket-" + str(body.get("ilink_user_id", "")):
+            return JSONResponse({"ret": 1, "errmsg": "bad ticket"})
+        self.typing.append(str(body.get("ilink_user_id", "")))
+        return JSONResponse({"ret": 0})
+
+
+@contextlib.asynccontextmanager
+async def serving(peer: IlinkPeer) -> AsyncIterator[str]:
+    """The emulated iLink API on a free loopback port; yields its base URL (ending in ``/``), also the ``baseurl`` login returns."""
+    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+    server = asyncio.create_task(serve_http(peer.app(), "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1))
+    try:
+        url = (await asyncio.wait_for(ready, HANG_S)).rstrip("/") + "/"
+        peer.base_url = peer.base_url or url
+        yield url
+    finally:
+        server.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await server
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Serve the emulator in its own process (a crash test kills the gateway, never this)."""
+    import argparse
+    import socket
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(description="An emulated iLink bot API for loopback tests.")
+    parser.add_argument("--port", type=int, default=0)
+    options = parser.parse_args(argv)
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", options.port))
+    sock.listen(1024)
+    base = f"http://127.0.0.1:{sock.getsockname()[1]}/"
+    peer = IlinkPeer(auto_scan=True, base_url=base)
+    print(f"ilink api listening on {base}", flush=True)
+    uvicorn.Server(uvicorn.Config(peer.app(), log_level="warning", timeout_graceful_shutdown=1)).run(sockets=[sock])
+
+
+if __name__ == "__main__":
+    main()
