@@ -1,15 +1,17 @@
 """Every message WeChat delivered answered once, across SIGKILLs, on a WeChat Official Account.
 
 The WeChat emulator runs in the test's process (never killed): ``LEARNERS``
-learners say ``MESSAGES`` numbered messages to one safe-mode Official Account,
-while a real ``partners serve`` on the ``weixin`` channel (``kind:
-official_account``) is SIGKILLed ``KILLS`` times and started again on the same
-data dir.  The emulator posts each message as WeChat does: signed and
-encrypted, and tried again -- three retries, each 5 s after the attempt before
-began -- while it gets no valid answer, whether the answer was late, or the
-gateway was dead (connection refused) or died mid-request.  The echoing
-responder answers at once, so most answers ride back passively in the
-callback's response and the rest go as customer-service messages.
+learners say numbered messages to one safe-mode Official Account, while a real
+``partners serve`` on the ``weixin`` channel (``kind: official_account``) is
+SIGKILLed ``KILLS`` times and started again on the same data dir -- twice at
+once, and the last time only after ``DOWN_S``, longer than WeChat keeps
+trying, with learners still writing in its first seconds.  The emulator posts
+each message as WeChat does: signed and encrypted, and tried again -- three
+retries, each 5 s after the attempt before began -- while it gets no valid
+answer, whether the answer was late, or the gateway was dead (connection
+refused) or died mid-request.  The responder takes ``2 * THINK_S`` a turn, so
+answers ride back passively in the callback's response and also go as
+customer-service messages.
 
 A message whose every attempt failed is lost *by WeChat*: the gateway never
 acknowledged it and owes it nothing.  The checks, from the emulator's record:
@@ -34,6 +36,7 @@ Set ``CRASH_SEED`` to replay a run; the seed is printed.
 from __future__ import annotations
 
 import asyncio
+import itertools
 import random
 import re
 import time
@@ -49,10 +52,17 @@ from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait
 from tests.peers.weixin_oa_server import RETRIES, WechatOA, serving
 from tests.waits import HANG_S
 
-MESSAGES, LEARNERS, KILLS = 48, 6, 3
+LEARNERS, QUICK_KILLS = 6, 2
 THINK_S = 0.8
 """Each pause of the streaming responder: a turn takes twice this, so a learner's queue outlasts the 4.5 s
 the callback waits, and answers go both ways -- in the response and as customer-service messages."""
+DOWN_S = RETRIES * 5.0 + 3
+"""The last kill's outage: longer than WeChat's three retries 5 s apart, so what is said in its first
+seconds is lost by WeChat."""
+SAID_INTO_OUTAGE_S = 2.0
+CALM_S = (6.0, 8.0)
+"""Up between the quick kills and the outage: WeChat's retries of what the quick kills cut off land here."""
+KILLS = QUICK_KILLS + 1
 TOKEN_RE = re.compile(r"msg-\d{4}")
 
 pytestmark = pytest.mark.slow
@@ -89,12 +99,15 @@ def write_config(workdir: Path, oa: WechatOA, api_base: str) -> Path:
     return path
 
 
-async def say_all(oa: WechatOA, rng: random.Random) -> dict[str, str]:
-    """Say MESSAGES numbered messages, ~5 per second, each retried on its own as WeChat does; return MsgId -> token."""
+async def say_all(oa: WechatOA, rng: random.Random, stop: asyncio.Event) -> dict[str, str]:
+    """Say numbered messages, ~5 per second, until ``stop``, each retried on its own as WeChat does;
+    return MsgId -> token once WeChat is done with every one."""
     learners = [f"o-learner-{i}" for i in range(LEARNERS)]
     asked: dict[str, str] = {}
     posting = []
-    for n in range(MESSAGES):
+    for n in itertools.count():
+        if stop.is_set():
+            break
         token, msg_id = f"msg-{n:04d}", f"{int(time.time())}{n:04d}"
         asked[msg_id] = token
         posting.append(asyncio.create_task(oa.say(rng.choice(learners), token, msg_id=msg_id)))
@@ -103,9 +116,20 @@ async def say_all(oa: WechatOA, rng: random.Random) -> dict[str, str]:
     return asked
 
 
+async def kill_all(gateway: GatewayProcess, rng: random.Random, stop: asyncio.Event) -> list[float]:
+    """QUICK_KILLS kills with a quick restart, then one that stays down DOWN_S while learners keep writing a while."""
+    ready = await kill_and_restart(gateway, rng, kills=QUICK_KILLS, between=(1.5, 3.5))
+    await asyncio.sleep(rng.uniform(*CALM_S))
+    await gateway.kill()
+    await asyncio.sleep(SAID_INTO_OUTAGE_S)
+    stop.set()
+    await asyncio.sleep(DOWN_S - SAID_INTO_OUTAGE_S)
+    return [*ready, await gateway.start()]
+
+
 async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(tmp_path):
     seed = crash_seed()
-    rng = random.Random(seed)
+    stop = asyncio.Event()
     oa = WechatOA(mode="safe")
     async with serving(oa) as api_base:
         env = gateway_env(delta_delay=THINK_S, WEIXIN_APPSECRET=oa.appsecret, WEIXIN_TOKEN=oa.token, WEIXIN_AES_KEY=oa.aes_key)
@@ -113,8 +137,8 @@ async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(t
         try:
             await gateway.start()
             began = time.monotonic()
-            asked, ready = await asyncio.gather(say_all(oa, rng), kill_and_restart(gateway, rng, kills=KILLS,
-                                                                                     between=(1.5, 3.5)))
+            asked, ready = await asyncio.gather(say_all(oa, random.Random(seed), stop),
+                                                kill_all(gateway, random.Random(seed + 1), stop))
             acked = oa.acknowledged() & set(asked)
 
             def shown() -> Counter[str]:
@@ -145,6 +169,9 @@ async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(t
           f"ready after restart {min(ready):.2f}-{max(ready):.2f} s, settled {elapsed:.1f} s after start; "
           f"extra bot messages {extra}, acknowledged and unanswered {missing} (allowed {KILLS} each)")
     assert gateway.starts - 1 == KILLS
+    never_reached = {m for m in asked if all(d.failed == "ConnectError" for d in oa.deliveries if d.msg_id == m)}
+    assert never_reached <= set(lost_by_wechat) and never_reached, "the outage lost nothing: WeChat's giving up untested"
+    assert not [asked[m] for m in never_reached if answered[asked[m]]], "an answer to a message the gateway never got"
     assert not unexplained, f"acknowledged at the first try and never answered: {unexplained}"
     assert len(missing) <= KILLS, f"{len(missing)} acknowledged messages never answered: {missing}"
     assert extra <= KILLS, f"{extra} bot messages beyond one per answer: {explain(oa, answered)}"
