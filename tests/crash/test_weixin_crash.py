@@ -40,7 +40,6 @@ import itertools
 import random
 import re
 import time
-import uuid
 from collections import Counter
 from pathlib import Path
 
