@@ -14,12 +14,17 @@ answers ride back passively in the callback's response and also go as
 customer-service messages.
 
 A message whose every attempt failed is lost *by WeChat*: the gateway never
-acknowledged it and owes it nothing.  The checks, from the emulator's record:
+acknowledged it and owes it nothing (one it stored before the kill cut off its
+answer is durable, and is answered all the same).  The checks, from the
+emulator's record:
+
+- what WeChat lost is counted: the outage loses some messages, and one that
+  never reached a gateway is never answered;
 
 - nothing missing: every acknowledged message (some attempt got ``success`` or
   a passive reply) is answered, passively or by customer-service message;
-- never both: the bot messages beyond one per answer number at most one per
-  SIGKILL.  WeChat takes no idempotency key, so a customer-service message
+- never both, passively and by customer-service message: the bot messages
+  beyond one per answer number at most one per SIGKILL.  WeChat takes no idempotency key, so a customer-service message
   WeChat took just before the kill, whose record the gateway had not yet made
   durable, goes again (ADR 0022: one send per account in flight).
 - The same one send per kill bounds the other side (ADR 0033): a passive
