@@ -53,10 +53,16 @@ class Registered:
 
 
 class SecretRegistry:
-    """The secrets this process holds; thread-safe, since channels register from their own tasks and threads."""
+    """The secrets this process holds; thread-safe, since channels register from their own tasks and threads.
+
+    The lock is re-entrant because logging can call back into the registry on the thread that holds
+    it: a garbage collection that runs while :meth:`entries` or :meth:`pattern` allocates may finalise
+    an asyncio transport, whose ``__del__`` logs, and every log record is scrubbed through
+    :meth:`pattern`.  With a plain lock that thread waited on itself and the whole process froze.
+    """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._kinds: dict[str, str] = {}
         self._pattern: re.Pattern[str] | None = None
 
@@ -69,14 +75,14 @@ class SecretRegistry:
                 self._pattern = None
 
     def entries(self) -> list[Registered]:
-        with self._lock:
-            return [Registered(value, kind) for value, kind in self._kinds.items()]
+        with self._lock:  # from a copy: a registration from a finaliser must not change what is being read
+            return [Registered(value, kind) for value, kind in self._kinds.copy().items()]
 
     def pattern(self) -> re.Pattern[str] | None:
         """One alternation of every spelling of every secret, longest first; None while none is registered."""
         with self._lock:
             if self._pattern is None and self._kinds:
-                spellings = {s for value in self._kinds for s in spellings_of(value) if len(s) >= MIN_LENGTH}
+                spellings = {s for value in self._kinds.copy() for s in spellings_of(value) if len(s) >= MIN_LENGTH}
                 self._pattern = re.compile("|".join(re.escape(s) for s in sorted(spellings, key=len, reverse=True)))
             return self._pattern
 

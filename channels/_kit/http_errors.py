@@ -74,8 +74,8 @@ class ErrorKind(str, Enum):
     BAD_REQUEST = "bad_request"
     UNSUPPORTED = "unsupported"
     REPLY_WINDOW_CLOSED = "reply_window_closed"
-    """The reply token or window the send went through is gone (Discord's expired interaction token):
-    no other status says it, so only a platform code in a channel's table names it."""
+    """The reply token or window the send went through is gone (Discord's expired interaction token,
+    WeCom's stream past its time): no other status says it, so only a platform code in a channel's table names it."""
 
 
 STATUS_KINDS: Mapping[int, ErrorKind] = {

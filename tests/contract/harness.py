@@ -123,6 +123,7 @@ HARNESSES: dict[str, str] = {
     "matrix": "tests.contract.matrix_harness:MatrixHarness",
     "slack": "tests.contract.slack_harness:SlackHarness",
     "discord": "tests.contract.discord_harness:DiscordHarness",
+    "wecom": "tests.contract.wecom_harness:WecomHarness",
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
 }
 """channel name -> harness class.  A new channel adds one line here (and its harness module)."""

@@ -259,3 +259,28 @@ def test_masking_survives_traceback_rendering_elsewhere(logged):
         record = logging.getLogger("y").makeRecord("y", logging.ERROR, __file__, 1, "boom", None, sys.exc_info())
     assert SECRET not in logging.Formatter().format(record)
     assert "ValueError: [redacted]" in logging.Formatter().format(record)
+
+
+def test_a_log_line_made_on_the_thread_that_holds_the_registry_does_not_freeze_it():
+    """A garbage collection inside the registry's lock can finalise an asyncio transport whose
+    ``__del__`` logs; scrubbing that record asks the registry again, on the same thread.  With a plain
+    lock that froze the process (the test suite hung in its leak scan).  Run in a thread, so a
+    regression fails here instead of hanging the run."""
+    import threading
+
+    from gateway.redaction import SecretRegistry
+
+    registry = SecretRegistry()
+    registry.register("s3cret-value-for-reentry", "token")
+    got: list[object] = []
+
+    def finaliser_logs_while_the_registry_is_busy() -> None:
+        with registry._lock:  # what entries() or pattern() holds while it allocates
+            got.append(registry.pattern())
+            got.append(registry.entries())
+
+    worker = threading.Thread(target=finaliser_logs_while_the_registry_is_busy, daemon=True)
+    worker.start()
+    worker.join(timeout=30)
+    assert not worker.is_alive(), "the registry waited on its own thread"
+    assert got and got[0] is not None and got[0].search("s3cret-value-for-reentry")

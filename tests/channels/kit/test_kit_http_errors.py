@@ -186,3 +186,14 @@ async def test_raise_for_reads_an_httpx_answer_over_the_transport_seam():
     assert limited.value.retry_after == 7.0
     with pytest.raises(PeerUnavailable):
         raise_for("slack", "chat.postMessage", sent[3], codes=SLACK)
+
+
+def test_a_closed_reply_window_code_is_reply_window_closed_not_a_bad_request():
+    """A WeCom stream updated past its time answers errcode 846608: the reply must go another way."""
+    from gateway.core.errors import ReplyWindowClosed
+
+    codes = BodyCodes(code_field="errcode", kinds={"846608": ErrorKind.REPLY_WINDOW_CLOSED})
+    error = translate("wecom", "aibot_respond_msg", None, {}, {"errcode": 846608, "errmsg": "stream expired"},
+                      codes=codes)
+    assert isinstance(error, ReplyWindowClosed)
+    assert error.code == "846608" and "stream expired" in str(error)

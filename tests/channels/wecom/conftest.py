@@ -1,0 +1,72 @@
+"""A gateway with one WeCom AI bot on the loopback emulator, answering with the contract responder.
+
+The SDK is the real wecom-aibot-sdk, dialling the emulator over a socket; the
+gateway is the real one on the durable SQLite path.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.app import Gateway
+from gateway.configfile import parse_config
+from tests.contract.harness import ContractResponder, eventually, settled
+from tests.peers.wecom_server import StreamSeen, WecomServer
+
+pytest.importorskip("wecom_aibot_sdk")
+
+
+def account_settings(server: WecomServer, env: str, **settings: Any) -> dict[str, Any]:
+    return {"mode": {"kind": "ai_bot", "bot_id": server.bot_id, "secret": f"env:{env}", "ws_url": server.url},
+            "access": {"dm": "open", "group": "mention"}, **settings}
+
+
+def config(data_dir: Path, server: WecomServer, env: str, **settings: Any) -> Any:
+    return parse_config({
+        "data_dir": str(data_dir),
+        "partners": [{"id": "tutor", "name": "Tutor"}],
+        "bindings": [{"partner": "tutor", "channel": "wecom", "account": "school"}],
+        "channels": {"wecom": {"school": account_settings(server, env, **settings)}},
+        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
+    })
+
+
+@dataclass
+class WecomRig:
+    server: WecomServer
+    gateway: Gateway
+    responder: ContractResponder
+
+    async def answers(self, chat: str, count: int) -> list[StreamSeen]:
+        async def enough() -> list[StreamSeen] | None:
+            shown = self.server.answers(chat)
+            return shown if len(shown) >= count and settled(self.gateway) else None
+
+        return await eventually(enough, what=f"{count} answers in {chat}")
+
+    async def quiet(self) -> None:
+        await eventually(lambda: settled(self.gateway), what="the gateway to settle")
+
+
+@pytest.fixture
+async def rig(tmp_path) -> AsyncIterator[WecomRig]:
+    env = f"WECOM_SECRET_{uuid.uuid4().hex[:8].upper()}"
+    async with WecomServer() as server:
+        os.environ[env] = server.secret
+        responder = ContractResponder()
+        gateway = Gateway(config(tmp_path / "data", server, env), responder=responder)
+        await gateway.start()
+        try:
+            assert gateway.channel("wecom", "school") is not None, gateway.unavailable
+            await server.connected()
+            yield WecomRig(server, gateway, responder)
+        finally:
+            await gateway.stop()
+            os.environ.pop(env, None)

@@ -1,0 +1,42 @@
+"""WeCom settings: the AI bot by default, another kind refused in words, the secret never shown."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from channels.wecom.config import AiBotMode, WecomConfig
+
+
+def test_the_ai_bot_is_the_default_kind_and_its_secret_comes_from_the_environment(monkeypatch):
+    monkeypatch.setenv("WECOM_TEST_SECRET", "hush-hush")
+    config = WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_TEST_SECRET"}})
+    assert isinstance(config.mode, AiBotMode) and config.mode.kind == "ai_bot"
+    assert config.ai_bot.secret.get_secret_value() == "hush-hush"
+    assert "hush-hush" not in repr(config) and "hush-hush" not in str(config.model_dump())
+
+
+def test_another_kind_is_a_clear_config_error():
+    with pytest.raises(ValidationError) as raised:
+        WecomConfig.model_validate({"mode": {"kind": "app_callback", "token": "t"}})
+    assert "'app_callback' is not available" in str(raised.value) and "ai_bot" in str(raised.value)
+
+
+def test_unknown_fields_are_refused(monkeypatch):
+    monkeypatch.setenv("WECOM_TEST_SECRET", "s")
+    with pytest.raises(ValidationError) as raised:
+        WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_TEST_SECRET", "bot_secret": "typo"}})
+    assert "bot_secret" in str(raised.value)
+
+
+def test_check_finds_a_url_that_is_no_websocket_and_an_empty_secret(monkeypatch):
+    from channels.wecom.channel import WecomChannel
+
+    monkeypatch.setenv("WECOM_EMPTY", " ")
+    monkeypatch.setenv("WECOM_TEST_SECRET", "s")
+    good = WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_TEST_SECRET"}})
+    assert WecomChannel.check(good) == []
+    bad = WecomConfig.model_validate({"mode": {"bot_id": "aib1", "secret": "env:WECOM_EMPTY",
+                                               "ws_url": "https://openws.work.weixin.qq.com"}})
+    problems = WecomChannel.check(bad)
+    assert len(problems) == 2 and all(p.fix for p in problems)
