@@ -34,18 +34,44 @@ class ChannelListing:
     source: str = "built-in"
     features: tuple[str, ...] = ()
     """What a learner gets there, in a few words (:func:`features_of`); empty for a plugin not loaded yet."""
+    kind: str = ""
+    """The kind of account the row describes, on a platform with several (``official_account``); else empty."""
+
+    @property
+    def label(self) -> str:
+        """The channel as the listing names it: ``weixin (official_account)`` for a kind's row."""
+        return f"{self.name} ({self.kind})" if self.kind else self.name
 
 
 STREAMING = {EditMode.EDIT: "edits in place", EditMode.NATIVE_STREAM: "streams"}
-GROUPS = {GroupAddressing.MENTION: "groups by mention", GroupAddressing.ALWAYS: "groups, every message"}
+GROUPS = {GroupAddressing.MENTION: "groups by mention", GroupAddressing.ALWAYS: "groups, every message",
+          GroupAddressing.DIRECT_ONLY: "one-to-one only"}
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds / 3600:g} h" if seconds % 3600 == 0 else f"{seconds / 60:g} min"
 
 
 def features_of(caps: ChannelCapabilities) -> tuple[str, ...]:
-    """The declared capabilities a teacher chooses a channel by, as short words for ``partners channels``."""
+    """The declared capabilities a teacher chooses a channel by, as short words for ``partners channels``.
+
+    A reply window and a cap on replies per message are named too: they decide whether a partner can
+    answer late, or remind a learner at all (a WeChat Official Account: 48 h, 5 per message)."""
     found = [STREAMING.get(caps.edit_mode, ""), GROUPS.get(caps.group_addressing, ""),
              "threads" if caps.threads else "", "reactions" if caps.reactions else "", "typing" if caps.typing else "",
-             ("files: " + "/".join(sorted(caps.media_kinds))) if caps.media_kinds else ""]
+             ("files: " + "/".join(sorted(caps.media_kinds))) if caps.media_kinds else "",
+             f"replies within {_duration(caps.reply_window_s)}" if caps.reply_window_s else "",
+             f"{caps.replies_per_inbound} replies per message" if caps.replies_per_inbound else ""]
     return tuple(word for word in found if word)
+
+
+def _rows(entry: PlatformEntry, available: bool, reason: str = "") -> list[ChannelListing]:
+    """The platform's row, and one more for each other kind of account it has (ADR 0033)."""
+    rows = [ChannelListing(entry.name, entry.title, available, reason, features=features_of(entry.capabilities),
+                           kind=(entry.default_kind or "") if entry.kinds else "")]
+    rows += [ChannelListing(entry.name, entry.title, available, reason, features=features_of(caps), kind=kind)
+             for kind, caps in entry.kinds.items()]
+    return rows
 
 
 def _missing_requirement(entry: PlatformEntry) -> str | None:
@@ -71,17 +97,15 @@ def _plugin_points() -> dict[str, object]:
 def list_channels() -> list[ChannelListing]:
     listings: list[ChannelListing] = []
     for entry in platform_catalog().values():
-        features = features_of(entry.capabilities)
         if not entry.implemented:
-            listings.append(ChannelListing(entry.name, entry.title, False, "not implemented in this release yet",
-                                           features=features))
+            listings += _rows(entry, False, "not implemented in this release yet")
             continue
         missing = _missing_requirement(entry)
         if missing:
             reason = f"needs the `{entry.extra}` extra: {_install_hint(entry)}" if entry.extra else _install_hint(entry)
-            listings.append(ChannelListing(entry.name, entry.title, False, reason, features=features))
+            listings += _rows(entry, False, reason)
         else:
-            listings.append(ChannelListing(entry.name, entry.title, True, features=features))
+            listings += _rows(entry, True)
     for name, point in _plugin_points().items():
         if name in platform_catalog():
             continue

@@ -32,7 +32,7 @@ from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.core.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig
 from gateway.core.errors import ChannelUnavailable, ConfigError
 from gateway.core.messages import AccountId, Address, OutboundReply
-from gateway.core.phrases import language_for
+from gateway.core.phrases import catalogued, language_for
 from gateway.core.turns import Responder
 from gateway.http.limits import HttpLoad
 from gateway.metrics import Metrics
@@ -183,9 +183,13 @@ class Gateway:
         except ConfigError as error:
             log.error("persona does not load partner=%s error=%s", partner.id, error)
             return partner.model_copy(update={"mid_turn": partner.mid_turn or MidTurn.QUEUE})
+        languages = partner.languages or persona.languages
+        # The persona's greeting is in the persona's language; a partner speaking another is greeted from
+        # the catalogue in its own (greeting.py) rather than in words its learners may not read.
+        in_its_words = not persona.languages or language_for(languages) in {catalogued(tag) for tag in persona.languages}
         return partner.model_copy(update={"mid_turn": partner.mid_turn or persona.policies.mid_turn,
-                                          "greeting": partner.greeting or persona.greeting,
-                                          "languages": partner.languages or persona.languages})
+                                          "greeting": partner.greeting or (persona.greeting if in_its_words else ""),
+                                          "languages": languages})
 
     def _build_brain(self) -> BuiltBrain:
         """The brain, with the services only the gateway can give it: reminders, the teacher desk, the blob store's eraser."""

@@ -124,10 +124,12 @@ class OfficialAccountChannel(WeixinChannel):
         if given is None:
             return PlainTextResponse(ANSWER)
         log.info("weixin passive reply account=%s message=%s", self.account, key)
-        return self._passive_answer(callback, given)
+        return self._passive_answer(callback, given, key)
 
-    def _passive_answer(self, callback: Callback, text: str) -> Response:
-        """The reply XML WeChat shows the learner (X1), sealed when the callback came encrypted."""
+    def _passive_answer(self, callback: Callback, text: str, key: str) -> Response:
+        """The reply XML WeChat shows the learner (X1), sealed when the callback came encrypted; once it is
+        written, the send that offered it may count it delivered (passive.py)."""
+        from starlette.background import BackgroundTask
         from starlette.responses import Response
 
         document = write_fields({"ToUserName": callback.fields.get("FromUserName", ""),
@@ -136,17 +138,20 @@ class OfficialAccountChannel(WeixinChannel):
         if callback.encrypted and self.callbacks.crypto is not None:
             document = sealed(document, self.callbacks.crypto, self.callbacks.token,
                               timestamp=str(int(time.time())), nonce=secrets.token_hex(8))
-        return Response(document, media_type="application/xml")
+        return Response(document, media_type="application/xml", background=BackgroundTask(self.passive.written, key))
 
     # ------------------------------------------------------------------ outbound
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
-        """The first part to a callback still waiting for it (passive.py), else one customer-service text
-        message.  WeChat hands back no id for either, so the part's key stands for it."""
+        """The first part to a callback still waiting for it (passive.py), counted sent once its response is
+        written, else one customer-service text message.  WeChat hands back no id for either, so the part's
+        key stands for it."""
         if part.attachment is not None or not part.text.strip():
             raise Unsupported(PLATFORM, "this account sends text only")
         if part.index == 0 and referrer.message and self.passive.offer(str(referrer.message), part.text):
-            log.info("weixin answered in the callback account=%s chat=%s", self.account, target.conversation.chat)
+            written = await self.passive.handed_over(str(referrer.message))
+            log.info("weixin answered in the callback account=%s chat=%s written=%s", self.account,
+                     target.conversation.chat, written)
             return SentMessage(message=MessageId(idempotency_key))
         await self.api.send_text(target.conversation.chat, part.text)
         log.info("weixin sent account=%s chat=%s part=%d", self.account, target.conversation.chat, part.index)

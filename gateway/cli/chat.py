@@ -99,7 +99,7 @@ def channels(ctx: click.Context) -> None:
         return
     from channels.registry import list_channels
 
-    rows = [(c.name, c.title, "yes" if c.available else "no", ", ".join(c.features), c.reason) for c in list_channels()]
+    rows = [(c.label, c.title, "yes" if c.available else "no", ", ".join(c.features), c.reason) for c in list_channels()]
     click.echo(format_table(("CHANNEL", "TITLE", "AVAILABLE", "FEATURES", "REASON"), rows))
 
 

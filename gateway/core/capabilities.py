@@ -193,6 +193,9 @@ class PlatformEntry(BaseModel):
     kinds: dict[str, ChannelCapabilities] = {}
     """Other kinds of account on the same platform whose facts differ (``[weixin.kinds.official_account]``):
     one channel, one config key, a row of facts per kind (docs/adr/0033-capabilities-per-account-kind.md)."""
+    default_kind: str | None = None
+    """The ``kind`` whose facts ``capabilities`` are -- an account that names no kind is one -- for a platform
+    with ``kinds``; ``partners channels`` names it on the platform's row."""
 
 
 @cache

@@ -37,6 +37,7 @@ Traditional text, so they take the partner's own language rather than a script t
 class Phrase(str, Enum):
     """One learner-facing sentence; the value is its key in ``phrases.toml``."""
 
+    GREETING = "greeting"
     STOPPED = "stopped"
     NOTHING_TO_STOP = "nothing_to_stop"
     DELIVERY_APOLOGY = "delivery_apology"

@@ -203,8 +203,9 @@ class Dispatcher:
 
     async def _greet(self, message: InboundMessage, partner: PartnerConfig) -> None:
         key = reply_key(message.address, message.event_id, "greeting")
+        language = language_for(partner.languages, message.sender.locale)
         greeting = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer,
-                                 markdown=greeting_of(partner), language=language_for(partner.languages, message.sender.locale))
+                                 markdown=greeting_of(partner, language), language=language)
         await self.outbox.post(greeting, answered=[message.dedup_key])
         log.info("greeting platform=%s account=%s chat=%s event=%s partner=%s", message.address.channel,
                  message.address.account, message.address.conversation.key, message.event_id, partner.id)

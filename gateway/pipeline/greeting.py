@@ -18,10 +18,9 @@ from __future__ import annotations
 
 from gateway.core.config import PartnerConfig
 from gateway.core.messages import InboundMessage
+from gateway.core.phrases import Phrase, say
 
 START = "/start"
-DEFAULT_GREETING = "Hi! I'm {name}. What would you like to work on today?"
-"""For a partner whose config and persona both leave ``greeting`` empty."""
 
 
 def opens_chat(message: InboundMessage) -> bool:
@@ -30,6 +29,7 @@ def opens_chat(message: InboundMessage) -> bool:
     return bool(words) and words[0].split("@", 1)[0].casefold() == START
 
 
-def greeting_of(partner: PartnerConfig) -> str:
-    """The partner's greeting (the gateway fills an empty one from the persona), else a plain hello."""
-    return partner.greeting.strip() or DEFAULT_GREETING.format(name=partner.name)
+def greeting_of(partner: PartnerConfig, language: str) -> str:
+    """The partner's greeting (the gateway fills an empty one from the persona), else a plain hello from the
+    catalogue in the learner's ``language`` -- a partner's own greeting is the teacher's words, kept as written."""
+    return partner.greeting.strip() or say(Phrase.GREETING, language, name=partner.name)

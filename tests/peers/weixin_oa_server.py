@@ -14,7 +14,10 @@ configuration, message encryption and customer-service messages (X1, X2, X3):
   reply XML counts as none; a reply XML (sealed in safe mode, its
   ``MsgSignature`` checked) is a *passive reply*, shown to the learner and
   recorded in ``passive``; and WeChat tries the same ``MsgId`` again, three
-  retries in all (after ``retry_after_s``: WeChat's 5 s, shortened by tests).
+  retries in all, ``retry_after_s`` (WeChat's 5 s, shortened by tests) after
+  the attempt before began -- whether that one timed out, found nobody
+  listening (a gateway that is down) or got a wrong answer.  A message whose
+  retries all failed is lost, as on WeChat; ``acknowledged`` tells them apart.
 - **API.**  ``GET /cgi-bin/token`` hands out an ``access_token`` for the
   right appid and secret (``expires_in`` 7200); ``POST
   /cgi-bin/message/custom/send`` takes a text message to a learner who wrote in
@@ -62,6 +65,8 @@ class Delivery:
     attempt: int
     status: int
     body: str
+    failed: str = ""
+    """When ``status`` is 0 (no answer), how the attempt failed: ``ReadTimeout``, ``ConnectError`` (nobody listening)."""
 
 
 @dataclass
@@ -184,13 +189,14 @@ class WechatOA:
         self._last_said[openid] = (float(create_time if create_time is not None else time.time()), 0)
         for attempt in range(1 + RETRIES):
             query, body = self.envelope(plain)
+            began = time.monotonic()
             try:
                 async with httpx.AsyncClient(timeout=self.retry_after_s, trust_env=False) as http:
                     answer = await http.post(self.callback_url, params=query, content=body)
-                status, said = answer.status_code, answer.text
-            except httpx.TimeoutException:
-                status, said = 0, ""
-            self.deliveries.append(Delivery(msg_id, attempt, status, said))
+                status, said, failed = answer.status_code, answer.text, ""
+            except httpx.TransportError as error:  # no answer in time, or nobody listening: WeChat tries again
+                status, said, failed = 0, "", type(error).__name__
+            self.deliveries.append(Delivery(msg_id, attempt, status, said, failed))
             if status == 200 and said.startswith("<xml>"):
                 fields = self.read_answer(said.encode())
                 assert fields["ToUserName"] == openid and fields["MsgType"] == "text", fields
@@ -200,8 +206,12 @@ class WechatOA:
                 break
             if status == 200 and said in ("success", ""):
                 break
-            await asyncio.sleep(0 if status == 0 else self.retry_after_s)
+            await asyncio.sleep(max(0.0, self.retry_after_s - (time.monotonic() - began)))
         return msg_id
+
+    def acknowledged(self) -> set[str]:
+        """The MsgIds some callback of which got a valid answer: the ones WeChat will not send again."""
+        return {d.msg_id for d in self.deliveries if d.status == 200 and (d.body in ("success", "") or d.body.startswith("<xml>"))}
 
     async def verify_url(self, *, token: str | None = None) -> httpx.Response:
         echostr = secrets.token_hex(8)

@@ -46,3 +46,31 @@ async def test_an_answer_taken_by_a_callback_that_then_went_away_is_given_to_the
     waiting.cancel()  # WeChat hung up before the response was written
     await asyncio.gather(waiting, return_exceptions=True)
     assert slots.given("m4") == "the answer"
+
+
+async def test_a_taken_offer_is_handed_over_only_once_its_response_was_written():
+    slots = PassiveSlots()
+    slot = slots.open("m5")
+    assert slot is not None
+    waiting = asyncio.create_task(slots.wait("m5", slot, 60))
+    await asyncio.sleep(0)
+    assert slots.offer("m5", "the answer")
+    handing = asyncio.create_task(slots.handed_over("m5", 60))
+    await asyncio.sleep(0.05)
+    assert not handing.done()  # not counted sent while the response is still unwritten: a kill here loses no record
+    assert await waiting == "the answer"
+    slots.written("m5")  # the response's background step, after the body went out
+    assert await handing
+
+
+async def test_an_offer_whose_callback_went_away_is_counted_sent_after_the_handover_bound():
+    slots = PassiveSlots()
+    slot = slots.open("m6")
+    assert slot is not None
+    waiting = asyncio.create_task(slots.wait("m6", slot, 60))
+    await asyncio.sleep(0)
+    assert slots.offer("m6", "the answer")
+    waiting.cancel()  # WeChat hung up: no response is ever written
+    await asyncio.gather(waiting, return_exceptions=True)
+    assert not await slots.handed_over("m6", 0.01)
+    assert slots.given("m6") == "the answer"  # the retry gets it
