@@ -23,3 +23,12 @@ def terminal(link: str) -> str:
     out = io.StringIO()
     code.print_ascii(out=out, invert=True)
     return out.getvalue().rstrip("\n")
+
+
+def svg(link: str) -> str:
+    """The code as one inline ``<svg>`` element (paths, no raster library), sized by the page."""
+    import qrcode
+    from qrcode.image.svg import SvgPathImage
+
+    image = qrcode.make(link, image_factory=SvgPathImage, border=2)
+    return image.to_string(encoding="unicode")
