@@ -50,6 +50,8 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
         click.echo("Scan this QR code with the WeChat that will speak for the partner:")
         click.echo(terminal(link))
         click.echo(f"or open this link on the phone: {link}")
+        click.echo("(A running gateway also shows a code on its login page: the link is in its log line "
+                   "'weixin ilink login page'.)")
 
     def said(state: Scan) -> None:
         click.echo(SAID.get(state.value, state.value))
