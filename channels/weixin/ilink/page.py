@@ -106,6 +106,9 @@ class LoginPage:
         except GatewayError as error:  # no code confirmed, another bot, the platform away: the next reload retries
             self.failed = str(error)
             log.warning("weixin ilink login page: the login stopped account=%s reason=%s", self._account, error)
+        except Exception:  # a bug must not leave a page that waits forever: said, logged, and the reload retries
+            self.failed = "the login stopped unexpectedly (the gateway's log has the details)"
+            log.exception("weixin ilink login page: the login failed account=%s", self._account)
 
     def _render(self) -> str:
         from channels.weixin.ilink.qr import svg
