@@ -3,9 +3,10 @@
 Personal WeChat (``weixin`` with ``kind: ilink``) is the one such account: the
 teacher scans a QR code with the WeChat that will speak, and the bot token
 that scan brings is kept in the gateway's store for that account -- never in
-the config file, never printed.  The terminal shows the link the QR code
-encodes (open it on a computer to see the code, or paste it into any QR
-generator) and each state of the scan.
+the config file, never printed.  The terminal shows the QR code itself, drawn
+in half-block characters (always, even when the output is not a terminal: it
+is about 30 lines, and a log of the login keeps the code that was offered),
+then the link it encodes, and each state of the scan.
 """
 
 from __future__ import annotations
@@ -44,9 +45,13 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
         raise click.UsageError(f"weixin/{account} is not personal WeChat (kind: ilink): it needs no login")
 
     def show(link: str) -> None:
-        click.echo("Scan this QR code with the WeChat that will speak for the partner "
-                   "(open the link, or turn it into a QR code):")
-        click.echo(f"  {link}")
+        from channels.weixin.ilink.qr import terminal
+
+        click.echo("Scan this QR code with the WeChat that will speak for the partner:")
+        click.echo(terminal(link))
+        click.echo(f"or open this link on the phone: {link}")
+        click.echo("(A running gateway also shows a code on its login page: the link is in its log line "
+                   "'weixin ilink login page'.)")
 
     def said(state: Scan) -> None:
         click.echo(SAID.get(state.value, state.value))

@@ -10,6 +10,7 @@ from contextlib import closing
 
 import yaml
 
+from channels.weixin.ilink.qr import terminal
 from tests.peers.weixin_ilink_server import IlinkPeer, serving
 from tests.waits import HANG_S
 
@@ -48,13 +49,18 @@ def _config(workdir, base: str, kind: dict | None = None) -> str:
     return str(path)
 
 
-def test_login_shows_the_link_follows_the_scan_and_stores_the_token_unprinted(invoke, workdir):
+def test_login_shows_the_qr_code_and_link_follows_the_scan_and_stores_the_token_unprinted(invoke, workdir):
     peer = IlinkPeer(auto_scan=True)
     with _Served(peer) as base:
         result = invoke("-c", _config(workdir, base), "channels", "login", "weixin", "school")
     assert result.exit_code == 0, result.output
-    assert "https://liteapp.weixin.qq.com/q/" in result.output
+    [code] = list(peer.logins)
     lines = result.output.splitlines()
+    drawn = [line for line in lines if line and set(line) <= set("█▀▄ \xa0")]
+    assert len(drawn) >= 11 and all(len(line) == len(drawn[0]) for line in drawn), result.output  # one square block
+    link = next(line for line in lines if "https://liteapp.weixin.qq.com/q/" in line)
+    assert lines.index(link) > lines.index(drawn[-1]) and link.endswith(f"/q/{code}")
+    assert "\n".join(drawn) == terminal(f"https://liteapp.weixin.qq.com/q/{code}")  # the link is what it encodes
     assert [line for line in lines if line.startswith(("Waiting", "Scanned", "Confirmed"))] == [
         "Waiting for the scan…", "Scanned. Confirm the login in WeChat on the phone.", "Confirmed."]
     assert f"Logged in weixin/school as {peer.bot_id}" in result.output

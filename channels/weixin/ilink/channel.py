@@ -19,7 +19,9 @@ per learner while the channel runs.
 The bot token is the QR login's (:mod:`channels.weixin.ilink.session`); an
 expired session (or none yet) parks the account in ``action_required`` with
 the command that logs in again, and the account resumes by itself once that
-login is stored.
+login is stored.  While it waits, the gateway serves a login page with the QR
+code at ``/channels/weixin/<account>/login`` behind a fresh token the log line
+prints (:mod:`channels.weixin.ilink.page`).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import asyncio
 import json
 import logging
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
@@ -39,11 +41,15 @@ from channels.weixin.config import IlinkConfig, WeixinConfig
 from channels.weixin.ilink import session as sessions
 from channels.weixin.ilink.decode import Skipped, decode
 from channels.weixin.ilink.media import fetch
+from channels.weixin.ilink.page import LoginPage
 from channels.weixin.ilink.transport import PLATFORM, IlinkApi, login_command
 from gateway.core.channel import ChannelState, Heartbeat
 from gateway.core.errors import AuthFailed, InvalidEvent, ReplyWindowClosed, Unsupported
 from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the routes
+    from starlette.routing import BaseRoute
 
 log = logging.getLogger(__name__)
 DOWNLOAD_TIMEOUT = httpx.Timeout(30.0, connect=10.0)
@@ -67,6 +73,7 @@ class IlinkChannel(WeixinChannel):
         self._latest: dict[str, str] = {}
         self._http: httpx.AsyncClient | None = None
         """CDN downloads, apart from the API's client: a slow file never holds up the poll or a send."""
+        self.page = LoginPage(self.ilink, context.cursors, str(self.account))
 
     async def _ready(self) -> IlinkApi:
         """The API with the stored login's token; AuthFailed with the login command when there is none."""
@@ -81,6 +88,10 @@ class IlinkChannel(WeixinChannel):
             self._api = IlinkApi(found.base_url or self.ilink.base_url, found.token.get_secret_value(),
                                  account=str(self.account))
         return self._api
+
+    def http_routes(self) -> list[BaseRoute]:
+        """The login page (``/channels/weixin/<account>/login``), answering only while the account waits for one."""
+        return self.page.routes()
 
     # ------------------------------------------------------------------ doctor
 
@@ -130,12 +141,17 @@ class IlinkChannel(WeixinChannel):
         self._tickets.clear()  # typing tickets were the old session's
         heartbeat.set_state(ChannelState.ACTION_REQUIRED, reason)
         log.warning("weixin ilink needs a login account=%s reason=%s", self.account, reason)
-        while True:
-            await asyncio.sleep(RELOGIN_CHECK_S)
-            found = await sessions.load(self.context.cursors)
-            if found is not None and found.token.get_secret_value() != seen:
-                log.info("weixin ilink login found account=%s bot=%s", self.account, found.bot_id)
-                return
+        log.warning("weixin ilink login page account=%s: open the gateway's address followed by %s",
+                    self.account, self.page.open())
+        try:
+            while True:
+                await asyncio.sleep(RELOGIN_CHECK_S)
+                found = await sessions.load(self.context.cursors)
+                if found is not None and found.token.get_secret_value() != seen:
+                    log.info("weixin ilink login found account=%s bot=%s", self.account, found.bot_id)
+                    return
+        finally:
+            await self.page.close()
 
     async def _decode(self, raw: Any) -> list[InboundMessage]:
         """A batch, each undecodable message recorded (and so passed over); the caller makes it durable."""

@@ -1,7 +1,8 @@
 """The QR login: a code to scan, its states (wait -> scanned -> confirmed), and the session it brings, stored.
 
 ``partners channels login weixin ACCOUNT`` runs :func:`login`: it asks for a
-QR code, hands its link to ``show`` (the terminal prints it), and follows
+QR code, hands its link to ``show`` (the terminal draws it; the gateway's
+login page, :mod:`channels.weixin.ilink.page`, shows it), and follows
 ``get_qrcode_status`` -- held open by the platform -- until the teacher's
 WeChat confirms.  A code that expires before that is replaced by a fresh one,
 up to :data:`CODES` times.  The confirmed answer's ``bot_token`` and

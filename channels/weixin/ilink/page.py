@@ -1,0 +1,128 @@
+"""The login page a running gateway serves while a personal WeChat account waits for its QR login.
+
+``GET /channels/weixin/<account>/login?t=<token>`` shows the current QR code
+(inline SVG) and the scan's state, and reloads itself every few seconds.  The
+first request starts a login with the platform (:func:`~channels.weixin.ilink.login.login`,
+the same one ``partners channels login`` runs); its confirmed session is stored
+and the waiting account picks it up.  An expired code is replaced by the
+login itself; a login that gave up is started afresh by the next reload.
+
+Who may open it: whoever scans the code logs the bot in as *their* WeChat,
+so the page is behind a token made fresh each time the account starts
+waiting, printed only in the gateway's log line, compared in constant time.
+Without it (or a wrong one) the answer is 403.  Once the account is logged
+in, the page says so and starts nothing more; a later waiting spell has a
+new token.  Before the account ever waited there is no page (404).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import html
+import logging
+import secrets
+from typing import TYPE_CHECKING
+
+from channels.weixin.config import IlinkConfig
+from channels.weixin.ilink.login import Scan, login
+from gateway.core.channel import CursorStore
+from gateway.core.errors import GatewayError
+
+if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the routes
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import BaseRoute
+
+log = logging.getLogger(__name__)
+REFRESH_S = 2
+"""The page reloads this often: the scan's state moves within seconds of the phone."""
+SAID = {Scan.WAIT: "Waiting for the scan: scan this code with the WeChat that will speak for the partner.",
+        Scan.SCANNED: "Scanned. Confirm the login in WeChat on the phone.",
+        Scan.CONFIRMED: "Confirmed. The account starts in a moment; this page can be closed.",
+        Scan.EXPIRED: "That code expired; a fresh one follows."}
+
+
+class LoginPage:
+    """One waiting spell of one account: its token, and the login the page started (if any)."""
+
+    def __init__(self, settings: IlinkConfig, cursors: CursorStore, account: str) -> None:
+        self._settings, self._cursors, self._account = settings, cursors, account
+        self.token: str | None = None
+        self.link: str | None = None
+        self.state: Scan | None = None
+        self.failed: str | None = None
+        self.waiting = False
+        self._task: asyncio.Task[object] | None = None
+
+    @property
+    def path(self) -> str:
+        return f"/channels/weixin/{self._account}/login?t={self.token}"
+
+    def open(self) -> str:
+        """A fresh token for a new waiting spell; the path (with it) for the log line."""
+        self.token, self.link, self.state, self.failed = secrets.token_urlsafe(24), None, None, None
+        self.waiting = True
+        return self.path
+
+    async def close(self) -> None:
+        """The account is logged in (or stopping): the page says so, a login it started stops."""
+        self.waiting = False
+        if self._task is not None:
+            task, self._task = self._task, None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, GatewayError):
+                await task
+
+    def routes(self) -> list[BaseRoute]:
+        from starlette.routing import Route
+
+        return [Route("/login", self._page, methods=["GET"])]
+
+    async def _page(self, request: Request) -> Response:
+        from starlette.responses import HTMLResponse, PlainTextResponse
+
+        if self.token is None:
+            return PlainTextResponse("this account is not waiting for a login", status_code=404)
+        given = request.query_params.get("t", "")
+        if not hmac.compare_digest(given.encode(), self.token.encode()):
+            return PlainTextResponse("open the link from the gateway's log (it carries the token)", status_code=403)
+        if self.waiting and (self._task is None or self._task.done()):
+            self.link, self.state, self.failed = None, None, None
+            self._task = asyncio.create_task(self._login())
+        headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
+        return HTMLResponse(self._render(), headers=headers)
+
+    async def _login(self) -> None:
+        def show(link: str) -> None:
+            self.link = link
+
+        def said(state: Scan) -> None:
+            self.state = state
+
+        try:
+            await login(self._settings, self._cursors, account=self._account, show=show, said=said)
+        except GatewayError as error:  # no code confirmed, another bot, the platform away: the next reload retries
+            self.failed = str(error)
+            log.warning("weixin ilink login page: the login stopped account=%s reason=%s", self._account, error)
+        except Exception:  # a bug must not leave a page that waits forever: said, logged, and the reload retries
+            self.failed = "the login stopped unexpectedly (the gateway's log has the details)"
+            log.exception("weixin ilink login page: the login failed account=%s", self._account)
+
+    def _render(self) -> str:
+        from channels.weixin.ilink.qr import svg
+
+        if not self.waiting:
+            body = f"<p>{html.escape(SAID[Scan.CONFIRMED])}</p>"
+        elif self.failed is not None:
+            body = f"<p>{html.escape(self.failed)}</p><p>Reload for a fresh code.</p>"
+        elif self.link is None:
+            body = "<p>Asking WeChat for a QR code…</p>"
+        else:
+            state = self.state or Scan.WAIT
+            code = "" if state is Scan.CONFIRMED else f'<div class="qr">{svg(self.link)}</div>'
+            body = f'<p class="state" data-state="{state.value}">{html.escape(SAID[state])}</p>{code}'
+        return (f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH_S}">'
+                f"<title>WeChat login: {html.escape(self._account)}</title><style>.qr svg{{width:18rem;height:18rem}}"
+                f"</style></head><body><h1>Personal WeChat login: {html.escape(self._account)}</h1>{body}</body></html>")
