@@ -68,7 +68,7 @@ async def test_a_malformed_callback_is_400_and_counted_never_a_traceback(app_rig
     assert counter(rig.gateway, "partners_dropped_total", channel="wecom", reason="invalid event") == 1
 
 
-async def test_weComs_retries_of_one_msgid_are_answered_once(app_rig):
+async def test_wecoms_retries_of_one_msgid_are_answered_once(app_rig):
     rig = await app_rig()
     await rig.peer.say("zhangsan", "did you get this?", msg_id="424242", attempts=4)  # as if each 200 were lost
     assert [d.status for d in rig.peer.deliveries] == [200] * 4
