@@ -1,5 +1,8 @@
 """WecomChannel: one WeCom AI bot (智能机器人) on its long connection.
 
+A self-built app (``kind: app``) is another class, :class:`~channels.wecom.app.WecomAppChannel`, which
+``WecomChannel(context)`` returns for it; what follows is the AI bot.
+
 Inbound, the SDK dials ``ws_url``, subscribes with the bot id and secret
 (``aibot_subscribe``) and pings; WeCom pushes each message said to the bot
 (a direct chat, or an @-mention in a group) as ``aibot_msg_callback``.  The
