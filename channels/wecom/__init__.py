@@ -1,4 +1,5 @@
-"""The WeCom channel (wecom-aibot-sdk): the AI bot's long connection, answers as native streams.
+"""The WeCom channel: the AI bot's long connection (wecom-aibot-sdk, answers as native streams), or a
+self-built app's encrypted callbacks answered with app messages (``kind: app``, app.py).
 
 Imported only when an account of it is configured: the registry lists it from
 ``channels/platforms.toml`` without importing the SDK.  See channel.py for the

@@ -1,5 +1,8 @@
 """WecomChannel: one WeCom AI bot (智能机器人) on its long connection.
 
+A self-built app (``kind: app``) is another class, :class:`~channels.wecom.app.WecomAppChannel`, which
+``WecomChannel(context)`` returns for it; what follows is the AI bot.
+
 Inbound, the SDK dials ``ws_url``, subscribes with the bot id and secret
 (``aibot_subscribe``) and pings; WeCom pushes each message said to the bot
 (a direct chat, or an @-mention in a group) as ``aibot_msg_callback``.  The
@@ -40,6 +43,7 @@ from channels.wecom.config import CLOUD_WS, WecomConfig
 from channels.wecom.decode import Skipped, decode
 from channels.wecom.encode import Stream, frame_of, markdown_body, stream_id
 from channels.wecom.transport import PLATFORM, call, new_client
+from gateway.core.capabilities import ChannelCapabilities, capabilities_of
 from gateway.core.channel import ChannelState, Heartbeat
 from gateway.core.errors import AuthFailed, InvalidEvent, PeerUnavailable, ReplyWindowClosed
 from gateway.core.messages import (
@@ -58,8 +62,21 @@ ALIVE_CHECK_S = 1.0
 
 
 class WecomChannel(Channel[WecomConfig]):
+    """The AI bot; ``WecomChannel(context)`` for a self-built app (``kind: app``) gives its own class (app.py)."""
+
     name: ClassVar[str] = "wecom"
     config_model = WecomConfig
+
+    def __new__(cls, context: ChannelContext[WecomConfig]) -> WecomChannel:
+        if cls is WecomChannel and context.config.kind == "app":
+            from channels.wecom.app import WecomAppChannel
+
+            return super().__new__(WecomAppChannel)
+        return super().__new__(cls)
+
+    @classmethod
+    def capabilities_for(cls, settings: WecomConfig) -> ChannelCapabilities:
+        return capabilities_of(cls.name, settings.kind)
 
     def __init__(self, context: ChannelContext[WecomConfig]) -> None:
         super().__init__(context)
@@ -191,6 +208,10 @@ class WecomChannel(Channel[WecomConfig]):
 
     @classmethod
     def check(cls, settings: WecomConfig) -> list[Problem]:
+        if settings.kind == "app":
+            from channels.wecom.app import WecomAppChannel
+
+            return WecomAppChannel.check_app(settings)
         mode, problems = settings.ai_bot, []
         if urlsplit(mode.ws_url).scheme not in ("ws", "wss"):
             problems.append(Problem(message=f"ws_url {mode.ws_url!r} is not a websocket address (wss://...)",

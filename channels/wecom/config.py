@@ -1,12 +1,13 @@
 """WeCom account settings: which way the bot is reached, as a union tagged by ``kind``.
 
-WeCom has two ways in.  The AI bot (智能机器人) holds a long connection the
-gateway dials out with the bot's id and secret -- nothing to expose to the
-internet, so it is the default and, today, the only one implemented.  A
-self-built app (自建应用) posts encrypted XML callbacks instead; it will be a
-second member of :data:`WecomMode` with its own fields, and an account names
-it by ``kind``.  An account asking for a kind this release does not have is
-refused at config time with words that say so, not at the first message.
+WeCom has two ways in.  The AI bot (智能机器人, ``kind: ai_bot``, the default)
+holds a long connection the gateway dials out with the bot's id and secret --
+nothing to expose to the internet.  A self-built app (自建应用, ``kind: app``)
+posts encrypted XML callbacks to the gateway's webhook route instead, and is
+answered with ``cgi-bin/message/send`` under an ``access_token`` got from the
+corpid and the app's secret.  An account asking for a kind this release does
+not have is refused at config time with words that say so, not at the first
+message.
 """
 
 from __future__ import annotations
@@ -15,10 +16,12 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from channels._kit.msgcrypt import ENCODING_AES_KEY_CHARS
 from gateway.core.config import AccountConfig, EnvSecret
 
 CLOUD_WS = "wss://openws.work.weixin.qq.com"
-KINDS = ("ai_bot",)
+API_BASE = "https://qyapi.weixin.qq.com/"
+KINDS = ("ai_bot", "app")
 
 
 class AiBotMode(BaseModel):
@@ -34,8 +37,42 @@ class AiBotMode(BaseModel):
     """Where the long connection goes: WeCom's own server, or a loopback emulator in tests."""
 
 
-WecomMode = Annotated[Union[AiBotMode], Field(discriminator="kind")]  # noqa: UP007 - a one-member union is still tagged
-"""Every way in; one member today (see the module docstring)."""
+class AppMode(BaseModel):
+    """A self-built app (自建应用): its callback settings and the secret that gets the ``access_token``.
+
+    Every value is on the WeCom admin console: the corpid under *My company*
+    (我的企业), the AgentId and Secret on the app's page, Token and
+    EncodingAESKey under the app's *Receive messages → Set API receive*
+    (接收消息 → 设置API接收)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: Literal["app"]
+    corpid: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    """The company's id (企业ID, ``ww`` and 16 hex digits): the receive id inside every encrypted callback."""
+    corpsecret: EnvSecret
+    """The app's Secret, read from the environment (``env:NAME``); it gets the ``access_token`` and is never logged."""
+    agentid: int = Field(gt=0)
+    """The app's AgentId: which app ``message/send`` speaks as."""
+    token: EnvSecret
+    """The Token typed into the API receive settings: every callback's ``msg_signature`` is made with it."""
+    encoding_aes_key: EnvSecret
+    """The 43-character EncodingAESKey from the same settings: every callback and ``echostr`` is encrypted with it."""
+    api_base: str = API_BASE
+    """Where ``cgi-bin/gettoken`` and ``cgi-bin/message/send`` live (a test peer, or a proxy)."""
+
+    @model_validator(mode="after")
+    def _check(self) -> AppMode:
+        key = self.encoding_aes_key.get_secret_value()
+        if len(key) != ENCODING_AES_KEY_CHARS or not key.isalnum():
+            raise ValueError(f"encoding_aes_key must be the {ENCODING_AES_KEY_CHARS} letters and digits the console shows "
+                             f"(this one has {len(key)} characters)")
+        if not self.api_base.endswith("/"):
+            object.__setattr__(self, "api_base", self.api_base + "/")
+        return self
+
+
+WecomMode = Annotated[Union[AiBotMode, AppMode], Field(discriminator="kind")]  # noqa: UP007 - pydantic's tagged form
+"""Every way in (see the module docstring)."""
 
 
 class WecomConfig(AccountConfig):
@@ -54,10 +91,23 @@ class WecomConfig(AccountConfig):
             kind = mode.setdefault("kind", "ai_bot")
             if kind not in KINDS:
                 raise ValueError(f"wecom mode kind {str(kind)[:40]!r} is not available in this release; "
-                                 f"use kind: ai_bot (the AI bot long connection)")
+                                 f"use kind: ai_bot (the AI bot long connection) or kind: app (a self-built app)")
             data = {**data, "mode": mode}
         return data
 
     @property
+    def kind(self) -> str:
+        """The kind of account, which picks its channel class and its row in platforms.toml."""
+        return self.mode.kind
+
+    @property
     def ai_bot(self) -> AiBotMode:
+        if not isinstance(self.mode, AiBotMode):
+            raise TypeError("this WeCom account is not an AI bot")
+        return self.mode
+
+    @property
+    def app(self) -> AppMode:
+        if not isinstance(self.mode, AppMode):
+            raise TypeError("this WeCom account is not a self-built app")
         return self.mode

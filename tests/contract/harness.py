@@ -124,6 +124,7 @@ HARNESSES: dict[str, str] = {
     "slack": "tests.contract.slack_harness:SlackHarness",
     "discord": "tests.contract.discord_harness:DiscordHarness",
     "wecom": "tests.contract.wecom_harness:WecomHarness",
+    "wecom_app": "tests.contract.wecom_app_harness:WecomAppHarness",
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
     "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
 }

@@ -70,3 +70,4 @@ async def rig(tmp_path) -> AsyncIterator[WecomRig]:
         finally:
             await gateway.stop()
             os.environ.pop(env, None)
+from tests.channels.wecom.app_rig import app_rig  # noqa: E402,F401 -- the self-built app rig, for its tests

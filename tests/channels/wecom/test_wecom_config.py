@@ -40,3 +40,34 @@ def test_check_finds_a_url_that_is_no_websocket_and_an_empty_secret(monkeypatch)
                                                "ws_url": "https://openws.work.weixin.qq.com"}})
     problems = WecomChannel.check(bad)
     assert len(problems) == 2 and all(p.fix for p in problems)
+
+
+KEY = "a" * 43
+
+
+def test_a_self_built_app_reads_its_secrets_from_the_environment_and_has_its_own_capabilities(monkeypatch):
+    from channels.wecom.channel import WecomChannel
+
+    for name, value in (("WECOM_APP_SECRET", "corp-hush"), ("WECOM_APP_TOKEN", "tok"), ("WECOM_APP_KEY", KEY)):
+        monkeypatch.setenv(name, value)
+    config = WecomConfig.model_validate({"mode": {
+        "kind": "app", "corpid": "ww0123456789abcdef", "corpsecret": "env:WECOM_APP_SECRET", "agentid": 1000002,
+        "token": "env:WECOM_APP_TOKEN", "encoding_aes_key": "env:WECOM_APP_KEY", "api_base": "http://127.0.0.1:1"}})
+    assert config.kind == "app" and config.app.agentid == 1000002 and config.app.api_base == "http://127.0.0.1:1/"
+    assert "corp-hush" not in repr(config) and "corp-hush" not in str(config.model_dump())
+    caps = WecomChannel.capabilities_for(config)
+    assert (caps.text_limit, caps.text_unit, caps.reply_window_s, tuple(caps.inbound_modes)) == (2048, "bytes", None,
+                                                                                                 ("webhook",))
+    assert WecomChannel.capabilities_for(WecomConfig.model_validate(
+        {"mode": {"bot_id": "b", "secret": "env:WECOM_APP_SECRET"}})).edit_mode == "native_stream"
+    assert WecomChannel.check(config) == []
+
+
+def test_an_app_with_a_short_encoding_aes_key_is_refused(monkeypatch):
+    monkeypatch.setenv("WECOM_APP_SECRET", "s")
+    monkeypatch.setenv("WECOM_APP_KEY", "short")
+    with pytest.raises(ValidationError) as raised:
+        WecomConfig.model_validate({"mode": {
+            "kind": "app", "corpid": "ww1", "corpsecret": "env:WECOM_APP_SECRET", "agentid": 1,
+            "token": "env:WECOM_APP_SECRET", "encoding_aes_key": "env:WECOM_APP_KEY"}})
+    assert "43 letters and digits" in str(raised.value)

@@ -54,3 +54,28 @@ async def test_a_learner_in_a_dm_gets_the_models_answer_once_streamed(tmp_path, 
         finally:
             await gateway.stop()
             os.environ.pop(env, None)
+
+
+APP_QUESTION = "什么是光合作用？"
+APP_SHOWN = "Plants use light to turn water and carbon dioxide into sugar. What do you think the sugar is for?"
+
+
+async def test_a_self_built_apps_member_gets_the_models_answer_once_as_plain_text(app_rig, tmp_path, monkeypatch):
+    monkeypatch.setenv(STUB_KEY_ENV, "sk-e2e")
+    monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)  # the gateway must build its real brain
+    async with ModelStub() as stub:
+        stub.script(Reply.text(ANSWER, chunk=8, pause=0.01))
+
+        def with_brain(raw: dict) -> dict:
+            built = e2e_config(tmp_path / "brain", stub.api_base, channel="wecom", account="school",
+                               account_settings=raw["channels"]["wecom"]["school"])
+            return {**built, "data_dir": raw["data_dir"]}
+
+        rig = await app_rig(config=with_brain)
+        assert rig.gateway.own_brain
+        await rig.peer.say("zhangsan", APP_QUESTION)
+        assert await rig.texts("zhangsan", 1) == [APP_SHOWN]  # the app's text is plain: no markdown marks
+        await rig.quiet()
+        assert rig.peer.texts_to("zhangsan") == [APP_SHOWN]
+        [request] = stub.requests
+        assert request["messages"][-1] == {"role": "user", "content": APP_QUESTION}
