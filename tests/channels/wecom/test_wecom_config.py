@@ -65,7 +65,7 @@ def test_a_self_built_app_reads_its_secrets_from_the_environment_and_has_its_own
 
 def test_an_app_with_a_short_encoding_aes_key_is_refused(monkeypatch):
     monkeypatch.setenv("WECOM_APP_SECRET", "s")
-    monkeypatch.setenv("WECOM_APP_KEY", "short")
+    monkeypatch.setenv("WECOM_APP_KEY", "Wk3yTooShort")  # distinct: a registered secret must not occur in other output
     with pytest.raises(ValidationError) as raised:
         WecomConfig.model_validate({"mode": {
             "kind": "app", "corpid": "ww1", "corpsecret": "env:WECOM_APP_SECRET", "agentid": 1,
