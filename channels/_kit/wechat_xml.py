@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 import xml.etree.ElementTree as ElementTree
 from collections.abc import Mapping
+from datetime import UTC, datetime
 
 from channels._kit.msgcrypt import WechatCrypto
 from channels._kit.signatures import verify_wechat_msg, wechat_signature
@@ -79,3 +80,19 @@ def opened(body: bytes, crypto: WechatCrypto, token: str) -> dict[str, str]:
              "nonce": outer.get("Nonce", "")}
     verify_wechat_msg(query, token, outer.get("Encrypt", ""))
     return read_fields(crypto.decrypt(outer.get("Encrypt", "")))
+
+
+def required(fields: Mapping[str, str], name: str, *, source: str) -> str:
+    """``fields[name]``, or :class:`InvalidEvent` naming ``source`` ("weixin callback") and the field."""
+    value = fields.get(name, "")
+    if not value:
+        raise InvalidEvent(f"{source} without {name}")
+    return value
+
+
+def created_at(stamp: str, *, platform: str) -> datetime:
+    """A message's ``CreateTime`` (seconds since the epoch) as a UTC time; a value that is none is an InvalidEvent."""
+    try:
+        return datetime.fromtimestamp(int(stamp), UTC)
+    except (ValueError, OverflowError, OSError):
+        raise InvalidEvent(f"{platform} CreateTime {stamp[:20]!r} is not a timestamp") from None

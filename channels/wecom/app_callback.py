@@ -25,12 +25,11 @@ acknowledged and recorded as refused, so WeCom stops retrying them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
 from channels._kit.challenges import wecom_echostr
 from channels._kit.msgcrypt import WechatCrypto
 from channels._kit.signatures import verify_wechat_msg
-from channels._kit.wechat_xml import read_fields
+from channels._kit.wechat_xml import created_at, read_fields, required
 from channels.wecom.config import AppMode
 from gateway.core.errors import ForgedRequest, InvalidEvent
 from gateway.core.messages import (
@@ -78,20 +77,14 @@ class AppCallbacks:
 
 
 def _field(fields: Mapping[str, str], name: str) -> str:
-    value = fields.get(name, "")
-    if not value:
-        raise InvalidEvent(f"wecom app callback without {name}")
-    return value
+    return required(fields, name, source="wecom app callback")
 
 
 def decode(fields: Mapping[str, str], *, account: AccountId) -> InboundMessage:
     """One text message; :class:`Skipped` or :class:`InvalidEvent` with the reason otherwise."""
     kind = _field(fields, "MsgType")
     member, stamp = _field(fields, "FromUserName"), _field(fields, "CreateTime")
-    try:
-        received = datetime.fromtimestamp(int(stamp), UTC)
-    except (ValueError, OverflowError, OSError):
-        raise InvalidEvent(f"wecom CreateTime {stamp[:20]!r} is not a timestamp") from None
+    received = created_at(stamp, platform="wecom")
     if kind != "text":
         raise Skipped(f"{kind[:30]} {fields.get('Event', '')[:30]}".strip())
     event_id, said = _field(fields, "MsgId"), fields.get("Content", "")

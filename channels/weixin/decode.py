@@ -17,8 +17,8 @@ refused -- the account still answers ``success``, so WeChat stops retrying.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from datetime import UTC, datetime
 
+from channels._kit.wechat_xml import created_at, required
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
     AccountId,
@@ -46,20 +46,14 @@ class Skipped(Exception):
 
 
 def _field(fields: Mapping[str, str], name: str) -> str:
-    value = fields.get(name, "")
-    if not value:
-        raise InvalidEvent(f"weixin callback without {name}")
-    return value
+    return required(fields, name, source="weixin callback")
 
 
 def decode(fields: Mapping[str, str], *, account: AccountId) -> InboundMessage:
     """One text message or subscribe event; :class:`Skipped` or :class:`InvalidEvent` with the reason otherwise."""
     kind = _field(fields, "MsgType")
     learner, stamp = _field(fields, "FromUserName"), _field(fields, "CreateTime")
-    try:
-        received = datetime.fromtimestamp(int(stamp), UTC)
-    except (ValueError, OverflowError, OSError):
-        raise InvalidEvent(f"weixin CreateTime {stamp[:20]!r} is not a timestamp") from None
+    received = created_at(stamp, platform="weixin")
     if kind == "text":
         event_id, said = _field(fields, "MsgId"), fields.get("Content", "")
         if not said.strip():

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from channels._kit.wechat_xml import read_fields, write_fields
+from channels._kit.wechat_xml import created_at, read_fields, required, write_fields
 from gateway.core.errors import InvalidEvent
 
 
@@ -43,3 +45,12 @@ def test_a_sealed_answer_opens_with_the_right_key_and_token_and_not_with_another
     assert opened(answer, crypto, "tok") == {"MsgType": "text", "Content": "答案"}
     with pytest.raises(ForgedRequest):
         opened(answer, crypto, "another-token")
+
+
+def test_a_missing_field_or_a_createtime_that_is_no_time_is_an_invalid_event():
+    assert required({"MsgId": "7"}, "MsgId", source="weixin callback") == "7"
+    with pytest.raises(InvalidEvent, match="weixin callback without MsgId"):
+        required({"MsgId": ""}, "MsgId", source="weixin callback")
+    assert created_at("1700000000", platform="wecom") == datetime.fromtimestamp(1700000000, UTC)
+    with pytest.raises(InvalidEvent, match="wecom CreateTime 'soon' is not a timestamp"):
+        created_at("soon", platform="wecom")
