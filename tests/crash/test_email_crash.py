@@ -14,7 +14,7 @@ cannot be told apart after a restart: the server has delivered the mail and a
 SIGKILL lands before its ``250`` is recorded in the sent ledger.  As on Telegram
 (ADR 0022), a second copy is excused only for that send: it carries the *same*
 Message-ID (the retry of the same part, never a reply made again), the server
-delivered the first copy within ``UNCONFIRMED_S`` before a kill, and no kill
+took the first copy (its DATA arrived) within ``UNCONFIRMED_S`` before a kill, and no kill
 excuses more than ``REPEATS_PER_KILL`` copies.  A lost SMTP answer (posted, but
 the 250 never came back) is deliberately not injected: ADR 0011 says so, and
 tests/channels/email shows the retry carries the same Message-ID.  The window a

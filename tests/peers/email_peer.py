@@ -261,7 +261,12 @@ class LmtpRelay:
         """(envelope sender, reply code) -> how often: what one test's bot was told."""
         self.accepted: list[bytes] = []
         self.delivered_at: dict[str, float] = {}
-        """Message-ID -> when the server first delivered a mail carrying it (wall clock, before its ``250``)."""
+        """Message-ID -> when the server first took a mail carrying it (wall clock).
+
+        Stamped the moment DATA has arrived, before the LMTP hand-off and before the ``250``: from
+        then on the mail is delivered whatever becomes of the client, so a kill after this instant
+        and before the client records the ``250`` is the one window SMTP cannot close.  Stamping
+        after the hand-off would put a slow Dovecot's delay inside that window and misjudge it."""
         self.submissions: Counter[str] = Counter()
         """envelope sender -> messages it tried to submit (DATA), whatever the answer: a retry counts again."""
         self._retrying: set[asyncio.Task] = set()
@@ -318,10 +323,10 @@ class LmtpRelay:
             self.answers_to[(envelope.mail_from.lower(), fault.reply[:3])] += 1
             return fault.reply
         content = envelope.original_content or envelope.content
-        self.accepted.append(content)
-        await self._deliver_or_queue(envelope.mail_from, list(envelope.rcpt_tos), content)
         message_id = str(email.message_from_bytes(content, policy=email.policy.default).get("Message-ID", ""))
         self.delivered_at.setdefault(message_id, time.time())
+        self.accepted.append(content)
+        await self._deliver_or_queue(envelope.mail_from, list(envelope.rcpt_tos), content)
         if fault is not None:
             self.answers[fault.reply[:3] + "+delivered"] += 1
             return fault.reply
