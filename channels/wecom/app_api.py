@@ -22,6 +22,11 @@ WeCom answers 200 with ``{"errcode": N, "errmsg": ...}`` on failure; the kit's
 cannot carry the reply's idempotency key and would drop a tutor's honest second
 "Yes, exactly." to the same learner (ADR 0034).
 
+Files go both ways by ``media_id`` (valid three days): ``cgi-bin/media/upload?type=image|file``
+takes one multipart field ``media`` and answers the id ``message/send`` then names; ``cgi-bin/media/get``
+hands a learner's file back as bytes, or a 200 with an errcode (40007: no such or expired id), which
+the kit's download reads as that error.
+
 The secret and the token are in query strings, so no URL is ever logged or put
 in an error message: errors name the API path only.
 """
@@ -32,12 +37,16 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
+from urllib.parse import urlencode
 
 import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
+from channels._kit.media import download
 from channels.wecom.config import AppMode
+from gateway.core.channel import MediaStream
 from gateway.core.errors import NotFound, PeerUnavailable, PeerUnreachable, PlatformError
 from gateway.endpoints import origin, why_unreachable
 
@@ -124,6 +133,79 @@ class AppApi:
         if said.get("invaliduser"):
             raise NotFound(PLATFORM, "cgi-bin/message/send: the member is not in the app's visible range")
         return str(said.get("msgid") or "")
+
+    async def upload(self, kind: str, name: str, data: bytes, mime: str) -> str:
+        """Upload one file as temporary material (``cgi-bin/media/upload``); the ``media_id`` WeCom gave it.
+
+        Nothing is sent yet: a failed upload leaves no message behind, so the part is simply tried again."""
+        path = "cgi-bin/media/upload"
+        token = await self.token()
+        for attempt in (0, 1):
+            try:
+                said = await self._form(path, {"access_token": token, "type": kind}, name, data, mime)
+                break
+            except PlatformError as error:
+                if attempt or str(error.code) not in TOKEN_STALE:
+                    raise
+                token = await self.token(stale=token)
+        media_id = said.get("media_id")
+        if not isinstance(media_id, str) or not media_id:
+            raise PeerUnavailable(PLATFORM, f"{path}: the answer has no media_id")
+        return media_id
+
+    async def _form(self, path: str, params: dict[str, str], name: str, data: bytes, mime: str) -> dict:
+        try:
+            response = await self._client.post(self.mode.api_base + path, params=params,
+                                               files={"media": (name, data, mime)})
+        except httpx.HTTPError as error:
+            raise PeerUnavailable(PLATFORM, f"{path}: {type(error).__name__}") from None
+        parsed = json_body(response.content)
+        failed = translate(PLATFORM, path, response.status_code, response.headers, parsed, codes=CODES)
+        if failed is not None:
+            raise failed
+        return parsed if isinstance(parsed, dict) else {}
+
+    async def send_media(self, userid: str, msgtype: str, media_id: str) -> str:
+        """One image or file app message naming an uploaded ``media_id``; WeCom's ``msgid`` for it."""
+        said = await self.post("cgi-bin/message/send", {
+            "touser": userid, "msgtype": msgtype, "agentid": self.mode.agentid, msgtype: {"media_id": media_id},
+            "safe": 0, "enable_duplicate_check": 0})
+        if said.get("invaliduser"):
+            raise NotFound(PLATFORM, "cgi-bin/message/send: the member is not in the app's visible range")
+        return str(said.get("msgid") or "")
+
+    async def send_news(self, userid: str, title: str, url: str, picurl: str = "") -> str:
+        """One news card (图文, ``msgtype: news``): a title that opens ``url``, showing ``picurl`` when
+        given -- how a file known only by its URL is shown, since an upload needs the bytes."""
+        article = {"title": title, "url": url, **({"picurl": picurl} if picurl else {})}
+        said = await self.post("cgi-bin/message/send", {
+            "touser": userid, "msgtype": "news", "agentid": self.mode.agentid, "news": {"articles": [article]},
+            "safe": 0, "enable_duplicate_check": 0})
+        if said.get("invaliduser"):
+            raise NotFound(PLATFORM, "cgi-bin/message/send: the member is not in the app's visible range")
+        return str(said.get("msgid") or "")
+
+    @asynccontextmanager
+    async def open_media(self, media_id: str, *, limit: int, declared_type: str = "",
+                         name: str = "") -> AsyncIterator[MediaStream]:
+        """A learner's file by its ``media_id`` (``cgi-bin/media/get``), streamed within ``limit`` bytes;
+        fetched again once under a new token if WeCom says the one held is stale."""
+        token = await self.token()
+        async with AsyncExitStack() as stack:
+            try:
+                stream = await stack.enter_async_context(self._media(token, media_id, limit, declared_type, name))
+            except PlatformError as error:
+                if str(error.code) not in TOKEN_STALE:
+                    raise
+                fresh = await self.token(stale=token)
+                stream = await stack.enter_async_context(self._media(fresh, media_id, limit, declared_type, name))
+            yield stream
+
+    def _media(self, token: str, media_id: str, limit: int, declared_type: str,
+               name: str) -> AbstractAsyncContextManager[MediaStream]:
+        url = f"{self.mode.api_base}cgi-bin/media/get?{urlencode({'access_token': token, 'media_id': media_id})}"
+        return download(self._client, url, limit=limit, platform=PLATFORM, declared_type=declared_type, name=name,
+                        codes=CODES)
 
     async def close(self) -> None:
         if self._owned:

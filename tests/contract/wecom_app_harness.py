@@ -95,7 +95,17 @@ class WecomAppHarness:
         assert answer.status_code == 200, answer.text
 
     async def seen(self, chat: str) -> list[Seen]:
-        return [Seen(id=f"{chat}:{i}", text=text) for i, text in enumerate(self.peer.texts_to(chat))]
+        shown = []
+        for i, message in enumerate(m for m in self.peer.sent if m["touser"] == chat):
+            if message["msgtype"] == "news":  # a file known by its URL: a card showing it
+                [article] = message["news"]["articles"]
+                picture = (article["picurl"],) if article.get("picurl") else ()
+                shown.append(Seen(id=f"{chat}:{i}", text=article["title"], attachments=picture or (article["url"],)))
+            elif message["msgtype"] == "text":
+                shown.append(Seen(id=f"{chat}:{i}", text=message["text"]["content"]))
+            else:
+                shown.append(Seen(id=f"{chat}:{i}", text="", attachments=(message[message["msgtype"]]["media_id"],)))
+        return shown
 
     async def stop(self) -> None:
         await self._stack.aclose()
