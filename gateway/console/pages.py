@@ -17,8 +17,10 @@ route                           method     viewer -> answer
 
 A stranger is anyone without a live session: no cookie, a forged or expired one, a disabled user;
 a cookie that opens no session is cleared in the answer.  Every unsafe request of a session needs
-its CSRF token (:mod:`gateway.console.signin`).  Pages say ``Cache-Control: no-store``, send no
-``Referer`` (the setup link's token must not leave in one) and allow no script at all.
+its CSRF token (:mod:`gateway.console.signin`).  Pages say ``Cache-Control: no-store``, send a
+``Referer`` only to the gateway itself (the setup link's token must not leave in one; ``no-referrer``
+would make Chromium post the forms with ``Origin: null``, which the host guard rightly refuses) and
+allow no script at all.
 """
 
 from __future__ import annotations
@@ -66,7 +68,7 @@ HERE = Path(__file__).parent
 USERNAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
 HEADERS = {
     "Cache-Control": "no-store",
-    "Referrer-Policy": "no-referrer",
+    "Referrer-Policy": "same-origin",
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
     "Content-Security-Policy": "default-src 'none'; style-src 'self'; img-src 'self'; form-action 'self'; "

@@ -161,7 +161,7 @@ async def test_pages_allow_no_script_and_are_not_cached(served):
         page = await http.get("/console/login")
     assert "script-src" not in page.headers["content-security-policy"]
     assert page.headers["content-security-policy"].startswith("default-src 'none'")
-    assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
+    assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "same-origin"
 
 
 async def test_sign_ins_run_side_by_side(served):
