@@ -18,7 +18,7 @@ import contextlib
 import os
 import uuid
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from gateway.configfile import parse_config
 from gateway.core.config import Config
@@ -35,6 +35,10 @@ class TencentHarness:
     """Where the names of this harness's environment variables start (``WEIXIN_C``)."""
     chat_prefix: ClassVar[str]
     """What the emulator's users are called, numbered (``member`` -> ``member1``)."""
+
+    @classmethod
+    def create(cls, request: Any) -> Self:
+        return cls()
 
     def __init__(self, peer: TencentPeer) -> None:
         self.peer = peer

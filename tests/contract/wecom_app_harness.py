@@ -25,10 +25,6 @@ class WecomAppHarness(TencentHarness):
     chat_prefix = "member"
     peer: WecomApp
 
-    @classmethod
-    def create(cls, request: Any) -> WecomAppHarness:
-        return cls()
-
     def __init__(self) -> None:
         super().__init__(WecomApp())
 

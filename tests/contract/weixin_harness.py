@@ -25,10 +25,6 @@ class WeixinHarness(TencentHarness):
     chat_prefix = "o-learner-"
     peer: WechatOA
 
-    @classmethod
-    def create(cls, request: Any) -> WeixinHarness:
-        return cls()
-
     def __init__(self) -> None:
         super().__init__(WechatOA(mode="safe"))
 
