@@ -452,8 +452,14 @@ class Gateway:
         )
 
 
-async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None, responder: Responder | None = None) -> None:
-    """The main job: run the gateway and its HTTP app until SIGINT or SIGTERM, then stop gracefully."""
+async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None, responder: Responder | None = None,
+                on_setup_link: Callable[[str], None] | None = None) -> None:
+    """The main job: run the gateway and its HTTP app until SIGINT or SIGTERM, then stop gracefully.
+
+    ``on_setup_link(url)`` is told, once the port listens, the console's one-time link for its first
+    administrator when the console has no user yet (:mod:`gateway.console.setup`); it is for a
+    terminal, never a log."""
+    from gateway.console.setup import first_start_token, setup_link
     from gateway.http.app import build_app
     from gateway.http.server import serve_http
     from gateway.openfiles import raise_open_files_limit
@@ -467,9 +473,13 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
         with suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(sig, stop.set)
 
+    setup_token = await first_start_token(gateway.store) if on_setup_link is not None else None
+
     def listening(url: str) -> None:
         if on_ready is not None:
             on_ready(url)
+        if on_setup_link is not None and setup_token is not None:
+            on_setup_link(setup_link(config.http.public_url or url, setup_token))
         gateway.warm_up()
 
     http = asyncio.create_task(

@@ -20,7 +20,7 @@ The rules, in words:
   (``channels.base``, ``channels.registry``), the kit, and its own package -- never
   the brain, another channel or the application.
 - The application (the rest of ``gateway/``) may use the brain and the channel
-  contract, never a concrete channel.
+  contract, never a concrete channel; of the kit, only its Accept-Language reader.
 - Only the composition root (``gateway.app``), ``gateway.doctor`` and the CLI
   (``gateway.cli`` and its subcommand modules) import anything; the subcommands
   register themselves on the group (``gateway.cli.group``) and never import the
@@ -88,6 +88,10 @@ ALONE: dict[str, str] = {"gateway.cli": "cli entry"}
 #: What the personas may take from the commons (reading persona.yaml), by name.
 PERSONAS_COMMONS = frozenset({"gateway.yamlfile"})
 
+#: What the application may take from the kit, by name: reading a browser's Accept-Language is the
+#: same job for the teacher console's pages as for the web chat's, and the kit imports only core.
+APPLICATION_KIT = frozenset({"channels._kit.languages"})
+
 
 def layer_of(module: str) -> str:
     """The layer of a dotted module name: the longest prefix in :data:`LAYERS` that matches."""
@@ -152,6 +156,8 @@ def allowed(importer: str, imported: str) -> bool:
         return target in MAY_IMPORT["channel"] or own_package(imported) == own_package(importer)
     if source == "personas" and target == "commons":
         return imported in PERSONAS_COMMONS
+    if source == "application" and target == "kit":
+        return imported in APPLICATION_KIT
     return target == source or target in MAY_IMPORT[source]
 
 
@@ -201,3 +207,5 @@ def test_the_matrix_sees_lazy_and_type_checking_imports(tmp_path):
     assert allowed("gateway.cli", "gateway.cli.kb")
     assert not allowed("personas.loader", "brain.types")
     assert not allowed("gateway.core.turns", "gateway.redaction")
+    assert allowed("gateway.console.texts", "channels._kit.languages")
+    assert not allowed("gateway.console.texts", "channels._kit.ack")

@@ -165,7 +165,9 @@ class BodyCodes:
     ``code_field`` is a dotted path; with ``ok_field`` (Slack's ``ok``), the body failed when that
     field is false, else when the code is present and not one of ``success``.  Codes are compared as
     strings, so ``45009`` and ``"45009"`` are one key.  A code the table does not name means what the
-    HTTP status means, or ``default`` when the status is a 200."""
+    HTTP status means, or ``default`` when the status is a 200.  ``explained`` words a code in the
+    channel's own terms where the platform's message would mislead an operator (WeChat's 45015 says
+    "subscription is canceled" when the learner's 48-hour window has closed)."""
 
     code_field: str
     kinds: Mapping[str, ErrorKind] = field(default_factory=dict)
@@ -173,6 +175,7 @@ class BodyCodes:
     ok_field: str | None = None
     message_fields: tuple[str, ...] = ("error_description", "errmsg", "msg", "message", "description", "error")
     default: ErrorKind = ErrorKind.BAD_REQUEST
+    explained: Mapping[str, str] = field(default_factory=dict)
 
     def failure(self, body: Any) -> tuple[str, ErrorKind | None, str] | None:
         """``(code, kind, message)`` when ``body`` reports an error (``kind`` None for a code the table
@@ -186,7 +189,8 @@ class BodyCodes:
         elif raw is None or str(raw) in self.success:
             return None
         code = "" if raw is None else str(raw)
-        message = next((str(m) for name in self.message_fields if (m := _lookup(body, name)) not in (None, "")), code)
+        message = self.explained.get(code) or next(
+            (str(m) for name in self.message_fields if (m := _lookup(body, name)) not in (None, "")), code)
         return code, self.kinds.get(code), message
 
 

@@ -1,4 +1,4 @@
-"""Inbound file downloads every channel shares: streamed, size-limited, with names safe to keep.
+"""File downloads every channel shares: streamed, size-limited, with names safe to keep.
 
 A channel's ``fetch_media`` resolves its platform reference to a URL (Telegram's
 getFile, Matrix's media endpoint, Slack's ``url_private``) and hands it to
@@ -18,25 +18,33 @@ platform's :class:`~channels._kit.http_errors.BodyCodes`, :func:`download`
 reads a body whose type says JSON or text (within the limit) and raises what
 its code means, so an expired ``media_id`` is ``BadRequest`` and a stale token
 ``AuthFailed`` -- never an "image" of forty bytes of JSON.
+
+Outbound, a platform that takes files only as uploaded bytes (WeChat's CDN) needs
+the whole file the brain attached, whether it names a local path or a URL:
+:func:`read_attachment` reads either within the platform's limit, with its name
+and type, so no channel writes that twice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import mimetypes
 import re
 import unicodedata
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from email.message import Message
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
 from channels._kit.http_errors import BodyCodes, json_body, translate
 from gateway.core.channel import MediaStream
-from gateway.core.errors import AuthFailed, NotFound, PeerUnavailable, PermanentError, RateLimited, TooLarge
-from gateway.core.messages import MediaKind
+from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PermanentError, RateLimited, TooLarge
+from gateway.core.messages import Attachment, MediaKind
 
 log = logging.getLogger(__name__)
 
@@ -165,3 +173,43 @@ async def download(client: httpx.AsyncClient, url: str, *, limit: int, platform:
             )
     except httpx.HTTPError as error:  # the URL may carry a token: name the failure's kind, never the URL
         raise PeerUnavailable(platform, f"file download failed ({type(error).__name__})") from None
+
+
+@dataclass(frozen=True)
+class AttachmentBytes:
+    """An outbound file in hand: its bytes, the name to show and its type."""
+
+    data: bytes
+    name: str
+    content_type: str
+
+
+def _read_file(path: Path, limit: int, platform: str) -> bytes:
+    try:
+        size = path.stat().st_size
+        if size > limit:
+            raise TooLarge(platform, limit, size)
+        return path.read_bytes()
+    except OSError as error:
+        raise BadRequest(platform, f"attachment {path.name} cannot be read: {error.strerror}") from None
+
+
+async def read_attachment(client: httpx.AsyncClient, attachment: Attachment, *, limit: int, platform: str) -> AttachmentBytes:
+    """The whole file ``attachment`` names (a local path first, else its URL), within ``limit`` bytes.
+
+    A file over the limit is :class:`TooLarge` (by its size on disk, or as the download passes the
+    limit); a file that cannot be read is :class:`BadRequest`; a URL that fails is its class in the
+    error tree, as :func:`download` says -- so a 5xx is transient and the outbound path retries."""
+    if attachment.path:
+        path = Path(attachment.path)
+        data = await asyncio.to_thread(_read_file, path, limit, platform)  # up to the limit from disk: off the loop
+        name = safe_name(attachment.name or path.name)
+        return AttachmentBytes(data, name, content_type(None, declared=attachment.mime_type, name=name))
+    if attachment.url:
+        given = attachment.name or unquote(urlsplit(attachment.url).path.rsplit("/", 1)[-1])
+        async with download(client, attachment.url, limit=limit, platform=platform, declared_type=attachment.mime_type,
+                            name=given) as stream:
+            data = b"".join([chunk async for chunk in stream.chunks])
+            name = safe_name(attachment.name) if attachment.name else stream.name or safe_name(given)
+            return AttachmentBytes(data, name, stream.content_type)
+    raise BadRequest(platform, "attachment has neither a path nor a URL")

@@ -135,6 +135,12 @@ def ready_message(config: Config, url: str) -> str:
     return f"Partners Gateway is running at {url}"
 
 
+def setup_message(link: str) -> str:
+    """What ``serve`` prints, once, while the console has no user: the link that makes its first administrator."""
+    return (f"The teacher console has no user yet. To create its first administrator, open this link "
+            f"(it works once, for 24 hours):\n  {link}\nor run `partners console add-user NAME --role administrator`.")
+
+
 @cli.command()
 @click.option("--host", help="Listen on this address (overrides http.host).")
 @click.option("--port", type=click.IntRange(0, 65535), help="Listen on this port, 0 for any free one (overrides http.port).")
@@ -157,7 +163,8 @@ def serve(ctx: click.Context, host: str | None, port: int | None, log_level: str
     from gateway.app import serve as serve_gateway
 
     try:
-        asyncio.run(serve_gateway(config, on_ready=lambda url: click.echo(ready_message(config, url))))
+        asyncio.run(serve_gateway(config, on_ready=lambda url: click.echo(ready_message(config, url)),
+                                  on_setup_link=lambda link: click.echo(setup_message(link))))
     except KeyboardInterrupt:
         pass
     except OSError as error:  # a busy port, an unwritable data dir: the operator's to fix, not a crash

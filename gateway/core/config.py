@@ -281,6 +281,10 @@ class PartnerConfig(_Model):
     tool_rules: tuple[ToolRule, ...] = ()
     """Context rules that take tools away from this partner's set; they never add one."""
 
+    def owned_by(self, teacher: str) -> bool:
+        """Whether ``teacher`` (one of a teacher's accounts, ``CHANNEL:USER``) is among this partner's owners."""
+        return any(f"{owner.channel}:{owner.user}" == teacher for owner in self.owners)
+
 
 class Binding(_Model):
     """Routes a channel account -- or one group or conversation of it -- to a partner.
@@ -293,6 +297,16 @@ class Binding(_Model):
     account: str = "default"
     chat: str | None = None
     thread: str | None = None
+
+
+def teacher_account(value: str) -> str:
+    """``value`` if it names a teacher's account as partner owners do, ``CHANNEL:USER``; else ValueError with the fix.
+
+    Admin tokens and console users (``partners console add-user --teacher``) name their teacher this way."""
+    channel, _, user = value.partition(":")
+    if not channel or not user or any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} is not CHANNEL:USER; write the teacher's account as in owners, e.g. telegram:12345")
+    return value
 
 
 class AdminToken(_Model):
@@ -311,13 +325,10 @@ class AdminToken(_Model):
     @field_validator("teacher")
     @classmethod
     def _channel_and_user(cls, value: str) -> str:
-        channel, _, user = value.partition(":")
-        if not channel or not user or any(c.isspace() for c in value):
-            raise ValueError(f"{value!r} is not CHANNEL:USER; write the teacher's account as in owners, e.g. telegram:12345")
-        return value
+        return teacher_account(value)
 
     def owns(self, partner: PartnerConfig) -> bool:
-        return any(f"{owner.channel}:{owner.user}" == self.teacher for owner in partner.owners)
+        return partner.owned_by(self.teacher)
 
     def covers(self, partner: PartnerConfig) -> bool:
         return self.owns(partner) and (not self.partners or partner.id in self.partners)

@@ -1,7 +1,8 @@
 """The phrases a learner reads that the gateway writes itself, in the learner's language.
 
 Stopped notices, apologies, the pairing notice, budget messages, the /link and /forget answers, the
-notes-only answer's notices and the hand-back notice are not the model's words, so nothing
+notes-only answer's notices, the hand-back notice -- and the personal WeChat login page a teacher
+opens (``channels/weixin/ilink/page.py``) -- are not the model's words, so nothing
 translates them on the way out: a Chinese-speaking partner that answered a failure in English would
 break the one promise a language partner makes.  They live in data (``phrases.toml``, keyed by
 phrase then language) and are read here, once, into a table checked at import: every
@@ -66,6 +67,16 @@ class Phrase(str, Enum):
     NOTES_NOT_FOUND = "notes_not_found"
     NOTES_ASK_TOPIC = "notes_ask_topic"
     HANDED_BACK = "handed_back"
+    LOGIN_TITLE = "login_title"
+    LOGIN_HEADING = "login_heading"
+    LOGIN_ASKING = "login_asking"
+    LOGIN_WAIT = "login_wait"
+    LOGIN_SCANNED = "login_scanned"
+    LOGIN_CONFIRMED = "login_confirmed"
+    LOGIN_EXPIRED = "login_expired"
+    LOGIN_RELOAD = "login_reload"
+    LOGIN_FORBIDDEN = "login_forbidden"
+    LOGIN_NOT_WAITING = "login_not_waiting"
 
 
 def placeholders(text: str) -> frozenset[str]:

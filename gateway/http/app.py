@@ -8,6 +8,7 @@
 ``GET /webhooks/{ch}/{acct}``  its ``verify_webhook``: the platform's challenge (405 where it has none)
 ``/channels/{ch}/{acct}/...``  that channel account's own ``http_routes()``
 ``GET /``                      redirect to the first web chat page, if one runs
+``/console/...``               the teacher console (:mod:`gateway.console.pages`)
 =============================  ===============================================
 
 Channel routes are looked up per request, not mounted once: accounts start
@@ -139,6 +140,11 @@ def build_app(gateway: ServedGateway) -> Starlette:
 
         brain = getattr(gateway, "brain", None)  # the Gateway's own brain; None with a plugged-in responder
         routes += admin_routes(config, brain.memory if brain is not None else None)
+        store = getattr(gateway, "store", None)  # the Gateway's store holds the console's users and sessions
+        if store is not None:
+            from gateway.console.pages import console_routes
+
+            routes += console_routes(config, store)
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
     load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)

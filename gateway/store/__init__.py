@@ -2,7 +2,8 @@
 
 Everything that makes "nothing lost, nothing twice" hold across a crash lives
 here: the inbound dedup keys and inbox, the outbox of replies with their
-progress, channel cursors, pairing codes and approved senders.  SQLite (WAL)
+progress, channel cursors, pairing codes and approved senders -- and the teacher
+console's users and sessions (:mod:`gateway.store.console`).  SQLite (WAL)
 is the embedded default (``gateway.store.sqlite``); the SQL is kept portable
 (``ON CONFLICT``, no SQLite-only functions) so PostgreSQL can back a
 multi-node deployment later behind the same :class:`Store` protocol.
@@ -16,6 +17,7 @@ from enum import Enum
 from typing import Protocol
 
 from gateway.core.messages import Address, InboundMessage, Media, MessageId, OutboundReply
+from gateway.store.console import ConsoleStore
 from gateway.store.health import StoreHealth
 
 
@@ -107,7 +109,7 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
     return message.model_copy(update={"elements": elements})
 
 
-class Store(Protocol):
+class Store(ConsoleStore, Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
 

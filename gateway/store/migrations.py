@@ -98,6 +98,34 @@ MIGRATIONS: list[list[str]] = [
         # notice speaks their language; a takeover from before reads '' (the partner's language).
         "ALTER TABLE takeovers ADD COLUMN locale TEXT NOT NULL DEFAULT ''",
     ],
+    [
+        # The teacher console (gateway.console, ADR 0036): who may sign in, their sessions, and the one-time
+        # link that creates the first administrator.  Session ids and setup tokens are kept only as SHA-256
+        # digests, so a copy of the file opens no session; passwords only as argon2 hashes.
+        """CREATE TABLE IF NOT EXISTS console_users (
+            username TEXT PRIMARY KEY,
+            display_name TEXT NOT NULL,
+            role TEXT NOT NULL,
+            teacher TEXT,
+            password_hash TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            disabled INTEGER NOT NULL DEFAULT 0
+        )""",
+        """CREATE TABLE IF NOT EXISTS console_sessions (
+            id_digest TEXT PRIMARY KEY,
+            username TEXT NOT NULL REFERENCES console_users (username) ON DELETE CASCADE,
+            csrf TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL
+        )""",
+        "CREATE INDEX IF NOT EXISTS console_sessions_expiry ON console_sessions (expires_at)",
+        """CREATE TABLE IF NOT EXISTS console_setup_tokens (
+            digest TEXT PRIMARY KEY,
+            created_at REAL NOT NULL,
+            expires_at REAL NOT NULL,
+            used_at REAL
+        )""",
+    ],
 ]
 
 

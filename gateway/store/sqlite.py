@@ -36,6 +36,7 @@ from gateway.store import (
     blob_keys,
     without_files,
 )
+from gateway.store.console import ConsoleRows
 from gateway.store.health import StoreHealth, is_store_failure
 from gateway.store.migrations import GATEWAY_SCHEMA
 from gateway.store.schema import open_database
@@ -51,7 +52,7 @@ def _pairing_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
 
 
-class SqliteStore:
+class SqliteStore(ConsoleRows):
     def __init__(self, path: Path, *, synchronous: str = "FULL", max_batch: int = 512) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
@@ -669,7 +670,7 @@ class SqliteStore:
                 "DELETE FROM outbox WHERE state IN (?, ?) AND updated_at < ?",
                 (ReplyState.DELIVERED.value, ReplyState.FAILED.value, now - finished_replies_after_s),
             ).rowcount
-            return removed
+            return removed + self._prune_console(conn, now)
 
         return await self._run(op)
 

@@ -20,7 +20,9 @@ it, and deduplicates a retried send by its idempotency key, so one message
 shows -- only platforms that take an idempotency key can promise this),
 ``outage`` (the peer can go down and come back), ``slow_send`` (the peer can
 answer sends slowly, after posting them), ``credentials`` (the account logs in
-with something the platform can refuse: a token, a password).
+with something the platform can refuse: a token, a password), ``fetches_media``
+(the channel uploads a reply's file by its bytes, so a URL-only file is
+fetched by the gateway: the harness serves it on loopback).
 """
 
 from __future__ import annotations
@@ -111,6 +113,11 @@ class Harness(Protocol):
 
     async def slow_sends(self, seconds: float) -> None:
         """Feature ``slow_send``: every send is posted at once but answered ``seconds`` later."""
+
+    async def media_url(self, name: str) -> str:
+        """Feature ``fetches_media``: a loopback URL serving a small image called ``name``, for a channel that
+        must fetch a file by URL to upload its bytes (personal WeChat); :meth:`seen` then names a file the
+        learner received by the URL whose bytes it has."""
 
     async def stop(self) -> None: ...
 

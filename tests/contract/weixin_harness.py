@@ -1,10 +1,8 @@
 """Contract harness for the ``weixin`` channel, an Official Account in safe mode, against the WeChat emulator.
 
-The emulator (tests/peers/weixin_oa_server.py) runs in-process on its own
-loopback port; the gateway's HTTP app is served on another once the gateway
-runs (``attach``), and the emulator posts its encrypted callbacks there.
-Passive replies are off, so every answer is a customer-service message the
-emulator records in order -- what the learner's chat shows.
+The emulator is tests/peers/weixin_oa_server.py, served as
+tests/contract/tencent_harness.py says.  Passive replies are off, so every
+answer is a customer-service message -- what the learner's chat shows.
 
 Features: ``credentials`` (an appsecret WeChat refuses, 40125).  Official Accounts are 1:1 (no ``groups``), WeChat never
 delivers the account's own messages (no ``own_echo``), and the emulator's
@@ -14,90 +12,21 @@ tests/channels/weixin/ cover 40001, 45015 and the window).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import os
-import uuid
-from pathlib import Path
 from typing import Any
 
-from gateway.configfile import parse_config
-from gateway.core.config import Config
 from tests.channels.weixin.conftest import account_settings
-from tests.contract.harness import Said, Seen
-from tests.peers.weixin_oa_server import WechatOA, serving
-from tests.waits import HANG_S
+from tests.contract.tencent_harness import TencentHarness
+from tests.peers.weixin_oa_server import WechatOA
 
 
-class WeixinHarness:
+class WeixinHarness(TencentHarness):
     channel = "weixin"
-    account = "school"
-    features = frozenset({"credentials"})
-
-    @classmethod
-    def create(cls, request: Any) -> WeixinHarness:
-        return cls()
+    env_prefix = "WEIXIN_C"
+    chat_prefix = "o-learner-"
+    peer: WechatOA
 
     def __init__(self) -> None:
-        self.oa = WechatOA(mode="safe")
-        tag = uuid.uuid4().hex[:8].upper()
-        self.env = {name: f"WEIXIN_C_{name.upper()}_{tag}" for name in ("secret", "token", "key")}
-        self._stack = contextlib.AsyncExitStack()
-        self.api = ""
-        self._learners = 0
+        super().__init__(WechatOA(mode="safe"))
 
-    async def start(self, workdir: Path) -> None:
-        self.api = await self._stack.enter_async_context(serving(self.oa))
-
-    def gateway_config(self, data_dir: Path) -> Config:
-        settings = {**account_settings(self.oa, self.api, self.env), "passive_reply": False}
-        return parse_config({
-            "data_dir": str(data_dir),
-            "partners": [{"id": "tutor", "name": "Tutor"}],
-            "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
-            "channels": {self.channel: {self.account: settings}},
-            "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-        })
-
-    def refused_credentials(self, data_dir: Path) -> tuple[Config, str]:
-        config = self.gateway_config(data_dir)
-        refused = uuid.uuid4().hex  # well shaped; not this account's
-        os.environ[self.env["secret"]] = refused
-        return config, refused
-
-    async def attach(self, gateway: Any) -> None:
-        from gateway.http.app import build_app
-        from gateway.http.server import serve_http
-
-        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result,
-                                                shutdown_timeout=1))
-
-        async def stop_server() -> None:
-            server.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await server
-
-        self._stack.push_async_callback(stop_server)
-        url = await asyncio.wait_for(ready, HANG_S)
-        self.oa.callback_url = f"{url}/webhooks/{self.channel}/{self.account}"
-
-    async def say(self, text: str, *, chat: str | None = None, group: bool = False, mention: bool = False) -> Said:
-        if chat is None:
-            self._learners += 1
-            chat = f"o-learner-{self._learners}"
-        msg_id = await self.oa.say(chat, text)
-        return Said(chat=chat, user=chat, text=text, ref=msg_id)
-
-    async def say_again(self, said: Said) -> None:
-        plain = self.oa.message(said.chat, said.text, msg_id=str(said.ref))
-        answer = await self.oa.post(*self.oa.envelope(plain))
-        assert answer.status_code == 200, answer.text
-
-    async def seen(self, chat: str) -> list[Seen]:
-        return [Seen(id=f"{chat}:{i}", text=text) for i, text in enumerate(self.oa.texts_to(chat))]
-
-    async def stop(self) -> None:
-        await self._stack.aclose()
-        for name in self.env.values():
-            os.environ.pop(name, None)
+    def settings(self) -> dict[str, Any]:
+        return {**account_settings(self.peer, self.api, self.env), "passive_reply": False}

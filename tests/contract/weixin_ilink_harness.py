@@ -5,7 +5,10 @@ loopback port.  The account is logged in by QR code in ``start``, into the
 store of the data dir the suite's gateway will use, before the gateway runs;
 the gateway long-polls the emulator and answers through ``sendmessage``.
 
-Features: none beyond the common ones.  Personal WeChat here is 1:1 (no
+Features: ``fetches_media`` -- a file goes to the platform's CDN as bytes, so a
+reply's image by URL is fetched by the gateway; the harness serves it from
+the emulator's loopback port and names a file the learner received by the
+URL whose bytes it has.  Personal WeChat here is 1:1 (no
 ``groups``); the bot's own messages are marked by the platform and not served
 back by the emulator (no ``own_echo``); the platform's faults are its ``ret``
 codes, covered in tests/channels/weixin/test_weixin_ilink.py (-14, -2).
@@ -27,7 +30,7 @@ from tests.peers.weixin_ilink_server import IlinkPeer, serving
 class IlinkHarness:
     channel = "weixin"
     account = "school"
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset({"fetches_media"})
 
     @classmethod
     def create(cls, request: Any) -> IlinkHarness:
@@ -44,7 +47,8 @@ class IlinkHarness:
             "data_dir": str(data_dir),
             "partners": [{"id": "tutor", "name": "Tutor"}],
             "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
-            "channels": {self.channel: {self.account: {"base_url": self.base, "poll_timeout_s": 1, "access": {"dm": "open"}}}},
+            "channels": {self.channel: {self.account: {"base_url": self.base, "cdn_base_url": self.base + "c2c/",
+                                                         "poll_timeout_s": 1, "access": {"dm": "open"}}}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
         }
 
@@ -68,8 +72,14 @@ class IlinkHarness:
     async def say_again(self, said: Said) -> None:
         await self.peer.say_again(str(said.ref))
 
+    async def media_url(self, name: str) -> str:
+        self.peer.files[name] = b"\x89PNG\r\n\x1a\n" + name.encode() * 64
+        return f"{self.base}_test/files/{name}"
+
     async def seen(self, chat: str) -> list[Seen]:
-        return [Seen(id=s.client_id, text=s.text) for s in self.peer.sent if s.to == chat]
+        by_bytes = {data: f"{self.base}_test/files/{name}" for name, data in self.peer.files.items()}
+        return [Seen(id=s.client_id, text=s.text, attachments=(by_bytes.get(s.data, f"<{len(s.data)} other bytes>"),)
+                     if s.kind != "text" else ()) for s in self.peer.sent if s.to == chat]
 
     async def stop(self) -> None:
         await self._stack.aclose()

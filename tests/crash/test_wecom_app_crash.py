@@ -42,7 +42,8 @@ import yaml
 
 from tests.crash.gateway_process import GatewayProcess
 from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
-from tests.peers.wecom_app_server import WecomApp, serving
+from tests.peers.tencent_api import serving
+from tests.peers.wecom_app_server import WecomApp
 from tests.waits import HANG_S
 
 LEARNERS, KILLS = 6, 3

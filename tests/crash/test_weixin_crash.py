@@ -53,7 +53,8 @@ import yaml
 
 from tests.crash.gateway_process import GatewayProcess
 from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
-from tests.peers.weixin_oa_server import RETRIES, WechatOA, serving
+from tests.peers.tencent_api import RETRIES, serving
+from tests.peers.weixin_oa_server import WechatOA
 from tests.waits import HANG_S
 
 LEARNERS, QUICK_KILLS = 6, 2

@@ -23,6 +23,21 @@ Written from the public descriptions of the iLink bot protocol:
   served by ``GET c2c/download?encrypted_query_param=``; the message carries
   the param and the key (base64 of its hex digits; an image also its hex
   ``aeskey``).
+- **Files from the bot.**  ``POST ilink/bot/getuploadurl`` takes a file's
+  ``filekey``, ``media_type``, ``to_user_id``, ``rawsize``, ``rawfilemd5``,
+  ``filesize`` (the ciphertext's) and ``aeskey`` (hex) and hands out an
+  ``upload_param``; ``POST c2c/upload?encrypted_query_param=&filekey=`` takes
+  the ciphertext (exactly ``filesize`` bytes) and answers 200 with the
+  download parameter in ``x-encrypted-param``.  A ``sendmessage`` whose item
+  is an ``image_item``, ``video_item`` or ``file_item`` names that parameter
+  and the key (``media.aes_key``, base64 of the hex); the emulator opens the
+  ciphertext with that key, checks it against the size and MD5 the bot
+  announced, and records the plaintext (:attr:`Sent.data`) -- what the
+  learner's phone would show.  :meth:`IlinkPeer.fail_next_upload` answers the
+  next upload with a status; :attr:`IlinkPeer.hold_uploads` keeps an upload,
+  once stored, from answering until the test lets it (a process that dies
+  in between).  ``GET _test/files/<name>`` serves :attr:`IlinkPeer.files`, a
+  file a reply names by URL.
 - **Control** (a test in another process: ``python -m tests.peers.weixin_ilink_server``):
   ``POST /_test/say`` ``{"learner", "text"}`` says a message, ``GET /_test/sent``
   lists the replies taken, ``GET /_test/refused`` those refused.  In that mode a login is confirmed at once (``auto_scan``).
@@ -36,6 +51,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
+import hashlib
 import itertools
 import secrets
 import time
@@ -63,6 +79,34 @@ class Sent:
     text: str
     context_token: str
     client_id: str
+    kind: str = "text"
+    """``text``, or the item a file went as: ``image``, ``video``, ``file``."""
+    data: bytes = b""
+    """A file's plaintext, opened with the key the message named."""
+    name: str = ""
+
+
+@dataclass
+class Upload:
+    """A file announced by ``getuploadurl``: what the bot said it is."""
+
+    filekey: str
+    media_type: int
+    to: str
+    rawsize: int
+    md5: str
+    filesize: int
+    aeskey: str
+
+
+ITEMS = {2: ("image", "image_item"), 4: ("file", "file_item"), 5: ("video", "video_item")}
+MEDIA_TYPE = {"image": 1, "video": 2, "file": 3}
+
+
+def _open(sealed: bytes, key: bytes) -> bytes:
+    opened = Cipher(algorithms.AES(key), modes.ECB()).decryptor()
+    unpad = padding.PKCS7(128).unpadder()
+    return unpad.update(opened.update(sealed) + opened.finalize()) + unpad.finalize()
 
 
 @dataclass
@@ -98,9 +142,23 @@ class IlinkPeer:
     answered: list[str] = field(default_factory=list)
     """Every QR status answered, in order."""
     polls: list[str] = field(default_factory=list)
+    """Every cursor a getupdates named, in order."""
     cdn: dict[str, bytes] = field(default_factory=dict)
     """encrypt_query_param -> the encrypted bytes the CDN serves."""
-    """Every cursor a getupdates named, in order."""
+    announced: dict[str, Upload] = field(default_factory=dict)
+    """upload_param -> the file getuploadurl was told of."""
+    stored: dict[str, Upload] = field(default_factory=dict)
+    """download param -> the announced file whose ciphertext the CDN took under it."""
+    uploads: list[int] = field(default_factory=list)
+    """The status of every upload the CDN answered (or would have, for a held one), in order."""
+    cdn_faults: list[int] = field(default_factory=list)
+    """Statuses the next uploads get instead of being stored, first first."""
+    hold_uploads: asyncio.Event | None = None
+    """While set to an unset event, a stored upload does not answer until the event is set."""
+    held: int = 0
+    """Uploads stored and waiting on :attr:`hold_uploads`."""
+    files: dict[str, bytes] = field(default_factory=dict)
+    """Files served at ``_test/files/<name>`` (a reply's attachment by URL)."""
     _ids: itertools.count = field(default_factory=lambda: itertools.count(7_000_000_001))
     _changed: asyncio.Condition = field(default_factory=asyncio.Condition)
 
@@ -158,7 +216,14 @@ class IlinkPeer:
         self.contexts[context_token] = (learner, time.monotonic() - self.token_ttl_s - 1)
 
     def texts_to(self, learner: str) -> list[str]:
-        return [s.text for s in self.sent if s.to == learner]
+        return [s.text for s in self.sent if s.to == learner and s.kind == "text"]
+
+    def files_to(self, learner: str) -> list[Sent]:
+        return [s for s in self.sent if s.to == learner and s.kind != "text"]
+
+    def fail_next_upload(self, status: int) -> None:
+        """The next CDN upload is answered ``status`` (and nothing stored)."""
+        self.cdn_faults.append(status)
 
     async def _move(self, status: str) -> None:
         for login in self.logins.values():
@@ -185,7 +250,10 @@ class IlinkPeer:
             Route("/ilink/bot/sendmessage", self._faulty(self._sendmessage), methods=["POST"]),
             Route("/ilink/bot/getconfig", self._faulty(self._getconfig), methods=["POST"]),
             Route("/ilink/bot/sendtyping", self._faulty(self._sendtyping), methods=["POST"]),
+            Route("/ilink/bot/getuploadurl", self._faulty(self._getuploadurl), methods=["POST"]),
             Route("/c2c/download", self._download, methods=["GET"]),
+            Route("/c2c/upload", self._upload, methods=["POST"]),
+            Route("/_test/files/{name}", self._test_file, methods=["GET"]),
             Route("/_test/say", self._test_say, methods=["POST"]),
             Route("/_test/sent", self._test_sent, methods=["GET"]),
             Route("/_test/refused", self._test_refused, methods=["GET"]),
@@ -201,7 +269,70 @@ class IlinkPeer:
         return JSONResponse([{"to": to, "why": why} for to, why in self.refused])
 
     async def _test_sent(self, request: Request) -> JSONResponse:
-        return JSONResponse([{"to": s.to, "text": s.text, "client_id": s.client_id} for s in self.sent])
+        return JSONResponse([{"to": s.to, "text": s.text, "client_id": s.client_id, "kind": s.kind, "name": s.name,
+                              "md5": hashlib.md5(s.data).hexdigest() if s.kind != "text" else ""} for s in self.sent])
+
+    async def _test_file(self, request: Request) -> Response:
+        data = self.files.get(request.path_params["name"])
+        return Response(status_code=404) if data is None else Response(data, media_type="application/octet-stream")
+
+    async def _getuploadurl(self, request: Request) -> JSONResponse:
+        body = await self._body(request)
+        if body is None:
+            return JSONResponse({"ret": -14, "errmsg": "unauthorized"}, status_code=401)
+        if self.expired:
+            return JSONResponse(EXPIRED)
+        try:
+            upload = Upload(filekey=str(body["filekey"]), media_type=int(body["media_type"]), to=str(body["to_user_id"]),
+                            rawsize=int(body["rawsize"]), md5=str(body["rawfilemd5"]), filesize=int(body["filesize"]),
+                            aeskey=str(body["aeskey"]))
+        except (KeyError, TypeError, ValueError):
+            return JSONResponse({"ret": -1, "errmsg": "bad upload request"})
+        if len(bytes.fromhex(upload.aeskey)) != 16 or upload.filesize != (upload.rawsize // 16 + 1) * 16:
+            return JSONResponse({"ret": -1, "errmsg": "bad key or size"})
+        param = "up-" + secrets.token_urlsafe(12)
+        self.announced[param] = upload
+        return JSONResponse({"ret": 0, "upload_param": param})
+
+    async def _upload(self, request: Request) -> Response:
+        upload = self.announced.get(request.query_params.get("encrypted_query_param", ""))
+        if upload is None or request.query_params.get("filekey") != upload.filekey:
+            self.uploads.append(400)
+            return Response(status_code=400, headers={"x-error-message": "unknown upload param"})
+        if self.cdn_faults:
+            status = self.cdn_faults.pop(0)
+            self.uploads.append(status)
+            return Response(status_code=status, headers={"x-error-message": "injected"})
+        sealed = await request.body()
+        if len(sealed) != upload.filesize or request.headers.get("content-type") != "application/octet-stream":
+            self.uploads.append(400)
+            return Response(status_code=400, headers={"x-error-message": "size or type mismatch"})
+        param = "dl-" + secrets.token_urlsafe(12)
+        self.cdn[param], self.stored[param] = sealed, upload
+        self.uploads.append(200)
+        if self.hold_uploads is not None:
+            self.held += 1
+            await self.hold_uploads.wait()
+        return Response(status_code=200, headers={"x-encrypted-param": param})
+
+    def _opened(self, item: dict[str, Any], to: str) -> tuple[str, bytes, str] | str:
+        """A media item's kind, plaintext and name; or why the learner's phone could not show it."""
+        kind, field_name = ITEMS[int(item.get("type", 0))]
+        part = item.get(field_name) or {}
+        media = part.get("media") or {}
+        upload = self.stored.get(str(media.get("encrypt_query_param", "")))
+        if upload is None or upload.to != to or upload.media_type != MEDIA_TYPE[kind]:
+            return "media not uploaded for this learner as this kind"
+        try:
+            key = bytes.fromhex(base64.b64decode(str(media.get("aes_key", ""))).decode())
+            plain = _open(self.cdn[str(media["encrypt_query_param"])], key)
+        except ValueError:
+            return "media does not open with its aes_key"
+        if key.hex() != upload.aeskey or len(plain) != upload.rawsize or hashlib.md5(plain).hexdigest() != upload.md5:
+            return "media is not the file announced"
+        if kind == "file" and (not part.get("file_name") or part.get("len") != str(len(plain))):
+            return "file item without its name or length"
+        return kind, plain, str(part.get("file_name", ""))
 
     async def _download(self, request: Request) -> Response:
         sealed = self.cdn.get(request.query_params.get("encrypted_query_param", ""))
@@ -281,6 +412,12 @@ class IlinkPeer:
         context, to = str(msg.get("context_token", "")), str(msg.get("to_user_id", ""))
         [item] = msg.get("item_list") or [{}]
         text = str((item.get("text_item") or {}).get("text", ""))
+        media: tuple[str, bytes, str] | str = ("text", b"", "")
+        if int(item.get("type", 1)) in ITEMS:
+            media = self._opened(item, to)
+            if isinstance(media, str):
+                self.refused.append((to, media))
+                return JSONResponse({"ret": -1, "errmsg": media})
         handed = self.contexts.get(context)
         if handed is None or handed[0] != to or time.monotonic() - handed[1] > self.token_ttl_s or self.stale_next > 0:
             self.stale_next = max(0, self.stale_next - 1)
@@ -290,7 +427,8 @@ class IlinkPeer:
             self.refused.append((to, "budget"))
             return JSONResponse({"ret": -2, "errmsg": "reply limit reached for this context"})
         self.used[context] = self.used.get(context, 0) + 1
-        self.sent.append(Sent(to, text, context, str(msg.get("client_id", ""))))
+        kind, data, name = media
+        self.sent.append(Sent(to, text, context, str(msg.get("client_id", "")), kind=kind, data=data, name=name))
         return JSONResponse({"ret": 0})
 
     async def _getconfig(self, request: Request) -> JSONResponse:

@@ -14,10 +14,10 @@ configuration, message encryption and customer-service messages (X1, X2, X3):
   reply XML counts as none; a reply XML (sealed in safe mode, its
   ``MsgSignature`` checked) is a *passive reply*, shown to the learner and
   recorded in ``passive``; and WeChat tries the same ``MsgId`` again, three
-  retries in all, ``retry_after_s`` (WeChat's 5 s, shortened by tests) after
-  the attempt before began -- whether that one timed out, found nobody
-  listening (a gateway that is down) or got a wrong answer.  A message whose
-  retries all failed is lost, as on WeChat; ``acknowledged`` tells them apart.
+  retries in all (tests/peers/tencent_api.py) -- whether that one timed out,
+  found nobody listening (a gateway that is down) or got a wrong answer.  A
+  message whose retries all failed is lost, as on WeChat; ``acknowledged``
+  tells them apart.
 - **API.**  ``GET /cgi-bin/token`` hands out an ``access_token`` for the
   right appid and secret (``expires_in`` 7200); ``POST
   /cgi-bin/message/custom/send`` takes a text message to a learner who wrote in
@@ -31,14 +31,11 @@ configuration, message encryption and customer-service messages (X1, X2, X3):
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import itertools
 import json
 import secrets
 import time
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import httpx
 from starlette.applications import Starlette
@@ -49,56 +46,29 @@ from starlette.routing import Route
 from channels._kit.msgcrypt import WechatCrypto
 from channels._kit.signatures import wechat_signature
 from channels._kit.wechat_xml import opened, read_fields, write_fields
-from gateway.http.server import serve_http
-from tests.waits import HANG_S, HTTP_S
+from tests.peers.tencent_api import TOKEN_LIFE_S, TencentPeer, encoding_aes_key
 
 WINDOW_S = 48 * 3600
 QUOTA = 5
-RETRIES = 3
+STALE = (40001, "invalid credential, access_token is invalid or not latest")
 
 
 @dataclass
-class Delivery:
-    """One POST of a callback and what the gateway answered."""
-
-    msg_id: str
-    attempt: int
-    status: int
-    body: str
-    failed: str = ""
-    """When ``status`` is 0 (no answer), how the attempt failed: ``ReadTimeout``, ``ConnectError`` (nobody listening)."""
-
-
-@dataclass
-class WechatOA:
+class WechatOA(TencentPeer):
     """One Official Account at the emulated WeChat, and the learners who write to it."""
 
-    callback_url: str = ""
+    EXPIRED: ClassVar[tuple[int, str]] = STALE
+    NOT_A_TOKEN: ClassVar[tuple[int, str]] = STALE
+
     mode: str = "safe"
     appid: str = field(default_factory=lambda: "wx" + secrets.token_hex(8))
     appsecret: str = field(default_factory=lambda: secrets.token_hex(16))
     token: str = field(default_factory=lambda: secrets.token_hex(8))
-    aes_key: str = field(default_factory=lambda: secrets.token_urlsafe(48).replace("-", "a").replace("_", "b")[:43])
-    retry_after_s: float = 5.0
-    sent: list[dict] = field(default_factory=list)
-    """Every customer-service message WeChat took, as posted."""
-    deliveries: list[Delivery] = field(default_factory=list)
+    aes_key: str = field(default_factory=encoding_aes_key)
     passive: list[dict] = field(default_factory=list)
     """Every passive reply WeChat took from a callback's answer, as its fields."""
-    tokens_issued: int = 0
-    _good_tokens: set[str] = field(default_factory=set)
     _last_said: dict[str, tuple[float, int]] = field(default_factory=dict)
     """OpenID -> when they last wrote, and the customer-service messages sent since."""
-    _faults: list[int] = field(default_factory=list)
-    _ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time()) * 1000))
-
-    # ------------------------------------------------------------------ faults
-
-    def expire_token(self) -> None:
-        self._good_tokens.clear()
-
-    def fail_next(self, errcode: int) -> None:
-        self._faults.append(errcode)
 
     # ------------------------------------------------------------------ the API
 
@@ -110,33 +80,24 @@ class WechatOA:
         query = request.query_params
         if query.get("appid") != self.appid or query.get("secret") != self.appsecret:
             return JSONResponse({"errcode": 40125, "errmsg": "invalid appsecret"})
-        token = "T" + secrets.token_hex(12)
-        self._good_tokens.add(token)
-        self.tokens_issued += 1
-        return JSONResponse({"access_token": token, "expires_in": 7200})
+        return JSONResponse({"access_token": self.issue_token(), "expires_in": TOKEN_LIFE_S})
 
     async def _send(self, request: Request) -> JSONResponse:
-        if request.query_params.get("access_token") not in self._good_tokens:
-            return JSONResponse({"errcode": 40001, "errmsg": "invalid credential, access_token is invalid or not latest"})
-        if self._faults:
-            code = self._faults.pop(0)
-            return JSONResponse({"errcode": code, "errmsg": f"injected {code}"})
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
         body = json.loads(await request.body())
         to = body.get("touser", "")
         said_at, used = self._last_said.get(to, (None, 0))
         if said_at is None or time.time() > said_at + WINDOW_S:
-            return JSONResponse({"errcode": 45015, "errmsg": "response out of time limit or subscription is canceled"})
+            return self.error(45015, "response out of time limit or subscription is canceled")
         if used >= QUOTA:
-            return JSONResponse({"errcode": 45047, "errmsg": "out of response count limit"})
+            return self.error(45047, "out of response count limit")
         if body.get("msgtype") != "text" or not body.get("text", {}).get("content"):
-            return JSONResponse({"errcode": 44003, "errmsg": "empty news data"})
+            return self.error(44003, "empty news data")
         self._last_said[to] = (said_at, used + 1)
         self.sent.append(body)
         return JSONResponse({"errcode": 0, "errmsg": "ok"})
-
-    def texts_to(self, openid: str) -> list[str]:
-        """What the learner was shown, passive replies and customer-service messages alike (in arrival order)."""
-        return [m["text"]["content"] for m in self.sent if m["touser"] == openid]
 
     def cs_texts_to(self, openid: str) -> list[str]:
         return [m["text"]["content"] for m in self.sent if m["touser"] == openid and m.get("via") != "passive"]
@@ -164,7 +125,7 @@ class WechatOA:
     def message(self, openid: str, text: str, *, msg_id: str | None = None, create_time: int | None = None) -> bytes:
         return write_fields({"ToUserName": "gh_account", "FromUserName": openid,
                              "CreateTime": int(time.time()) if create_time is None else create_time,
-                             "MsgType": "text", "Content": text, "MsgId": msg_id or str(next(self._ids))})
+                             "MsgType": "text", "Content": text, "MsgId": msg_id or self.next_msg_id()})
 
     def envelope(self, plain: bytes, **signing) -> tuple[dict, bytes]:
         """The query and body WeChat would post for ``plain`` in this account's mode."""
@@ -177,36 +138,22 @@ class WechatOA:
             body = plain.replace(b"</xml>", b"<Encrypt><![CDATA[" + encrypted.encode() + b"]]></Encrypt></xml>")
         return self._query(encrypted, **signing), body
 
-    async def post(self, query: dict, body: bytes) -> httpx.Response:
-        async with httpx.AsyncClient(timeout=HTTP_S, trust_env=False) as http:
-            return await http.post(self.callback_url, params=query, content=body,
-                                   headers={"Content-Type": "text/xml"})
+    def accepted(self, to: str, status: int, body: str) -> bool:
+        """``success``, an empty body, or a passive reply -- which WeChat shows the learner."""
+        if status == 200 and body.startswith("<xml>"):
+            fields = self.read_answer(body.encode())
+            assert fields["ToUserName"] == to and fields["MsgType"] == "text", fields
+            self.passive.append(fields)
+            self.sent.append({"touser": to, "msgtype": "text", "text": {"content": fields["Content"]}, "via": "passive"})
+            return True
+        return status == 200 and body in ("success", "")
 
     async def say(self, openid: str, text: str, *, msg_id: str | None = None, create_time: int | None = None) -> str:
         """A learner writes: the callback posted, and retried as WeChat retries it; returns its MsgId."""
-        msg_id = msg_id or str(next(self._ids))
+        msg_id = msg_id or self.next_msg_id()
         plain = self.message(openid, text, msg_id=msg_id, create_time=create_time)
         self._last_said[openid] = (float(create_time if create_time is not None else time.time()), 0)
-        for attempt in range(1 + RETRIES):
-            query, body = self.envelope(plain)
-            began = time.monotonic()
-            try:
-                async with httpx.AsyncClient(timeout=self.retry_after_s, trust_env=False) as http:
-                    answer = await http.post(self.callback_url, params=query, content=body)
-                status, said, failed = answer.status_code, answer.text, ""
-            except httpx.TransportError as error:  # no answer in time, or nobody listening: WeChat tries again
-                status, said, failed = 0, "", type(error).__name__
-            self.deliveries.append(Delivery(msg_id, attempt, status, said, failed))
-            if status == 200 and said.startswith("<xml>"):
-                fields = self.read_answer(said.encode())
-                assert fields["ToUserName"] == openid and fields["MsgType"] == "text", fields
-                self.passive.append(fields)
-                self.sent.append({"touser": openid, "msgtype": "text", "text": {"content": fields["Content"]},
-                                  "via": "passive"})
-                break
-            if status == 200 and said in ("success", ""):
-                break
-            await asyncio.sleep(max(0.0, self.retry_after_s - (time.monotonic() - began)))
+        await self.deliver(openid, msg_id, lambda: self.envelope(plain))
         return msg_id
 
     def acknowledged(self) -> set[str]:
@@ -215,20 +162,4 @@ class WechatOA:
 
     async def verify_url(self, *, token: str | None = None) -> httpx.Response:
         echostr = secrets.token_hex(8)
-        async with httpx.AsyncClient(timeout=HTTP_S, trust_env=False) as http:
-            answer = await http.get(self.callback_url, params={**self._query(token=token), "echostr": echostr})
-        answer.extensions["echostr"] = echostr
-        return answer
-
-
-@contextlib.asynccontextmanager
-async def serving(oa: WechatOA) -> AsyncIterator[str]:
-    """The emulated ``api.weixin.qq.com`` on a free loopback port; yields its base URL (ending in ``/``)."""
-    ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-    server = asyncio.create_task(serve_http(oa.app(), "127.0.0.1", 0, on_ready=ready.set_result, shutdown_timeout=1))
-    try:
-        yield (await asyncio.wait_for(ready, HANG_S)).rstrip("/") + "/"
-    finally:
-        server.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await server
+        return await self.get_callback({**self._query(token=token), "echostr": echostr}, echostr)

@@ -5,7 +5,7 @@ Inbound is the kit's long poll on ``ilink/bot/getupdates``: the opaque
 durable, so a crash makes the platform hand the same messages out again and
 the dedup key (the platform's ``message_id``) answers each once.
 
-Outbound, every reply carries the ``context_token`` of the learner's message
+Outbound, every message carries the ``context_token`` of the learner's message
 (in the referrer, with its end from ``reply_window_s``).  A reply without one
 -- a teacher's report, a reminder -- takes the learner's latest token, which
 the channel keeps in the store as it reads messages; the outbound path has
@@ -13,8 +13,11 @@ already refused it if the window is over.  The platform's own word that a
 token is stale is :class:`~gateway.core.errors.ReplyWindowClosed`, recorded
 and reported to the teacher by the outbound path.  The budget (about ten
 replies per learner message) and the pacing are platforms.toml's, enforced
-by that path.  Typing goes through the ticket ``getconfig`` hands out, kept
-per learner while the channel runs.
+by that path; a file is a part of its own and counts against the budget.
+Images and videos go as themselves, anything else (a voice note too) as a
+file, each uploaded to the CDN encrypted (:mod:`channels.weixin.ilink.upload`).
+Typing goes through the ticket ``getconfig`` hands out, kept per learner
+while the channel runs.
 
 The bot token is the QR login's (:mod:`channels.weixin.ilink.session`); an
 expired session (or none yet) parks the account in ``action_required`` with
@@ -35,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from channels._kit.longpoll import Batch, poll
+from channels._kit.media import read_attachment
 from channels.base import ChannelContext, MediaStream
 from channels.weixin.account import WeixinChannel
 from channels.weixin.config import IlinkConfig, WeixinConfig
@@ -43,9 +47,11 @@ from channels.weixin.ilink.decode import Skipped, decode
 from channels.weixin.ilink.media import fetch
 from channels.weixin.ilink.page import LoginPage
 from channels.weixin.ilink.transport import PLATFORM, IlinkApi, login_command
+from channels.weixin.ilink.upload import item as media_item
+from channels.weixin.ilink.upload import sent_as, upload
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.errors import AuthFailed, InvalidEvent, ReplyWindowClosed, Unsupported
-from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.errors import AuthFailed, InvalidEvent, PermanentError, ReplyWindowClosed, Unsupported
+from gateway.core.messages import Address, Attachment, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the routes
@@ -72,7 +78,7 @@ class IlinkChannel(WeixinChannel):
         self._tickets: dict[str, str] = {}
         self._latest: dict[str, str] = {}
         self._http: httpx.AsyncClient | None = None
-        """CDN downloads, apart from the API's client: a slow file never holds up the poll or a send."""
+        """CDN downloads and uploads, apart from the API's client: a slow file never holds up the poll."""
         self.page = LoginPage(self.ilink, context.cursors, str(self.account))
 
     async def _ready(self) -> IlinkApi:
@@ -188,23 +194,54 @@ class IlinkChannel(WeixinChannel):
                                               "this learner has not written to the account yet")
         return self._latest[user]
 
-    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
-        """An image or file from the CDN, decrypted with the key its message carried (media.py)."""
+    def _cdn(self) -> httpx.AsyncClient:
         if self._http is None:
             self._http = httpx.AsyncClient(timeout=DOWNLOAD_TIMEOUT, trust_env=False)
-        return fetch(self._http, self.ilink.cdn_base_url, ref, limit=limit)
+        return self._http
+
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """An image or file from the CDN, decrypted with the key its message carried (media.py)."""
+        return fetch(self._cdn(), self.ilink.cdn_base_url, ref, limit=limit)
 
     # ------------------------------------------------------------------ outbound
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
-        """One text message carrying the learner's context token; the platform hands back no id, so the key stands for it."""
-        if part.attachment is not None or not part.text.strip():
-            raise Unsupported(PLATFORM, "this account sends text only in this release")
+        """One message carrying the learner's context token: a text, or one uploaded file (upload.py).
+
+        The platform hands back no id, so the part's key stands for it (and is its ``client_id``).  A file
+        is read, sealed and uploaded before the message names it; a failure on the way is the outbound
+        path's to retry, and nothing was sent before ``sendmessage``."""
         user = str(target.conversation.chat)
+        attachment = part.attachment
+        if attachment is None and not part.text.strip():
+            raise Unsupported(PLATFORM, "a part with neither text nor one attachment cannot be sent")
         api = await self._ready()
-        await api.send_text(user, await self._token_for(user, referrer), part.text, client_id=idempotency_key)
-        log.info("weixin ilink sent account=%s chat=%s part=%d", self.account, user, part.index)
+        token = await self._token_for(user, referrer)
+        if attachment is None:
+            await api.send_text(user, token, part.text, client_id=idempotency_key)
+        else:
+            await api.send_item(user, token, await self._uploaded(api, user, attachment), client_id=idempotency_key)
+        log.info("weixin ilink sent account=%s chat=%s part=%d kind=%s", self.account, user, part.index,
+                 attachment.kind if attachment is not None else "text")
         return SentMessage(message=MessageId(idempotency_key))
+
+    async def _uploaded(self, api: IlinkApi, user: str, attachment: Attachment) -> dict[str, Any]:
+        """The message item for ``attachment``, its bytes on the CDN (a URL's fetched first, within the limit).
+
+        A file by URL that cannot be had for good (404, over the limit, refused) goes as its link, the way
+        a platform without files shows one; a fetch that may work later is the outbound path's to retry."""
+        http = self._cdn()
+        try:
+            got = await read_attachment(http, attachment, limit=self.declared.media_max_bytes, platform=PLATFORM)
+        except PermanentError as error:
+            if not attachment.url:
+                raise
+            log.warning("weixin ilink attachment sent as its link account=%s chat=%s reason=%s", self.account, user, error)
+            link = f"{attachment.name}: {attachment.url}" if attachment.name else attachment.url
+            return {"type": 1, "text_item": {"text": link}}
+        kind = sent_as(attachment.kind)
+        uploaded = await upload(api, http, self.ilink.cdn_base_url, to=user, data=got.data, kind=kind)
+        return media_item(kind, uploaded, name=got.name)
 
     async def typing(self, target: Address) -> None:
         user = str(target.conversation.chat)

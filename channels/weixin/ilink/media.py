@@ -9,67 +9,30 @@ own, which wins).  The decoder keeps both in the :class:`MediaRef` locator; the
 pipeline fetches after the ack (ADR 0026) through :func:`fetch`, which reads
 the encrypted body within the limit (plus one block of padding), decrypts it
 and hands it on whole -- ECB has no stream to speak of worth the code, and the
-limit bounds it.
+limit bounds it.  The cipher is :mod:`channels.weixin.ilink.cipher`'s, the
+same one the uploads of outbound files seal with.
 """
 
 from __future__ import annotations
 
-import base64
-import binascii
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from urllib.parse import quote
 
 import httpx
-from cryptography.hazmat.primitives import padding
-from cryptography.hazmat.primitives.ciphers import Cipher, algorithms, modes
 
 from channels._kit.media import download
+from channels.weixin.ilink.cipher import BLOCK, decrypt, media_key
 from channels.weixin.ilink.transport import PLATFORM
 from gateway.core.channel import MediaStream
-from gateway.core.errors import BadRequest, TooLarge
+from gateway.core.errors import TooLarge
 from gateway.core.messages import MediaRef
-
-BLOCK = 16
 
 
 def locator(param: str, key: str) -> str:
     """The :attr:`MediaRef.locator` for a CDN file: where it is and the key that opens it."""
     return json.dumps({"param": param, "key": key})
-
-
-def media_key(text: str) -> bytes:
-    """The 16 key bytes from what a message carries: hex digits, or base64 of the bytes or of their hex."""
-    candidates = [text]
-    try:
-        candidates.append(base64.b64decode(text, validate=True).decode("ascii"))
-        raw = base64.b64decode(text, validate=True)
-        if len(raw) == BLOCK:
-            return raw
-    except (binascii.Error, ValueError, UnicodeDecodeError):
-        pass
-    for candidate in candidates:
-        try:
-            key = bytes.fromhex(candidate)
-        except ValueError:
-            continue
-        if len(key) == BLOCK:
-            return key
-    raise BadRequest(PLATFORM, "the file's aes_key is not a 16-byte key")
-
-
-def decrypt(data: bytes, key: bytes) -> bytes:
-    """AES-128-ECB, PKCS#7 padding removed; a body that does not open is the platform's fault, said so."""
-    if len(data) % BLOCK:
-        raise BadRequest(PLATFORM, "the CDN's file is not whole AES blocks")
-    opened = Cipher(algorithms.AES(key), modes.ECB()).decryptor()
-    padded = opened.update(data) + opened.finalize()
-    try:
-        unpad = padding.PKCS7(BLOCK * 8).unpadder()
-        return unpad.update(padded) + unpad.finalize()
-    except ValueError:
-        raise BadRequest(PLATFORM, "the CDN's file does not open with its key") from None
 
 
 async def _once(data: bytes) -> AsyncIterator[bytes]:

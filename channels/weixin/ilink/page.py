@@ -13,6 +13,10 @@ waiting, printed only in the gateway's log line, compared in constant time.
 Without it (or a wrong one) the answer is 403.  Once the account is logged
 in, the page says so and starts nothing more; a later waiting spell has a
 new token.  Before the account ever waited there is no page (404).
+
+The page speaks the language the browser asks for (``Accept-Language``): its
+sentences are the phrase catalogue's (:mod:`gateway.core.phrases`), in
+Simplified Chinese or English, English when the browser names neither.
 """
 
 from __future__ import annotations
@@ -25,10 +29,12 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
+from channels._kit.languages import preferred_language
 from channels.weixin.config import IlinkConfig
 from channels.weixin.ilink.login import Scan, login
 from gateway.core.channel import CursorStore
 from gateway.core.errors import GatewayError
+from gateway.core.phrases import ENGLISH, Phrase, catalogued, say
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the routes
     from starlette.requests import Request
@@ -38,10 +44,13 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the ro
 log = logging.getLogger(__name__)
 REFRESH_S = 2
 """The page reloads this often: the scan's state moves within seconds of the phone."""
-SAID = {Scan.WAIT: "Waiting for the scan: scan this code with the WeChat that will speak for the partner.",
-        Scan.SCANNED: "Scanned. Confirm the login in WeChat on the phone.",
-        Scan.CONFIRMED: "Confirmed. The account starts in a moment; this page can be closed.",
-        Scan.EXPIRED: "That code expired; a fresh one follows."}
+SAID = {Scan.WAIT: Phrase.LOGIN_WAIT, Scan.SCANNED: Phrase.LOGIN_SCANNED, Scan.CONFIRMED: Phrase.LOGIN_CONFIRMED,
+        Scan.EXPIRED: Phrase.LOGIN_EXPIRED}
+
+
+def page_language(accept_language: str | None) -> str:
+    """The catalogue language the browser weighs highest, English when it names none the catalogue has."""
+    return catalogued(preferred_language(accept_language)) or ENGLISH
 
 
 class LoginPage:
@@ -83,16 +92,18 @@ class LoginPage:
     async def _page(self, request: Request) -> Response:
         from starlette.responses import HTMLResponse, PlainTextResponse
 
+        language = page_language(request.headers.get("accept-language"))
+        vary = {"Vary": "Accept-Language", "Content-Language": language}
         if self.token is None:
-            return PlainTextResponse("this account is not waiting for a login", status_code=404)
+            return PlainTextResponse(say(Phrase.LOGIN_NOT_WAITING, language), status_code=404, headers=vary)
         given = request.query_params.get("t", "")
         if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return PlainTextResponse("open the link from the gateway's log (it carries the token)", status_code=403)
+            return PlainTextResponse(say(Phrase.LOGIN_FORBIDDEN, language), status_code=403, headers=vary)
         if self.waiting and (self._task is None or self._task.done()):
             self.link, self.state, self.failed = None, None, None
             self._task = asyncio.create_task(self._login())
-        headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
-        return HTMLResponse(self._render(), headers=headers)
+        headers = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer", **vary}
+        return HTMLResponse(self._render(language), headers=headers)
 
     async def _login(self) -> None:
         def show(link: str) -> None:
@@ -110,19 +121,23 @@ class LoginPage:
             self.failed = "the login stopped unexpectedly (the gateway's log has the details)"
             log.exception("weixin ilink login page: the login failed account=%s", self._account)
 
-    def _render(self) -> str:
+    def _render(self, language: str) -> str:
         from channels.weixin.ilink.qr import svg
 
+        def text(phrase: Phrase) -> str:
+            return html.escape(say(phrase, language, account=self._account))
+
         if not self.waiting:
-            body = f"<p>{html.escape(SAID[Scan.CONFIRMED])}</p>"
-        elif self.failed is not None:
-            body = f"<p>{html.escape(self.failed)}</p><p>Reload for a fresh code.</p>"
+            body = f"<p>{text(Phrase.LOGIN_CONFIRMED)}</p>"
+        elif self.failed is not None:  # the error's own words are the gateway's log's, in English
+            body = f"<p>{html.escape(self.failed)}</p><p>{text(Phrase.LOGIN_RELOAD)}</p>"
         elif self.link is None:
-            body = "<p>Asking WeChat for a QR code…</p>"
+            body = f"<p>{text(Phrase.LOGIN_ASKING)}</p>"
         else:
             state = self.state or Scan.WAIT
             code = "" if state is Scan.CONFIRMED else f'<div class="qr">{svg(self.link)}</div>'
-            body = f'<p class="state" data-state="{state.value}">{html.escape(SAID[state])}</p>{code}'
-        return (f'<!doctype html><html><head><meta charset="utf-8"><meta http-equiv="refresh" content="{REFRESH_S}">'
-                f"<title>WeChat login: {html.escape(self._account)}</title><style>.qr svg{{width:18rem;height:18rem}}"
-                f"</style></head><body><h1>Personal WeChat login: {html.escape(self._account)}</h1>{body}</body></html>")
+            body = f'<p class="state" data-state="{state.value}">{text(SAID[state])}</p>{code}'
+        return (f'<!doctype html><html lang="{language}"><head><meta charset="utf-8">'
+                f'<meta http-equiv="refresh" content="{REFRESH_S}"><title>{text(Phrase.LOGIN_TITLE)}</title>'
+                f"<style>.qr svg{{width:18rem;height:18rem}}</style></head>"
+                f"<body><h1>{text(Phrase.LOGIN_HEADING)}</h1>{body}</body></html>")

@@ -129,9 +129,17 @@ class IlinkApi:
 
     async def send_text(self, to: str, context_token: str, text: str, *, client_id: str) -> None:
         """One finished bot text message answering the learner's message that carried ``context_token``."""
+        await self.send_item(to, context_token, {"type": 1, "text_item": {"text": text}}, client_id=client_id)
+
+    async def send_item(self, to: str, context_token: str, item: dict[str, Any], *, client_id: str) -> None:
+        """One finished bot message of one ``item_list`` entry (a text, or an uploaded image, video or file)."""
         await self._request("POST", "ilink/bot/sendmessage", body={"msg": {
             "from_user_id": "", "to_user_id": to, "client_id": client_id, "message_type": 2, "message_state": 2,
-            "context_token": context_token, "item_list": [{"type": 1, "text_item": {"text": text}}]}})
+            "context_token": context_token, "item_list": [item]}})
+
+    async def upload_url(self, ask: dict[str, Any]) -> dict[str, Any]:
+        """``getuploadurl``: where the CDN takes one encrypted file (``ask`` is built by the upload module)."""
+        return await self._request("POST", "ilink/bot/getuploadurl", body=ask)
 
     async def typing_ticket(self, user: str, context_token: str | None) -> str | None:
         """The ticket ``sendtyping`` needs for ``user`` (``getconfig``); None when the platform gives none."""

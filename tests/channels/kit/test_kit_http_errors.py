@@ -197,3 +197,15 @@ def test_a_closed_reply_window_code_is_reply_window_closed_not_a_bad_request():
                       codes=codes)
     assert isinstance(error, ReplyWindowClosed)
     assert error.code == "846608" and "stream expired" in str(error)
+
+
+def test_a_table_can_word_a_code_itself_where_the_platforms_message_misleads():
+    """WeChat's 45015 says "subscription is canceled" when only the learner's 48-hour window has closed."""
+    codes = BodyCodes(code_field="errcode", kinds={"45015": ErrorKind.REPLY_WINDOW_CLOSED},
+                      explained={"45015": "the learner's 48-hour window has closed"})
+    error = translate("weixin", "cgi-bin/message/custom/send", 200, {},
+                      {"errcode": 45015, "errmsg": "response out of time limit or subscription is canceled"}, codes=codes)
+    assert isinstance(error, ReplyWindowClosed) and error.code == "45015"
+    assert str(error).endswith("cgi-bin/message/custom/send: the learner's 48-hour window has closed")
+    other = translate("weixin", "send", 200, {}, {"errcode": 45009, "errmsg": "api quota"}, codes=codes)
+    assert "api quota" in str(other)  # a code the table does not word keeps the platform's message

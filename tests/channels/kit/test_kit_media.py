@@ -13,8 +13,9 @@ import httpx
 import pytest
 
 from channels._kit.http_errors import BodyCodes, ErrorKind
-from channels._kit.media import attachment_name, content_type, download, media_kind, safe_name
+from channels._kit.media import attachment_name, content_type, download, media_kind, read_attachment, safe_name
 from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, TooLarge
+from gateway.core.messages import Attachment
 
 URL = "https://files.test/bot123:SECRET/photos/file_1.jpg"
 
@@ -157,3 +158,50 @@ async def test_without_codes_a_json_body_is_only_a_file():
     async with client(lambda r: httpx.Response(200, json={"errcode": 40007})) as http:
         body, _, _ = await read(http, limit=1000)
     assert json.loads(body) == {"errcode": 40007}
+
+
+# --------------------------------------------------------------------------- outbound: the whole file in hand
+
+
+async def test_an_attached_local_file_is_read_whole_with_its_name_and_type(tmp_path):
+    path = tmp_path / "worksheet.pdf"
+    path.write_bytes(b"%PDF-1.7 fractions")
+    async with client(lambda r: httpx.Response(500)) as http:
+        got = await read_attachment(http, Attachment(kind="file", path=str(path)), limit=100, platform="weixin")
+        named = await read_attachment(http, Attachment(kind="file", path=str(path), name="第一课.pdf"), limit=100,
+                                      platform="weixin")
+    assert (got.data, got.name, got.content_type) == (b"%PDF-1.7 fractions", "worksheet.pdf", "application/pdf")
+    assert named.name == "第一课.pdf"
+
+
+async def test_an_attached_local_file_over_the_limit_or_missing_is_refused_by_name(tmp_path):
+    path = tmp_path / "big.bin"
+    path.write_bytes(b"x" * 101)
+    async with client(lambda r: httpx.Response(500)) as http:
+        with pytest.raises(TooLarge):
+            await read_attachment(http, Attachment(kind="file", path=str(path)), limit=100, platform="weixin")
+        with pytest.raises(BadRequest, match="gone.pdf cannot be read"):
+            await read_attachment(http, Attachment(kind="file", path=str(tmp_path / "gone.pdf")), limit=100,
+                                  platform="weixin")
+        with pytest.raises(BadRequest, match="neither a path nor a URL"):
+            await read_attachment(http, Attachment(kind="image"), limit=100, platform="weixin")
+
+
+async def test_an_attached_url_is_downloaded_within_the_limit_and_named_by_its_path():
+    def handler(request):
+        return httpx.Response(200, content=b"\x89PNG diagram", headers={"Content-Type": "image/png"})
+
+    async with client(handler) as http:
+        got = await read_attachment(http, Attachment(kind="image", url="https://files.test/a/cell%20diagram.png"),
+                                    limit=100, platform="weixin")
+        with pytest.raises(TooLarge):
+            await read_attachment(http, Attachment(kind="image", url="https://files.test/a/b.png"), limit=5,
+                                  platform="weixin")
+    assert (got.data, got.name, got.content_type) == (b"\x89PNG diagram", "cell diagram.png", "image/png")
+
+
+async def test_an_attached_url_that_answers_5xx_is_transient():
+    async with client(lambda r: httpx.Response(503)) as http:
+        with pytest.raises(PeerUnavailable):
+            await read_attachment(http, Attachment(kind="image", url="https://files.test/c.png"), limit=100,
+                                  platform="weixin")

@@ -46,7 +46,7 @@ async def test_a_voice_message_arrives_as_audio_with_its_format(app_rig):
 
 async def test_a_media_id_wecom_no_longer_has_is_a_note_and_the_turn_still_runs(app_rig):
     rig = await app_rig()
-    await rig.peer.deliver(rig.peer.file_message("zhangsan", "image", "S-gone-three-days"), "77001")
+    await rig.peer.say_plain("zhangsan", rig.peer.file_message("zhangsan", "image", "S-gone-three-days"))
     await rig.texts("zhangsan", 1)
     media = media_of(rig.responder.turns[0].messages[0])
     assert media.blob is None and "invalid media_id" in media.missing

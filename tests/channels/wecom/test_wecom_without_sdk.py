@@ -23,7 +23,8 @@ import yaml
 from gateway.extras import install_command
 from tests.crash.gateway_process import GatewayProcess
 from tests.crash.scenario import gateway_env, wait_until
-from tests.peers.wecom_app_server import WecomApp, serving
+from tests.peers.tencent_api import serving
+from tests.peers.wecom_app_server import WecomApp
 from tests.waits import HANG_S
 
 BLOCK = 'import sys\nsys.modules["wecom_aibot_sdk"] = None  # as if the wecom extra were not installed\n'

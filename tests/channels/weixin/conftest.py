@@ -24,7 +24,8 @@ from gateway.app import Gateway
 from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
 from tests.e2e.rig import served
-from tests.peers.weixin_oa_server import WechatOA, serving
+from tests.peers.tencent_api import serving
+from tests.peers.weixin_oa_server import WechatOA
 
 TEACHER = "o-teacher"
 

@@ -160,7 +160,7 @@ async def test_a_file_keeps_its_name_and_bytes(ilink_rig):
 def test_the_media_key_reads_each_spelling_the_platform_uses():
     import base64
 
-    from channels.weixin.ilink.media import media_key
+    from channels.weixin.ilink.cipher import media_key
 
     key = bytes(range(16))
     assert media_key(key.hex()) == key

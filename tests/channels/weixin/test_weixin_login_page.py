@@ -63,3 +63,37 @@ async def test_a_logged_in_account_has_no_login_page(ilink_rig):
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(rig.gateway)),
                                  base_url="http://127.0.0.1") as http:
         assert (await http.get(PAGE + "?t=anything")).status_code == 404
+
+
+async def test_the_page_speaks_simplified_chinese_to_a_browser_that_asks_for_it(ilink_rig, caplog):
+    caplog.set_level(logging.INFO)
+    rig = await ilink_rig(login=False)
+    path = await _waiting(rig, caplog)
+    chinese = {"Accept-Language": "zh-CN,zh;q=0.9,en;q=0.8"}
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=build_app(rig.gateway)),
+                                 base_url="http://127.0.0.1") as http:
+        async def page_with(text: str, headers: dict[str, str]) -> httpx.Response | None:
+            answer = await http.get(path, headers=headers)
+            return answer if text in answer.text else None
+
+        waiting = await eventually(lambda: page_with("<svg", chinese), what="the QR code on the Chinese page")
+        assert '<html lang="zh-Hans">' in waiting.text and "个人微信登录：school" in waiting.text
+        assert "等待扫码" in waiting.text and "Waiting for the scan" not in waiting.text
+        assert waiting.headers["Content-Language"] == "zh-Hans" and "Accept-Language" in waiting.headers["Vary"]
+        await eventually(lambda: "wait" in rig.peer.answered, what="the page's login to ask for the status")
+        await rig.peer.scan()
+        await eventually(lambda: page_with("已扫码", chinese), what="the Chinese page to show the scan")
+        english = await http.get(path, headers={"Accept-Language": "fr-FR, de;q=0.5"})  # none the catalogue has
+        assert '<html lang="en">' in english.text and "Scanned." in english.text
+        refused = await http.get(PAGE, headers=chinese)
+        assert refused.status_code == 403 and "网关日志" in refused.text
+
+
+def test_the_page_language_follows_the_browsers_highest_weight():
+    from channels.weixin.ilink.page import page_language
+
+    assert page_language("zh-CN,zh;q=0.9,en;q=0.8") == "zh-Hans"
+    assert page_language("en-GB,zh-CN;q=0.5") == "en"
+    assert page_language("de;q=0.9, zh-Hans;q=0.95") == "zh-Hans"
+    assert page_language("zh-TW") == "en"  # Traditional: the catalogue has no text for it
+    assert page_language(None) == page_language("") == "en"

@@ -10,7 +10,8 @@ import pytest
 from channels.weixin.config import WeixinConfig
 from channels.weixin.transport import OfficialAccountApi
 from gateway.core.errors import AuthFailed, ReplyWindowClosed
-from tests.peers.weixin_oa_server import WechatOA, serving
+from tests.peers.tencent_api import serving
+from tests.peers.weixin_oa_server import WechatOA
 
 
 class Clock:

@@ -1,0 +1,69 @@
+"""Who sees what in the teacher console: the one place that decides it.
+
+A request's :class:`Viewer` is made once, from its session (:mod:`gateway.console.signin`), and every
+console route asks it -- never the role, never the session -- whether a partner is in sight:
+
+* an **administrator** sees every partner;
+* a **teacher** sees the partners whose ``owners`` list their account (``CHANNEL:USER``, the same
+  identity ``http.admin_tokens`` use), and nothing else;
+* a **stranger** (no session, a forged or expired one, a disabled user) sees nothing.
+
+A partner a viewer does not see is answered as if it did not exist (404): a teacher learns nothing of
+another teacher's partners, not even their ids.  Routes that only an administrator may use at all (the
+console's users) answer a teacher 403 -- the route exists, the role does not reach it.  Later console
+pages (channels, learners, knowledge) add their own ``sees_*`` here, next to these, so the whole model
+stays readable in one file and one test walks it (``tests/console/test_authorization.py``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gateway.core.config import Config, PartnerConfig
+from gateway.store.console import ConsoleUser, Role
+
+
+@dataclass(frozen=True)
+class Viewer:
+    """The person behind one request, as far as the console's permissions go."""
+
+    username: str | None
+    """None for a stranger."""
+    display_name: str
+    role: Role | None
+    teacher: str | None
+    """A teacher's account, ``CHANNEL:USER``; None for an administrator and a stranger."""
+
+    @classmethod
+    def stranger(cls) -> Viewer:
+        return cls(None, "", None, None)
+
+    @classmethod
+    def of(cls, user: ConsoleUser | None) -> Viewer:
+        """The viewer a signed-in user is; a stranger for none or a disabled one."""
+        if user is None or user.disabled:
+            return cls.stranger()
+        return cls(user.username, user.display_name, user.role, user.teacher)
+
+    @property
+    def signed_in(self) -> bool:
+        return self.role is not None
+
+    @property
+    def administers(self) -> bool:
+        return self.role is Role.ADMINISTRATOR
+
+    def sees(self, partner: PartnerConfig) -> bool:
+        if self.role is Role.ADMINISTRATOR:
+            return True
+        if self.role is Role.TEACHER and self.teacher is not None:
+            return partner.owned_by(self.teacher)
+        return False
+
+    def partners(self, config: Config) -> list[PartnerConfig]:
+        """The partners in sight, in the config's order."""
+        return [partner for partner in config.partners if self.sees(partner)]
+
+    def partner(self, config: Config, partner_id: str) -> PartnerConfig | None:
+        """The partner with this id if the viewer sees it; None for one that is not there *or* not theirs."""
+        return next((partner for partner in self.partners(config) if partner.id == partner_id), None)

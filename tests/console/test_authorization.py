@@ -1,0 +1,132 @@
+"""Every console route, walked as the administrator, as teacher Ada, as teacher Ben and as strangers.
+
+Strangers are a browser with no cookie, one with a forged cookie, one whose session expired, and
+one whose user was disabled after signing in.  What each gets is the table in
+``gateway/console/pages.py``: pages send strangers to sign in (303), the API answers them 401; a
+partner that is not yours is 404, like one that does not exist; the users list is 403 to a teacher.
+"""
+
+from __future__ import annotations
+
+import secrets
+from contextlib import aclosing
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.console.pages import Console
+from gateway.console.signin import SESSION_COOKIE
+from gateway.store.console import Role
+from tests.console.rig import ALL_PARTNERS, SEEN, client, serve_console, signed_in, user
+
+TEACHERS_AND_ADMIN = ("root", "ada", "ben")
+STRANGERS = ("no cookie", "forged cookie", "expired session", "disabled user")
+
+
+def expected(viewer: str, method: str, path: str) -> int:
+    """The status a viewer gets; the one statement of who may do what that this test holds the app to."""
+    stranger = viewer in STRANGERS
+    if path.startswith("/console/static/"):
+        return 200
+    if path == "/console":
+        return 303
+    if path.startswith("/console/setup"):
+        return 404  # no live token in this walk
+    if path == "/console/login":
+        return 200 if stranger else 303
+    if path == "/console/logout":
+        return 303 if stranger else 403  # a session's sign-out needs its CSRF token
+    if path == "/console/":
+        return 303 if stranger else 200
+    if stranger:
+        return 401  # the API
+    if path == "/console/api/users":
+        return 200 if viewer == "root" else 403
+    if path.startswith("/console/api/partners/"):
+        return 200 if path.rsplit("/", 1)[1] in SEEN[viewer] else 404
+    return 200
+
+
+WALK = [
+    ("GET", "/console"),
+    ("GET", "/console/"),
+    ("GET", "/console/login"),
+    ("POST", "/console/logout"),
+    ("GET", "/console/setup?token=not-a-live-token"),
+    ("GET", "/console/api/partners"),
+    *[("GET", f"/console/api/partners/{partner}") for partner in (*ALL_PARTNERS, "no-such-partner")],
+    ("GET", "/console/api/users"),
+    ("GET", "/console/static/console.css"),
+]
+
+
+def test_the_walk_covers_every_console_route(tmp_path: Path):
+    from tests.console.rig import console_config
+
+    app_paths = set()
+    for route in Console(console_config(tmp_path), store=None).routes():  # type: ignore[arg-type]
+        if hasattr(route, "routes"):
+            app_paths |= {f"{route.path}{child.path}" for child in route.routes}
+        else:
+            app_paths.add(route.path)
+    walked = {path.split("?")[0] for _, path in WALK}
+    walked |= {"/console/api/partners/{partner}", "/console/static", "/console/login", "/console/setup"}
+    assert app_paths <= walked, app_paths - walked
+
+
+async def viewer_client(served, viewer: str) -> httpx.AsyncClient:
+    if viewer in TEACHERS_AND_ADMIN:
+        return await signed_in(served.url, viewer)
+    store = served.gateway.store
+    if viewer == "no cookie":
+        return client(served.url)
+    if viewer == "forged cookie":
+        return client(served.url, cookies={SESSION_COOKIE: secrets.token_urlsafe(32)})
+    session = secrets.token_urlsafe(32)
+    if viewer == "expired session":
+        await store.open_session("ada", session, secrets.token_urlsafe(32), ttl_s=-1.0)
+    else:  # a session opened while the user was enabled; the user is then disabled
+        assert await store.add_console_user(user("gone", Role.TEACHER, "telegram:100", disabled=True)) is False
+        await store.open_session("gone", session, secrets.token_urlsafe(32), ttl_s=3600.0)
+    return client(served.url, cookies={SESSION_COOKIE: session})
+
+
+@pytest.fixture
+async def served(tmp_path: Path):
+    async with serve_console(tmp_path / "data") as running:
+        yield running
+
+
+@pytest.mark.parametrize("viewer", [*TEACHERS_AND_ADMIN, *STRANGERS])
+async def test_each_viewer_gets_what_the_table_says(served, viewer: str):
+    async with aclosing(await viewer_client(served, viewer)) as http:
+        for method, path in WALK:
+            response = await http.request(method, path)
+            assert response.status_code == expected(viewer, method, path), (viewer, method, path, response.text[:200])
+            if response.status_code == 303 and path in ("/console/", "/console/logout"):
+                assert response.headers["location"].startswith("/console/login")
+            if viewer in ("forged cookie", "expired session", "disabled user") and path == "/console/":
+                assert f'{SESSION_COOKIE}=""' in response.headers["set-cookie"]  # a dead cookie is cleared
+        if viewer in TEACHERS_AND_ADMIN:
+            listed = (await http.get("/console/api/partners")).json()["partners"]
+            assert [p["id"] for p in listed] == SEEN[viewer]
+            page = (await http.get("/console/")).text
+            for partner in ALL_PARTNERS:
+                assert (f'data-partner="{partner}"' in page) == (partner in SEEN[viewer]), (viewer, partner)
+
+
+async def test_a_teacher_is_refused_a_partner_of_theirs_under_no_other_id(served):
+    async with aclosing(await signed_in(served.url, "ben")) as ben:
+        assert (await ben.get("/console/api/partners/biology")).json() == {
+            "id": "biology", "name": "Biology", "persona": "study-buddy", "owners": ["matrix:@ben:school.example"]}
+        for probe in ("algebra", "ALGEBRA", "algebra%20", "..%2Falgebra", "geometry"):
+            assert (await ben.get(f"/console/api/partners/{probe}")).status_code == 404, probe
+
+
+async def test_the_users_list_shows_no_password_hash(served):
+    async with aclosing(await signed_in(served.url, "root")) as root:
+        users = (await root.get("/console/api/users")).json()["users"]
+    assert [u["username"] for u in users] == ["ada", "ben", "gone", "root"]
+    assert {u["role"] for u in users} == {"administrator", "teacher"}
+    assert not any("argon2" in str(value) for u in users for value in u.values())
