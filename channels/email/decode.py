@@ -32,7 +32,6 @@ from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import getaddresses, parseaddr
 
-from channels._kit.languages import preferred_language
 from channels._kit.media import media_kind, safe_name
 from channels.email.plaintext import html_to_text
 from gateway.core.errors import InvalidEvent, TooLarge
@@ -54,6 +53,7 @@ from gateway.core.messages import (
     Text,
     UserId,
 )
+from gateway.languages import preferred_language
 
 CHANNEL = ChannelName("email")
 MSGID = re.compile(r"<[!-;=?-~]+>")

@@ -56,7 +56,6 @@ from starlette.responses import HTMLResponse, JSONResponse, Response, StreamingR
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from channels._kit.languages import preferred_language
 from channels.webchat.feed import FeedsFull
 from channels.webchat.identity import (
     COOKIE,
@@ -81,6 +80,7 @@ from gateway.core.messages import (
 )
 from gateway.http.body import read_limited
 from gateway.jsonbody import decode_json
+from gateway.languages import preferred_language
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from channels.webchat.channel import WebchatChannel

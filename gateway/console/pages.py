@@ -41,6 +41,8 @@ from starlette.staticfiles import StaticFiles
 
 from gateway.console import passwords
 from gateway.console.access import Viewer
+from gateway.console.areas import AREAS
+from gateway.console.services import ConsoleGateway
 from gateway.console.signin import (
     CSRF_FIELD,
     FORM_COOKIE,
@@ -112,10 +114,14 @@ Handler = Callable[[Request, Viewer, ConsoleSession], Awaitable[Response]]
 
 
 class Console:
-    """The routes of one gateway's console, over its config and store."""
+    """The routes of one gateway's console, over its config and store, and the running gateway's services.
 
-    def __init__(self, config: Config, store: ConsoleStore, limit: SignInLimit | None = None) -> None:
-        self.config, self.store = config, store
+    ``gateway`` is what the areas of the console (conversations, learners, channels...) read and
+    operate; it is None only where a test builds the routes without a gateway to list them."""
+
+    def __init__(self, config: Config, store: ConsoleStore, limit: SignInLimit | None = None, *,
+                 gateway: ConsoleGateway | None = None) -> None:
+        self.config, self.store, self.gateway = config, store, gateway
         self.limit = limit or SignInLimit()
 
     # ------------------------------------------------------------------ rendering
@@ -268,9 +274,10 @@ class Console:
                 Route("/api/partners/{partner}", self.guarded(self.api_partner, api=True)),
                 Route("/api/users", self.guarded(self.api_users, api=True, administrators_only=True)),
                 Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
+                *[route for area in AREAS for route in area(self)],
             ]),
         ]
 
 
-def console_routes(config: Config, store: ConsoleStore) -> list[BaseRoute]:
-    return Console(config, store).routes()
+def console_routes(config: Config, store: ConsoleStore, gateway: ConsoleGateway) -> list[BaseRoute]:
+    return Console(config, store, gateway=gateway).routes()

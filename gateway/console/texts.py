@@ -13,9 +13,9 @@ import tomllib
 from functools import cache
 from pathlib import Path
 
-from channels._kit.languages import preferred_language
 from gateway.core.errors import ConfigError
 from gateway.core.phrases import ENGLISH, LANGUAGES, catalogued, placeholders
+from gateway.languages import preferred_language
 
 CATALOGUE = Path(__file__).with_name("texts.toml")
 

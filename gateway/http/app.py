@@ -144,7 +144,7 @@ def build_app(gateway: ServedGateway) -> Starlette:
         if store is not None:
             from gateway.console.pages import console_routes
 
-            routes += console_routes(config, store)
+            routes += console_routes(config, store, gateway)
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
     load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)

@@ -29,12 +29,12 @@ import logging
 import secrets
 from typing import TYPE_CHECKING
 
-from channels._kit.languages import preferred_language
 from channels.weixin.config import IlinkConfig
 from channels.weixin.ilink.login import Scan, login
 from gateway.core.channel import CursorStore
 from gateway.core.errors import GatewayError
 from gateway.core.phrases import ENGLISH, Phrase, catalogued, say
+from gateway.languages import preferred_language
 
 if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the routes
     from starlette.requests import Request

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from channels._kit.languages import preferred_language
+from gateway.languages import preferred_language
 
 
 @pytest.mark.parametrize(("header", "expected"), [

@@ -1,0 +1,23 @@
+"""The console's areas, each a module of its own that adds its pages and API routes.
+
+An area is a function ``routes(console) -> list[BaseRoute]``: it builds its endpoints with the
+console's ``guarded`` (sign-in, CSRF, administrators-only) and ``render``, and reads the running
+gateway through ``console.gateway`` (:class:`gateway.console.services.ConsoleGateway`).  Who sees
+what is decided by :class:`gateway.console.access.Viewer`, never in an area.  Adding an area is
+one line here, its module, its templates, its words in ``texts.toml`` and its rows in
+``tests/console/test_authorization.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from starlette.routing import BaseRoute
+
+if TYPE_CHECKING:
+    from gateway.console.pages import Console
+
+Area = Callable[["Console"], list[BaseRoute]]
+
+AREAS: tuple[Area, ...] = ()

@@ -1,0 +1,26 @@
+"""What the console needs from the running gateway: one Protocol, grown by the areas that use it.
+
+The console is handed the gateway by the HTTP app (``gateway.http.app.build_app``), as the admin
+API is handed its memory controls; it never builds a service of its own, so a transcript, a memory
+edit or a takeover made here is the same one the chat commands and the CLI make.  Each area of the
+console adds the members it reads here, with a docstring saying why, and nothing else.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from gateway.status import StatusReport
+
+
+class ConsoleGateway(Protocol):
+    """The running gateway as the console sees it (``gateway.app.Gateway`` provides it)."""
+
+    @property
+    def ready(self) -> bool:
+        """True between a completed ``start()`` and the beginning of ``stop()``."""
+        ...
+
+    async def status(self) -> StatusReport:
+        """Every channel account's state and reason, as ``/status`` reports them."""
+        ...
