@@ -1,11 +1,15 @@
-"""End-to-end latency of the real channels: telegram, matrix, email, discord and slack against their loopback peers.
+"""End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
+and the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app).
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
-aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode) in an in-process Gateway on the
+aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
+Account, personal WeChat and WeCom app channels are the project's own httpx code) in an in-process Gateway on the
 durable SQLite path, answered by the contract suite's echo responder (no model, no wait).  The
 peers are the tests' own (tests/peers): the Bot API emulator process, a real
 Synapse, a real Dovecot with the aiosmtpd server in front of it, the Discord
-Gateway + REST emulator (in this process), the Slack emulator process.  Users speak
+Gateway + REST emulator (in this process), the Slack emulator process, and the
+WeChat Official Account, iLink, WeCom AI-bot and WeCom app emulators, each started
+as its contract harness (tests/contract) starts it, in this process.  Users speak
 through the peer at a fixed rate below the platform's declared send rates
 (channels/platforms.toml), spread over many chats, after one warm-up turn.
 
@@ -14,26 +18,35 @@ against us) to the moment the peer itself recorded the bot's reply: the
 emulator's send attempt time (telegram), the reply event's
 ``origin_server_ts`` (matrix, ms resolution), the emulator's timestamp of
 the posted reply (discord), the reply's ``ts`` (slack: the emulator's clock at posting), the reply's delivery time in the
-learner's Maildir, from Dovecot's file name (email).  Every reply is matched
+learner's Maildir, from Dovecot's file name (email); the emulator's clock when
+it took the reply (the WeChat family: weixin_oa a passive reply read from the
+callback's response or a customer-service message, how many of each is
+printed; weixin_ilink a ``sendmessage``; wecom the stream's finishing frame;
+wecom_app a ``message/send``).  Every reply is matched
 to its message (the message's token in the echoed text; ``In-Reply-To`` for
 email), so a missing or doubled answer is named, not averaged away.
 
 CPU is ``time.process_time()`` of this process from the first message to the
 moment the gateway has sent the last reply, per message.  Besides the gateway
 it holds the users' side: their calls to the peer and, for email, the
-aiosmtpd server and its LMTP relay (threads of this process).  The emulator,
-Synapse and Dovecot are processes of their own and are not counted.
+aiosmtpd server and its LMTP relay (threads of this process), and the Discord
+and WeChat-family emulators.  The Telegram and Slack emulators, Synapse and
+Dovecot are processes of their own and are not counted.
 
 Every selected channel's peer is checked before any runs: matrix needs the
 Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
-Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack]
+Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
        [--discord-rate 20] [--discord-chats 40] [--discord-seconds 10]
        [--slack-rate 20] [--slack-chats 40] [--slack-seconds 10]
+       [--weixin-oa-rate 20] [--weixin-oa-learners 40] [--weixin-oa-seconds 10]
+       [--weixin-ilink-rate 10] [--weixin-ilink-learners 40] [--weixin-ilink-seconds 10]
+       [--wecom-rate 10] [--wecom-chats 60] [--wecom-seconds 10]
+       [--wecom-app-rate 20] [--wecom-app-members 40] [--wecom-app-seconds 10]
 """
 
 from __future__ import annotations
@@ -52,7 +65,7 @@ from dataclasses import dataclass, field
 from email.message import EmailMessage
 from email.utils import make_msgid, parseaddr
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -77,10 +90,22 @@ def gateway_config(data_dir: Path, channel: str, account: str, settings: dict[st
 # --------------------------------------------------------------------------- one rig per channel
 
 
-class TelegramRig:
+class Rig:
+    """What every rig declares besides its hooks: its ``name`` in the table, the ``channel`` and ``account`` it
+    configures (a platform's second kind of account is benched under a name of its own), its p99 target
+    in seconds; and a ``note`` its replies may leave for the verdicts."""
+
+    name: ClassVar[str]
+    channel: ClassVar[str]
+    account: ClassVar[str]
+    target: ClassVar[float]
+    note = ""
+
+
+class TelegramRig(Rig):
     """The Bot API emulator process; private chats, one user each."""
 
-    name, account, target = "telegram", "main", 1.5
+    name, channel, account, target = "telegram", "telegram", "main", 1.5
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -125,10 +150,10 @@ class TelegramRig:
             self.peer.stop()
 
 
-class MatrixRig:
+class MatrixRig(Rig):
     """A real Synapse; one learner per direct room, the bot joins on invite."""
 
-    name, account, target = "matrix", "main", 1.5
+    name, channel, account, target = "matrix", "matrix", "main", 1.5
 
     def __init__(self, workdir: Path) -> None:
         from tests.peers.synapse import synapse_python
@@ -185,13 +210,13 @@ class MatrixRig:
             self.peer.stop()
 
 
-class EmailRig:
+class EmailRig(Rig):
     """Dovecot (IMAP IDLE, LMTP) and the aiosmtpd server; one learner address per chat.
 
     The account runs with the product's defaults (IDLE renewed every 60 s, a 30 s poll only
     where IDLE is missing, no copy to itself), so only IDLE push can meet the target."""
 
-    name, account, target = "email", "inbox", 5.0
+    name, channel, account, target = "email", "email", "inbox", 5.0
 
     def __init__(self, workdir: Path) -> None:
         from tests.peers.email_peer import EmailPeer
@@ -246,10 +271,10 @@ class EmailRig:
             await asyncio.to_thread(self.peer.stop)
 
 
-class SlackRig:
+class SlackRig(Rig):
     """The Slack emulator process in Socket Mode; one learner per DM."""
 
-    name, account, target = "slack", "school", 1.5
+    name, channel, account, target = "slack", "slack", "school", 1.5
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -292,10 +317,10 @@ class SlackRig:
             self.peer.stop()
 
 
-class DiscordRig:
+class DiscordRig(Rig):
     """The Gateway + REST emulator in this process (its CPU counts against us); one learner per DM."""
 
-    name, account, target = "discord", "main", 1.5
+    name, channel, account, target = "discord", "discord", "main", 1.5
 
     def __init__(self, workdir: Path) -> None:
         from tests.contract.discord_harness import new_token
@@ -340,7 +365,143 @@ class DiscordRig:
             await self.peer.stop()
 
 
-RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig}
+class HarnessRig(Rig):
+    """A WeChat-family emulator as its contract harness (tests/contract) starts it, in this process (its CPU
+    counts against us): the harness's users post, the emulator's own clock says when it took each reply."""
+
+    chat_name: ClassVar[str]
+    """One user per chat: ``chat_name.format(i)``."""
+    account, target = "school", 1.5
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self.harness: Any = None
+
+    async def start(self, chats: int) -> None:
+        self.harness = self.make_harness()
+        await self.harness.start(self.workdir)  # the gateway's data dir is workdir/data, as the harness's
+        self.warmup_chat, *self.chats = [self.chat_name.format(i) for i in range(chats + 1)]
+
+    def make_harness(self) -> Any:
+        raise NotImplementedError
+
+    def settings(self) -> dict[str, Any]:
+        return self.harness.settings()
+
+    async def ready(self, gateway: Gateway) -> None:
+        await self.harness.attach(gateway)  # serves the webhook (Tencent callbacks) or waits for the socket
+
+    async def post(self, chat: str, text: str) -> None:
+        await self.harness.say(text, chat=chat)
+
+    def shown(self) -> list[tuple[str, float]]:
+        """Every reply the emulator took: its text, and when."""
+        raise NotImplementedError
+
+    async def replies(self) -> dict[str, list[float]]:
+        found: dict[str, list[float]] = {}
+        for text, at in self.shown():
+            for token in TOKEN.findall(text):
+                found.setdefault(token, []).append(at)
+        return found
+
+    async def stop(self) -> None:
+        if self.harness is not None:
+            await self.harness.stop()
+
+
+class WeixinOaRig(HarnessRig):
+    """A WeChat Official Account in safe mode with passive replies on (the product's default): latency runs to
+    the passive reply WeChat read from the callback's response, or to the customer-service message it took."""
+
+    name, channel = "weixin_oa", "weixin"
+    chat_name = "o-learner-{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.weixin_harness import WeixinHarness
+
+        return WeixinHarness()
+
+    def settings(self) -> dict[str, Any]:
+        return {**self.harness.settings(), "passive_reply": True}  # the contract suite turns it off
+
+    def shown(self) -> list[tuple[str, float]]:
+        peer = self.harness.peer
+        ours = [m for m in peer.sent if TOKEN.search(m["text"]["content"])]
+        passive = sum(m.get("via") == "passive" for m in ours)
+        self.note = (f"{passive} of {len(ours)} replies went passive (in the callback's response), "
+                     f"{len(ours) - passive} as customer-service messages")
+        return [(m["text"]["content"], at) for m, at in zip(peer.sent, peer.sent_at, strict=True)]
+
+
+class WeixinIlinkRig(HarnessRig):
+    """Personal WeChat (iLink), logged in by QR code before the gateway starts, with the product's 35 s
+    long poll (the emulator holds one 30 s): latency runs from the learner's message enqueued to
+    ``sendmessage`` taken."""
+
+    name, channel = "weixin_ilink", "weixin"
+    chat_name = "learner-{}@im.wechat"
+
+    def make_harness(self) -> Any:
+        from tests.contract.weixin_ilink_harness import IlinkHarness
+
+        return IlinkHarness()
+
+    async def start(self, chats: int) -> None:
+        await super().start(chats)
+        self.harness.peer.hold_s = 30.0  # the harness's short hold is for tests that stop the poll
+
+    def settings(self) -> dict[str, Any]:
+        return {"base_url": self.harness.base, "cdn_base_url": self.harness.base + "c2c/"}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.text, s.at) for s in self.harness.peer.sent]
+
+    async def stop(self) -> None:
+        if self.harness is not None:
+            await self.harness.peer.expire_session()  # answers the poll still held, so the emulator stops at once
+        await super().stop()
+
+
+class WecomRig(HarnessRig):
+    """A WeCom AI bot through wecom-aibot-sdk on the emulator's websocket: latency runs from the callback
+    frame pushed to its stream shown finished (a pushed message counts too, finished as it lands)."""
+
+    name, channel = "wecom", "wecom"
+    chat_name = "learner{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.wecom_harness import WecomHarness
+
+        return WecomHarness()
+
+    def settings(self) -> dict[str, Any]:
+        server = self.harness.server
+        return {"mode": {"kind": "ai_bot", "bot_id": server.bot_id, "secret": f"env:{self.harness.env}",
+                         "ws_url": server.url}}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.content, s.finished_at) for s in self.harness.server.timeline if s.finished]
+
+
+class WecomAppRig(HarnessRig):
+    """A WeCom self-built app: latency runs from the member's callback POST to ``message/send`` taken."""
+
+    name, channel = "wecom_app", "wecom"
+    chat_name = "member{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.wecom_app_harness import WecomAppHarness
+
+        return WecomAppHarness()
+
+    def shown(self) -> list[tuple[str, float]]:
+        peer = self.harness.peer
+        return [(m["text"]["content"], at) for m, at in zip(peer.sent, peer.sent_at, strict=True) if m["msgtype"] == "text"]
+
+
+RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
+        "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -357,6 +518,7 @@ class Result:
     doubled: list[str] = field(default_factory=list)
     cpu: float = 0.0
     target: float = 0.0
+    note: str = ""
 
     @property
     def exactly_once(self) -> bool:
@@ -375,24 +537,24 @@ async def sent(gateway: Gateway, channel: str, count: float, timeout: float) -> 
 
 async def measure(rig: Any, workdir: Path, *, rate: float, seconds: float, chats: int, grace: float) -> Result:
     await rig.start(chats)
-    gateway = Gateway(gateway_config(workdir / "data", rig.name, rig.account, rig.settings()),
+    gateway = Gateway(gateway_config(workdir / "data", rig.channel, rig.account, rig.settings()),
                       responder=ContractResponder())
     await gateway.start()
     try:
-        if gateway.channel(rig.name, rig.account) is None:
+        if gateway.channel(rig.channel, rig.account) is None:
             raise SystemExit(f"channels.py: the {rig.name} channel did not start: {gateway.unavailable}")
         try:
             await asyncio.wait_for(rig.ready(gateway), 120)
         except TimeoutError:
             raise SystemExit(f"channels.py: {rig.name}: the bot was not ready at the peer within 120 s") from None
         await rig.post(rig.warmup_chat, "warm-up")
-        if not await sent(gateway, rig.name, 1, 60):
+        if not await sent(gateway, rig.channel, 1, 60):
             raise SystemExit(f"channels.py: {rig.name}: no answer to the warm-up message within 60 s")
 
         count = int(rate * seconds)
         result = Result(rig.name, count, rate, len(rig.chats), target=rig.target)
         posted: dict[str, float] = {}
-        before = counter(gateway, "partners_messages_out_total", channel=rig.name)
+        before = counter(gateway, "partners_messages_out_total", channel=rig.channel)
 
         async def post(token: str, chat: str, n: int) -> None:
             posted[token] = time.time()
@@ -405,10 +567,11 @@ async def measure(rig: Any, workdir: Path, *, rate: float, seconds: float, chats
                 await asyncio.sleep(delay)
             posts.append(asyncio.create_task(post(f"bench{n}", rig.chats[n % len(rig.chats)], n)))
         await asyncio.gather(*posts)
-        await sent(gateway, rig.name, before + count, 30 + 10 * rig.target)
+        await sent(gateway, rig.channel, before + count, 30 + 10 * rig.target)
         result.cpu = time.process_time() - cpu0
         await asyncio.sleep(grace)  # a doubled reply would land now
         seen = await rig.replies()
+        result.note = rig.note
     finally:
         await gateway.stop()
     for token, at in posted.items():
@@ -432,7 +595,7 @@ def pct(values: list[float], q: float) -> float:
 
 def row(r: Result) -> str:
     lat = r.latencies
-    return (f"{r.channel:<9} {r.messages:>5} {r.rate:>6g} {r.chats:>6} {len(lat):>8} "
+    return (f"{r.channel:<12} {r.messages:>5} {r.rate:>6g} {r.chats:>6} {len(lat):>8} "
             f"{1000 * pct(lat, 0.5):>8.0f} {1000 * pct(lat, 0.99):>8.0f} {1000 * (lat[-1] if lat else float('nan')):>8.0f} "
             f"{1000 * r.cpu / max(r.messages, 1):>10.2f} {'yes' if r.exactly_once else 'NO':>12}")
 
@@ -443,6 +606,8 @@ def verdicts(r: Result) -> list[str]:
         lines.append(f"FAILED {r.channel}: {len(r.missing)} of {r.messages} messages got no reply: {', '.join(r.missing[:10])}")
     if r.doubled:
         lines.append(f"FAILED {r.channel}: {len(r.doubled)} messages were answered more than once: {', '.join(r.doubled[:10])}")
+    if r.note:
+        lines.append(f"{r.channel}: {r.note}")
     p99 = pct(r.latencies, 0.99)
     lines.append(f"{r.channel}: every message answered exactly once: {'ok' if r.exactly_once else 'MISSED'}; "
                  f"p99 < {r.target:g} s: {p99:.3f} s ({'ok' if p99 < r.target else 'MISSED'})")
@@ -451,15 +616,19 @@ def verdicts(r: Result) -> list[str]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--channels", default="telegram,matrix,email,discord,slack", help="comma-separated subset of " + ",".join(RIGS))
+    parser.add_argument("--channels", default=",".join(RIGS), help="comma-separated subset of " + ",".join(RIGS))
     for name, rate, chats, seconds, unit in (("telegram", 20, 40, 10, "chats"), ("matrix", 10, 20, 10, "rooms"),
                                              ("email", 0.5, 10, 20, "learners"), ("discord", 20, 40, 10, "chats"),
-                                             ("slack", 20, 40, 10, "chats")):
-        parser.add_argument(f"--{name}-rate", type=float, default=rate, metavar="N",
+                                             ("slack", 20, 40, 10, "chats"), ("weixin_oa", 20, 40, 10, "learners"),
+                                             ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
+                                             ("wecom_app", 20, 40, 10, "members")):
+        flag = name.replace("_", "-")
+        parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")
-        parser.add_argument(f"--{name}-{unit}", type=int, default=chats, dest=f"{name}_chats", metavar="N",
+        parser.add_argument(f"--{flag}-{unit}", type=int, default=chats, dest=f"{name}_chats", metavar="N",
                             help=f"{unit} they are spread over, one user each (default {chats})")
-        parser.add_argument(f"--{name}-seconds", type=float, default=seconds, metavar="S", help=f"(default {seconds:g})")
+        parser.add_argument(f"--{flag}-seconds", type=float, default=seconds, dest=f"{name}_seconds", metavar="S",
+                            help=f"(default {seconds:g})")
     parser.add_argument("--grace", type=float, default=2.0, help="seconds to wait after the last reply for doubles")
     args = parser.parse_args()
 
@@ -473,7 +642,7 @@ async def main() -> None:
             rigs = [RIGS[name](workdirs[name]) for name in names]
         except AssertionError as error:
             raise SystemExit(f"channels.py: a peer is missing: {error}") from None
-        header = (f"{'channel':<9} {'msgs':>5} {'msg/s':>6} {'chats':>6} {'answered':>8} {'p50 ms':>8} {'p99 ms':>8} "
+        header = (f"{'channel':<12} {'msgs':>5} {'msg/s':>6} {'chats':>6} {'answered':>8} {'p50 ms':>8} {'p99 ms':>8} "
                   f"{'max ms':>8} {'cpu ms/msg':>10} {'exactly-once':>12}")
         print("real SDKs against loopback peers, in-process Gateway (durable SQLite path), echo responder")
         print(header)
@@ -500,7 +669,11 @@ async def main() -> None:
     print("\ncpu ms/msg is this whole process: the gateway plus the users' calls to the peer"
           + (", and for email the aiosmtpd server and its LMTP relay (threads here)" if "email" in names else "")
           + "; the Telegram emulator, Synapse and Dovecot run as their own processes and are not counted"
-          + (" (the Discord emulator runs in this process and is)" if "discord" in names else "") + ".")
+          + (" (the Discord emulator runs in this process and is)" if "discord" in names else "")
+          + ("; the WeChat and WeCom emulators run in this process and are counted (the Official Account's and the"
+             " app's open a fresh connection for every callback they post)" if any(issubclass(RIGS[n], HarnessRig)
+                                                                                  for n in names) else "")
+          + ".")
 
 
 if __name__ == "__main__":

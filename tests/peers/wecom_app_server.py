@@ -136,11 +136,11 @@ class WecomApp(TencentPeer):
             return self.error(44004, "empty content")
         if len(content.encode()) > TEXT_LIMIT_BYTES:
             return self.error(45002, "content size out of limit")
-        self.sent.append(body)
+        self.took(body)
         return JSONResponse({"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": "m" + secrets.token_hex(6)})
 
     def _took(self, body: dict) -> JSONResponse:
-        self.sent.append(body)
+        self.took(body)
         return JSONResponse({"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": "m" + secrets.token_hex(6)})
 
     def texts_to(self, to: str) -> list[str]:

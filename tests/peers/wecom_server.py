@@ -29,6 +29,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,6 +55,8 @@ class StreamSeen:
     updates: list[str] = field(default_factory=list)
     finished: int = 0
     after_finish: int = 0
+    finished_at: float = 0.0
+    """When it first showed finished, by this emulator's wall clock (what bench/channels.py times)."""
 
 
 @dataclass
@@ -159,6 +162,7 @@ class WecomServer:
         seen.content = str(stream.get("content", ""))
         seen.updates.append(seen.content)
         seen.finished += 1 if stream.get("finish") else 0
+        seen.finished_at = seen.finished_at or (time.time() if seen.finished else 0.0)
         if seen.finished:
             self._unanswered.pop(self._msgid_of.get(req_id, ""), None)
         return 0
@@ -167,7 +171,7 @@ class WecomServer:
         self.pushed.append(body)
         content = str((body.get(str(body.get("msgtype"))) or {}).get("content", ""))
         self.timeline.append(StreamSeen(f"push{len(self.pushed)}", str(body.get("chatid", "")), "", content,
-                                        [content], finished=1))
+                                        [content], finished=1, finished_at=time.time()))
 
     @staticmethod
     async def _ack(socket: ServerConnection, req_id: str, errcode: int = 0, errmsg: str = "ok") -> None:

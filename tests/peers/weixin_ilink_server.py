@@ -84,6 +84,8 @@ class Sent:
     data: bytes = b""
     """A file's plaintext, opened with the key the message named."""
     name: str = ""
+    at: float = field(default_factory=time.time)
+    """When the platform took it, by this emulator's wall clock (what bench/channels.py times)."""
 
 
 @dataclass

@@ -96,7 +96,7 @@ class WechatOA(TencentPeer):
         if body.get("msgtype") != "text" or not body.get("text", {}).get("content"):
             return self.error(44003, "empty news data")
         self._last_said[to] = (said_at, used + 1)
-        self.sent.append(body)
+        self.took(body)
         return JSONResponse({"errcode": 0, "errmsg": "ok"})
 
     def cs_texts_to(self, openid: str) -> list[str]:
@@ -144,7 +144,7 @@ class WechatOA(TencentPeer):
             fields = self.read_answer(body.encode())
             assert fields["ToUserName"] == to and fields["MsgType"] == "text", fields
             self.passive.append(fields)
-            self.sent.append({"touser": to, "msgtype": "text", "text": {"content": fields["Content"]}, "via": "passive"})
+            self.took({"touser": to, "msgtype": "text", "text": {"content": fields["Content"]}, "via": "passive"})
             return True
         return status == 200 and body in ("success", "")
 
