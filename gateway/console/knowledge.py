@@ -20,7 +20,9 @@ citation a reply shows.  An upload is one file of at most the app's body limit (
 ``gateway.http.app.MAX_BODY_BYTES``); it is written to a private temporary folder under its own
 (cleaned) name, because a document is known by its file name, ingested, and the copy removed.
 
-No script: the browser's own upload shows its progress, and the page answers when indexing is done.
+The upload's progress bar is the one committed script ``static/upload.js``: it sends the same form by XHR
+and shows the bytes sent, then an indeterminate bar while the server indexes; this page's CSP alone adds
+``script-src 'self'; connect-src 'self'``.  Without JavaScript the form posts as it is.
 """
 
 from __future__ import annotations
@@ -56,6 +58,8 @@ log = logging.getLogger(__name__)
 SEARCH_LIMIT = 8
 """Passages a console search shows: a page of them, as many as a turn's tool call might read."""
 MAX_QUERY_CHARS = 500
+UPLOAD_CSP = "; script-src 'self'; connect-src 'self'"
+"""Added to the console's policy on the knowledge page: its one committed script (``static/upload.js``) and its XHR."""
 _UNSAFE_NAME = re.compile(r"[^\w.\- ]+")
 
 
@@ -176,12 +180,14 @@ class Knowledge:
             status = 400
         query = request.query_params.get("q", "")
         notice = next((f"{key}" for key in ("added", "replaced", "unchanged", "removed") if key in request.query_params), None)
-        return self.console.render(
+        page = self.console.render(
             request, "knowledge.html", status, viewer=viewer, csrf=session.csrf, partner=partner,
             documents=[DocumentSummary.of(d) for d in await service.documents(partner.id)],
             query=query, results=await self.search(service, partner, query), searched=bool(query.strip()),
             notice=notice, notice_doc=request.query_params.get(notice or "", ""), error=outcome if status == 400 else None,
             max_mib=MAX_BODY_BYTES // (1024 * 1024))
+        page.headers["Content-Security-Policy"] += UPLOAD_CSP  # this page alone runs a script: the upload's progress
+        return page
 
     async def document_page(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         found = self.resolve(request, viewer, api=False)
