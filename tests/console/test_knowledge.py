@@ -78,6 +78,9 @@ async def test_the_api_uploads_lists_and_deletes_and_refuses_bad_files(served):
         sneaky = await ada.post(api, headers=headers, files={"file": ("../../etc/evil.md", b"# Evil\n\nwalrus", "text/markdown")})
         assert sneaky.json()["document"]["id"] == "evil.md"  # the name only, never a path
         assert (await ada.post(api, files={"file": ("x.txt", b"x", "text/plain")})).status_code == 403  # no CSRF token
+        huge = await ada.post(api, headers=headers, files={"file": ("big.txt", b"word " * (1024 * 1024), "text/plain")})
+        assert huge.status_code == 413 and "larger than" in huge.json()["error"]  # the app's body limit, 4 MiB
+        assert "big.txt" not in {d["id"] for d in (await ada.get(api)).json()["documents"]}
 
         assert (await ada.delete(f"{api}/notes.txt", headers=headers)).json() == {"removed": "notes.txt"}
         assert (await ada.delete(f"{api}/notes.txt", headers=headers)).status_code == 404
