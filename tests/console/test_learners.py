@@ -162,3 +162,44 @@ async def test_forgetting_needs_the_confirmation_and_then_erases_the_learner(ser
     assert {p.id for p in await controls.people()} == {served.people["zoe"]}
     assert await log_.keys(f"person:{xia}:") == []
     assert await served.gateway.brain.files.usage.spent_today("algebra", f"person:{xia}") == 0
+
+
+async def test_a_co_owner_sees_the_learners_chats_with_the_partners_they_own_only(tmp_path: Path):
+    """Ben co-owns Ada's ``shared``; Ada alone owns ``private``: both share Ada's teacher scope and so the learner."""
+    from brain.factory import build_controls
+    from gateway.configfile import parse_config
+    from gateway.console.access import Viewer
+    from gateway.console.learners import Learners
+    from gateway.console.pages import Console
+    from gateway.store.console import Role
+    from tests.console.rig import user
+
+    ada = {"channel": "telegram", "user": "100"}
+    config = parse_config({"data_dir": str(tmp_path / "data"), "partners": [
+        {"id": "shared", "name": "Shared", "owners": [ada, {"channel": "matrix", "user": "@ben:school.example"}]},
+        {"id": "private", "name": "Private", "owners": [ada]},
+    ]})
+    built = build_controls(config)  # the CLI's wiring of the same controls, on this data dir
+    try:
+        person = (await built.memory.link(ADA_ID, Identity.parse("telegram:default:601"), Identity.parse("webchat:default:w601"))).person
+        await built.memory.edit(learner_scope(ADA_ID, person), "Notes both partners read (lemur)")
+        for partner in ("shared", "private"):
+            await built.files.log.append(person_history_key(person, partner),
+                                         UserSaid(turn="t", event_id="e", sender="Lin", text=f"said to {partner}"))
+
+        class Running:
+            memory_controls = built.memory
+
+        learners = Learners(Console(config, store=None, gateway=Running()))  # type: ignore[arg-type]
+        [found] = await learners.learners(built.memory, config.partner("shared"))
+        ben = Viewer.of(user("ben", Role.TEACHER, BEN_ID))
+        kept = await learners.memory(built.memory, ben, config.partner("shared"), found)
+        assert list(kept["history"]) == [person_history_key(person, "shared")]
+        assert "lemur" in kept["document"]["markdown"]  # what the shared partner's own turns read
+        assert "said to private" not in json.dumps(kept)
+        assert ben.partner(config, "private") is None  # and the private partner's URLs are 404 to him
+        root = Viewer.of(user("root", Role.ADMINISTRATOR))
+        everything = await learners.memory(built.memory, root, config.partner("shared"), found)
+        assert set(everything["history"]) == {person_history_key(person, p) for p in ("shared", "private")}
+    finally:
+        await built.close()
