@@ -15,9 +15,14 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
+from gateway.console import knowledge, learners
+
 if TYPE_CHECKING:
     from gateway.console.pages import Console
 
 Area = Callable[["Console"], list[BaseRoute]]
 
-AREAS: tuple[Area, ...] = ()
+AREAS: tuple[Area, ...] = (
+    learners.routes,
+    knowledge.routes,
+)
