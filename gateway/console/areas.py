@@ -21,3 +21,8 @@ if TYPE_CHECKING:
 Area = Callable[["Console"], list[BaseRoute]]
 
 AREAS: tuple[Area, ...] = ()
+
+# The areas, each appended in its own line (areas import Console only for type checking, so no cycle).
+from gateway.console import conversations, pairing  # noqa: E402
+
+AREAS += (conversations.routes, pairing.routes)

@@ -10,7 +10,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from gateway.pipeline.dispatch import Dispatcher
+from gateway.pipeline.routing import Router
 from gateway.status import StatusReport
+from gateway.store import Store
+from gateway.takeover import TeacherDesk
 
 
 class ConsoleGateway(Protocol):
@@ -23,4 +27,26 @@ class ConsoleGateway(Protocol):
 
     async def status(self) -> StatusReport:
         """Every channel account's state and reason, as ``/status`` reports them."""
+        ...
+
+    # ---------------------------------------------------------------- conversations and pairing
+
+    @property
+    def store(self) -> Store:
+        """The gateway's store: transcripts (inbox and outbox), pairing codes, takeovers."""
+        ...
+
+    @property
+    def router(self) -> Router:
+        """Which partner a conversation or a pairing code belongs to (so :class:`Viewer` can judge it)."""
+        ...
+
+    @property
+    def teacher(self) -> TeacherDesk:
+        """The desk the ``/reply`` and ``/handback`` chat commands drive: the console takes over through it."""
+        ...
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """Answers an approved learner's held messages now (``release_approved``), not at the next sweep."""
         ...

@@ -92,7 +92,18 @@ def set_form_cookie(response: Response, token: str, *, secure: bool) -> None:
 
 
 async def read_form(request: Request) -> dict[str, str] | None:
-    """An ``application/x-www-form-urlencoded`` body as single values; None when too large or not a form."""
+    """An ``application/x-www-form-urlencoded`` body as single values; None when too large or not a form.
+
+    Read once per request and kept on it: ``Console.guarded`` reads the form for its CSRF field before
+    the handler reads it for the rest (a request's body can be streamed only once)."""
+    if hasattr(request.state, "console_form"):
+        kept: dict[str, str] | None = request.state.console_form
+        return kept
+    request.state.console_form = form = await _read_form(request)
+    return form
+
+
+async def _read_form(request: Request) -> dict[str, str] | None:
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
         return None
     raw = await read_limited(request, MAX_FORM_BYTES)
