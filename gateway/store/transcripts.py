@@ -71,25 +71,24 @@ class TranscriptRows:
 
     async def conversations(self, limit: int) -> list[ConversationActivity]:
         def op(conn: sqlite3.Connection) -> list[ConversationActivity]:
-            heard = conn.execute(
-                "SELECT i.conversation, i.payload, i.state, i.received_at FROM inbound i"
-                " JOIN (SELECT conversation, MAX(seq) AS seq FROM inbound GROUP BY conversation) last ON i.seq = last.seq"
-                " ORDER BY i.received_at DESC, i.seq DESC LIMIT ?", (limit,),
-            ).fetchall()
+            keys = [key for (key,) in conn.execute(
+                "SELECT conversation FROM inbound GROUP BY conversation ORDER BY MAX(received_at) DESC LIMIT ?", (limit,))]
             waiting: dict[tuple[str, str], int] = {
                 (key, state): count for key, state, count in conn.execute(
                     "SELECT conversation, state, COUNT(*) FROM inbound WHERE state IN (?, ?) GROUP BY conversation, state",
                     (InboundState.PENDING.value, InboundState.HELD.value))
             }
             found = []
-            for key, payload, state, at in heard:
+            for key in keys:
+                heard = _last_heard(conn, key)
+                if heard is None:  # only the bot's own echoes were heard there
+                    continue
                 said = conn.execute(
                     "SELECT payload, state, created_at FROM outbox WHERE conversation = ? ORDER BY created_at DESC LIMIT 1", (key,),
                 ).fetchone()
-                found.append(ConversationActivity(
-                    key, Heard(InboundMessage.model_validate_json(payload), InboundState(state), at),
-                    _said(said) if said else None,
-                    waiting.get((key, InboundState.PENDING.value), 0), waiting.get((key, InboundState.HELD.value), 0)))
+                found.append(ConversationActivity(key, heard, _said(said) if said else None,
+                                                  waiting.get((key, InboundState.PENDING.value), 0),
+                                                  waiting.get((key, InboundState.HELD.value), 0)))
             return found
 
         return await self._run(op)
@@ -97,10 +96,10 @@ class TranscriptRows:
     async def transcript(self, conversation_key: str, limit: int) -> list[Heard | Said]:
         def op(conn: sqlite3.Connection) -> list[Heard | Said]:
             heard: list[Heard | Said] = [
-                Heard(InboundMessage.model_validate_json(payload), InboundState(state), at)
-                for payload, state, at in conn.execute(
+                entry for entry in (_heard(row) for row in conn.execute(
                     "SELECT payload, state, received_at FROM inbound WHERE conversation = ? ORDER BY received_at DESC, seq DESC"
-                    " LIMIT ?", (conversation_key, limit))
+                    " LIMIT ?", (conversation_key, limit)))
+                if not entry.message.from_self  # the platform echoing our own replies: shown once, as said
             ]
             said: list[Heard | Said] = [_said(row) for row in conn.execute(
                 "SELECT payload, state, created_at FROM outbox WHERE conversation = ? ORDER BY created_at DESC LIMIT ?",
@@ -108,6 +107,25 @@ class TranscriptRows:
             return sorted(heard + said, key=lambda entry: entry.at)
 
         return await self._run(op)
+
+
+ECHO_SCAN = 50
+"""How far back a conversation's latest message is looked for past the bot's own echoes."""
+
+
+def _heard(row: tuple) -> Heard:
+    payload, state, at = row
+    return Heard(InboundMessage.model_validate_json(payload), InboundState(state), at)
+
+
+def _last_heard(conn: sqlite3.Connection, key: str) -> Heard | None:
+    """The conversation's latest message from someone other than the bot itself."""
+    for row in conn.execute("SELECT payload, state, received_at FROM inbound WHERE conversation = ? ORDER BY seq DESC LIMIT ?",
+                            (key, ECHO_SCAN)):
+        heard = _heard(row)
+        if not heard.message.from_self:
+            return heard
+    return None
 
 
 def _said(row: tuple) -> Said:
