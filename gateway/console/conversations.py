@@ -270,18 +270,18 @@ class Conversations:
         request_id = form.get("request", "")
         if not REQUEST.fullmatch(request_id):
             return 400, "send the form's request id (8 to 64 letters, digits, - or _)"
-        takeover = await self.gateway.store.takeover_of(key)
-        if takeover is None:
+        running = await self.gateway.store.takeover_of(key)
+        if running is None:
             return 409, "this conversation is not taken over: take it over first"
         if action == "reply":
             text = form.get("text", "").strip()
             if not text or len(text) > MAX_TEXT:
                 return 400, f"write an answer of 1 to {MAX_TEXT} characters"
-            await desk.answer_as_teacher(takeover, text, f"console:{request_id}")
-            log.info("console teacher answer user=%s conversation=%s code=%s", viewer.username, key, takeover.code)
+            await desk.answer_as_teacher(running, text, f"console:{request_id}")
+            log.info("console teacher answer user=%s conversation=%s code=%s", viewer.username, key, running.code)
             return None
-        await desk.hand_back(takeover, f"console:{request_id}")
-        log.info("console hand-back user=%s conversation=%s code=%s", viewer.username, key, takeover.code)
+        await desk.hand_back(running, f"console:{request_id}")
+        log.info("console hand-back user=%s conversation=%s code=%s", viewer.username, key, running.code)
         return None
 
 
