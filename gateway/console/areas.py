@@ -15,14 +15,16 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
+from gateway.console import conversations, knowledge, learners, pairing
+
 if TYPE_CHECKING:
     from gateway.console.pages import Console
 
 Area = Callable[["Console"], list[BaseRoute]]
 
-AREAS: tuple[Area, ...] = ()
-
-# The areas, each appended in its own line (areas import Console only for type checking, so no cycle).
-from gateway.console import conversations, pairing  # noqa: E402
-
-AREAS += (conversations.routes, pairing.routes)
+AREAS: tuple[Area, ...] = (
+    learners.routes,
+    knowledge.routes,
+    conversations.routes,
+    pairing.routes,
+)

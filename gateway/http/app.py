@@ -145,7 +145,7 @@ def build_app(gateway: ServedGateway) -> Starlette:
             from gateway.console.pages import console_routes
             from gateway.console.services import ConsoleGateway
 
-            # A gateway with a store is the full gateway.app.Gateway, which provides what the console's areas read.
+            # A gateway with a store is gateway.app.Gateway, which provides what the console's areas read
             routes += console_routes(config, store, cast(ConsoleGateway, gateway))
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
