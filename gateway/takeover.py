@@ -7,7 +7,10 @@ teacher instead of being answered by the model; the teacher answers with
 ``/reply CODE text`` (sent to the learner through the same channel) and ends
 it with ``/handback CODE``, which tells the learner too (:attr:`Phrase.HANDED_BACK`,
 in their language: the partner's languages and the locale they had when it was
-handed over).  ``/takeovers`` lists open cases.
+handed over).  ``/takeovers`` lists open cases.  The teacher console takes a
+conversation over, answers and hands it back through the same three methods
+(:meth:`TeacherDesk.take_over`, :meth:`~TeacherDesk.answer_as_teacher`,
+:meth:`~TeacherDesk.hand_back`) that the chat commands use.
 
 Every relay, every teacher reply, the hand-back notice and every confirmation is
 an outbox reply with a deterministic key, so a crash in the middle repeats nothing.
@@ -123,18 +126,45 @@ class TeacherDesk:
             await self._answer(message, f"No open case `{code or '?'}`. Send `/takeovers` to list them.")
             return
         if command == "/handback":
-            # The learner's notice is written first: a crash before the case is closed repeats the
-            # command, whose key makes the notice once; one after finds no case and says so to the teacher.
-            await self._tell_learner(takeover, message)
-            await self.store.end_takeover(takeover.code)
-            self._paused.discard(takeover.target.conversation_key)
+            await self.hand_back(takeover, message.event_id)
             await self._answer(message, f"Case {takeover.code} handed back: the partner answers there again.")
             return
         if not body.strip():
             await self._answer(message, f"Write the message after the code: `/reply {takeover.code} your message`.")
             return
-        await self._send(takeover, body.strip(), message)
+        await self.answer_as_teacher(takeover, body.strip(), message.event_id)
         await self._answer(message, f"Sent to case {takeover.code}.")
+
+    # ------------------------------------------------------------------ what the teacher does, from chat or the console
+
+    async def take_over(self, partner: PartnerConfig, address: Address, reason: str, locale: str = "") -> Takeover:
+        """The teacher takes a conversation over themselves (the console): the partner stays quiet there and
+        what the learner writes is relayed, as after a hand-off; idempotent (the running case is returned)."""
+        takeover = await self.store.start_takeover(partner.id, address, reason, locale)
+        self._paused.add(address.conversation_key)
+        log.info("conversation taken over by the teacher conversation=%s code=%s", address.conversation_key, takeover.code)
+        return takeover
+
+    async def answer_as_teacher(self, takeover: Takeover, text: str, request: str) -> None:
+        """Send the teacher's ``text`` to the learner, once per ``request`` (a chat command's event id, a console form's).
+
+        A row already there is left alone: writing it again would make a delivered answer ready once more."""
+        key = reply_key(takeover.target, request, "teacher")
+        if await self.store.get_reply(key) is not None:
+            return
+        reply = OutboundReply(idempotency_key=key, target=takeover.target, markdown=text,
+                              language=self._learner_language(takeover))
+        await self.outbox.post(reply)
+
+    async def hand_back(self, takeover: Takeover, request: str) -> None:
+        """End the case: the learner is told (:attr:`Phrase.HANDED_BACK`) and the partner answers there again.
+
+        The learner's notice is written first: a crash before the case is closed repeats the request,
+        whose key makes the notice once; one after finds no case."""
+        await self._tell_learner(takeover, request)
+        await self.store.end_takeover(takeover.code)
+        self._paused.discard(takeover.target.conversation_key)
+        log.info("conversation handed back conversation=%s code=%s", takeover.target.conversation_key, takeover.code)
 
     # ------------------------------------------------------------------ outbox helpers
 
@@ -143,17 +173,11 @@ class TeacherDesk:
         partner = self.router.route(takeover.target)
         return language_for(partner.languages if partner is not None else (), takeover.locale)
 
-    async def _send(self, takeover: Takeover, text: str, command: InboundMessage) -> None:
-        key = reply_key(takeover.target, command.event_id, "teacher")
-        reply = OutboundReply(idempotency_key=key, target=takeover.target, markdown=text,
-                              language=self._learner_language(takeover))
-        await self.outbox.post(reply)
-
-    async def _tell_learner(self, takeover: Takeover, command: InboundMessage) -> None:
-        """Tell the learner their partner answers again (once per ``/handback``: its key is the command's).
+    async def _tell_learner(self, takeover: Takeover, request: str) -> None:
+        """Tell the learner their partner answers again (once per hand-back: its key is the request's).
 
         A row already there is left alone: writing it again would make a delivered notice ready once more."""
-        key = reply_key(takeover.target, command.event_id, "handback")
+        key = reply_key(takeover.target, request, "handback")
         if await self.store.get_reply(key) is not None:
             return  # a repeated command (a crash before the case closed); resume wakes it if still undelivered
         partner = self.router.route(takeover.target)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
-from gateway.console import knowledge, learners
+from gateway.console import conversations, knowledge, learners, pairing
 
 if TYPE_CHECKING:
     from gateway.console.pages import Console
@@ -25,4 +25,6 @@ Area = Callable[["Console"], list[BaseRoute]]
 AREAS: tuple[Area, ...] = (
     learners.routes,
     knowledge.routes,
+    conversations.routes,
+    pairing.routes,
 )

@@ -11,7 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from gateway.pipeline.dispatch import Dispatcher
+from gateway.pipeline.routing import Router
 from gateway.status import StatusReport
+from gateway.store import Store
+from gateway.takeover import TeacherDesk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.knowledge.service import KnowledgeService
@@ -41,6 +45,28 @@ class ConsoleGateway(Protocol):
 
     async def status(self) -> StatusReport:
         """Every channel account's state and reason, as ``/status`` reports them."""
+        ...
+
+    # ---------------------------------------------------------------- conversations and pairing
+
+    @property
+    def store(self) -> Store:
+        """The gateway's store: transcripts (inbox and outbox), pairing codes, takeovers."""
+        ...
+
+    @property
+    def router(self) -> Router:
+        """Which partner a conversation or a pairing code belongs to (so :class:`Viewer` can judge it)."""
+        ...
+
+    @property
+    def teacher(self) -> TeacherDesk:
+        """The desk the ``/reply`` and ``/handback`` chat commands drive: the console takes over through it."""
+        ...
+
+    @property
+    def dispatcher(self) -> Dispatcher:
+        """Answers an approved learner's held messages now (``release_approved``), not at the next sweep."""
         ...
 
     # ------------------------------------------------------------------ learners and knowledge (gateway.console.learners, .knowledge)

@@ -109,7 +109,11 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
     return message.model_copy(update={"elements": elements})
 
 
-class Store(ConsoleStore, Protocol):
+# Below the states its rows carry (it imports them from here).
+from gateway.store.transcripts import TranscriptStore  # noqa: E402
+
+
+class Store(ConsoleStore, TranscriptStore, Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
 

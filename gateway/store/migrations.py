@@ -126,6 +126,13 @@ MIGRATIONS: list[list[str]] = [
             used_at REAL
         )""",
     ],
+    [
+        # Each reply row names its conversation (Address.conversation_key), so the teacher console can show
+        # a conversation's transcript -- what was heard and what was said -- from the store alone.  Rows
+        # written before read '' and stay out of transcripts (finished ones are pruned within a week).
+        "ALTER TABLE outbox ADD COLUMN conversation TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX IF NOT EXISTS outbox_by_conversation ON outbox (conversation, created_at)",
+    ],
 ]
 
 

@@ -40,6 +40,7 @@ from gateway.store.console import ConsoleRows
 from gateway.store.health import StoreHealth, is_store_failure
 from gateway.store.migrations import GATEWAY_SCHEMA
 from gateway.store.schema import open_database
+from gateway.store.transcripts import TranscriptRows
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -52,7 +53,7 @@ def _pairing_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
 
 
-class SqliteStore(ConsoleRows):
+class SqliteStore(ConsoleRows, TranscriptRows):
     def __init__(self, path: Path, *, synchronous: str = "FULL", max_batch: int = 512) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
@@ -308,9 +309,11 @@ class SqliteStore(ConsoleRows):
 
         def op(conn: sqlite3.Connection) -> OutboxItem:
             conn.execute(
-                "INSERT INTO outbox (key, channel, account, payload, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                "INSERT INTO outbox (key, channel, account, conversation, payload, state, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
                 " ON CONFLICT (key) DO UPDATE SET payload = excluded.payload, state = excluded.state, updated_at = excluded.updated_at",
-                (reply.idempotency_key, target.channel, target.account, payload, state.value, now, now),
+                (reply.idempotency_key, target.channel, target.account, target.conversation_key, payload, state.value,
+                 now, now),
             )
             if answered:
                 conn.executemany(
@@ -329,10 +332,11 @@ class SqliteStore(ConsoleRows):
 
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO outbox (key, channel, account, payload, state, preview_unconfirmed, created_at, updated_at)"
-                " VALUES (?, ?, ?, ?, ?, 1, ?, ?)"
+                "INSERT INTO outbox (key, channel, account, conversation, payload, state, preview_unconfirmed, created_at, updated_at)"
+                " VALUES (?, ?, ?, ?, ?, ?, 1, ?, ?)"
                 " ON CONFLICT (key) DO UPDATE SET preview_unconfirmed = 1, updated_at = excluded.updated_at",
-                (reply.idempotency_key, target.channel, target.account, payload, ReplyState.STREAMING.value, now, now),
+                (reply.idempotency_key, target.channel, target.account, target.conversation_key, payload, ReplyState.STREAMING.value,
+                 now, now),
             )
 
         await self._run(op)
@@ -572,9 +576,10 @@ class SqliteStore(ConsoleRows):
                 target = Address.model_validate_json(target_json)
                 reply = OutboundReply(idempotency_key=key_of(reminder_id), target=target, markdown=text)
                 conn.execute(
-                    "INSERT INTO outbox (key, channel, account, payload, state, created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (key) DO NOTHING",
-                    (reply.idempotency_key, target.channel, target.account, reply.model_dump_json(), ReplyState.READY.value, now, now),
+                    "INSERT INTO outbox (key, channel, account, conversation, payload, state, created_at, updated_at)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (key) DO NOTHING",
+                    (reply.idempotency_key, target.channel, target.account, target.conversation_key, reply.model_dump_json(),
+                     ReplyState.READY.value, now, now),
                 )
                 conn.execute("UPDATE reminders SET state = 'fired' WHERE id = ?", (reminder_id,))
                 items.append(OutboxItem(reply, ReplyState.READY, None, False, 0, (), 0, None))

@@ -21,12 +21,22 @@ from gateway.store.console import Role
 from tests.console.rig import ALL_PARTNERS, SEEN, client, serve_console, signed_in, user
 
 TEACHERS_AND_ADMIN = ("root", "ada", "ben")
+AREA_PAGES = ("/console/conversations", "/console/pairing")
+AREA_API = ("/console/api/conversations", "/console/api/pairing")
+UNKNOWN_REF = "dGVsZWdyYW06bWFpbjo0MDQ"  # a conversation key no one has written in
+NOT_THERE = (f"/console/conversations/{UNKNOWN_REF}", f"/console/api/conversations/{UNKNOWN_REF}")
 STRANGERS = ("no cookie", "forged cookie", "expired session", "disabled user")
 
 
 def expected(viewer: str, method: str, path: str) -> int:
     """The status a viewer gets; the one statement of who may do what that this test holds the app to."""
     stranger = viewer in STRANGERS
+    if path.startswith(AREA_PAGES) or path.startswith(AREA_API):  # conversations and pairing
+        if stranger:
+            return 303 if path.startswith(AREA_PAGES) else 401
+        if method == "POST":
+            return 403  # the walk sends no CSRF token
+        return 404 if path.startswith(NOT_THERE) else 200
     if path.startswith("/console/static/"):
         return 200
     if "/learners" in path or "/knowledge" in path:
@@ -85,6 +95,10 @@ WALK = [
     *[("GET", f"/console/api/partners/{partner}") for partner in (*ALL_PARTNERS, "no-such-partner")],
     ("GET", "/console/api/users"),
     ("GET", "/console/static/console.css"),
+    *[(method, f"{prefix}{path}") for prefix in ("/console", "/console/api") for method, path in (
+        ("GET", "/conversations"), ("GET", f"/conversations/{UNKNOWN_REF}"),
+        *[("POST", f"/conversations/{UNKNOWN_REF}/{action}") for action in ("takeover", "reply", "handback")],
+        ("GET", "/pairing"), ("POST", "/pairing/ABCD2345/approve"), ("POST", "/pairing/ABCD2345/deny"))],
     *AREA_WALK,
 ]
 
@@ -100,6 +114,7 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
             app_paths.add(route.path)
     walked = {path.split("?")[0] for _, path in WALK}
     walked |= {"/console/api/partners/{partner}", "/console/static", "/console/login", "/console/setup"}
+    walked |= {path.replace(UNKNOWN_REF, "{ref}").replace("ABCD2345", "{code}") for path in walked}
     walked |= {path.replace("{p}", "{partner}") for _, path in (*(("GET", p) for p in AREA_PATHS), *AREA_WRITES)}
     assert app_paths <= walked, app_paths - walked
 

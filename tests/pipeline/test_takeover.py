@@ -116,7 +116,7 @@ async def test_a_repeated_handback_before_the_case_closed_tells_the_learner_once
     takeover = (await gateway.store.takeovers())[0]
     command = channel.message(f"/handback {takeover.code}", chat="teacher", user="teacher")
 
-    await gateway.teacher._tell_learner(takeover, command)  # the notice written, then the crash
+    await gateway.teacher._tell_learner(takeover, command.event_id)  # the notice written, then the crash
     await channel.wait_for(lambda sent: len(texts_to(channel, "kid")) >= 2)
     await channel.context.sink.accept([command])  # the platform redelivers the command after the restart
     await channel.wait_for(lambda sent: any("handed back" in t for t in texts_to(channel, "teacher")))
