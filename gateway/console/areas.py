@@ -20,4 +20,12 @@ if TYPE_CHECKING:
 
 Area = Callable[["Console"], list[BaseRoute]]
 
-AREAS: tuple[Area, ...] = ()
+def _channels(console: Console) -> list[BaseRoute]:
+    from gateway.console import channels, dashboard
+
+    return [*channels.routes(console), *dashboard.routes(console)]
+
+
+AREAS: tuple[Area, ...] = (
+    _channels,
+)

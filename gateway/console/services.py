@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from brain.usage import DayUsage
 from gateway.status import StatusReport
+from gateway.store.activity import ActivityRow
 
 
 class ConsoleGateway(Protocol):
@@ -23,4 +25,30 @@ class ConsoleGateway(Protocol):
 
     async def status(self) -> StatusReport:
         """Every channel account's state and reason, as ``/status`` reports them."""
+        ...
+
+    # ------------------------------------------------------------------ channels and dashboard (gateway.console.channels)
+
+    async def disable_account(self, channel: str, account: str, by: str) -> None:
+        """Stop a channel account and store the switch, so it stays stopped across restarts (KeyError: unknown)."""
+        ...
+
+    async def enable_account(self, channel: str, account: str) -> None:
+        """Forget the switch and start the account again."""
+        ...
+
+    async def restart_account(self, channel: str, account: str) -> bool:
+        """Start the account's run again now; False for a disabled one (enable it instead)."""
+        ...
+
+    async def disabled_accounts(self) -> dict[tuple[str, str], str]:
+        """(channel, account) -> the console user who disabled it."""
+        ...
+
+    async def activity_since(self, since: float) -> list[ActivityRow]:
+        """The store's hourly sums of messages, drops, errors and latencies from ``since`` on."""
+        ...
+
+    async def model_use(self, since_day: str) -> list[DayUsage]:
+        """Model tokens and cost per UTC day and partner (the brain's usage ledger)."""
         ...

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Protocol
 
 from gateway.core.messages import Address, InboundMessage, Media, MessageId, OutboundReply
+from gateway.store.activity import ActivityStore
 from gateway.store.console import ConsoleStore
 from gateway.store.health import StoreHealth
 
@@ -109,7 +110,7 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
     return message.model_copy(update={"elements": elements})
 
 
-class Store(ConsoleStore, Protocol):
+class Store(ConsoleStore, ActivityStore, Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
 

@@ -39,6 +39,12 @@ def expected(viewer: str, method: str, path: str) -> int:
         return 303 if stranger else 403  # a session's sign-out needs its CSRF token
     if path == "/console/":
         return 303 if stranger else 200
+    if path in ("/console/channels", "/console/dashboard", "/console/dashboard?span=week"):
+        return 303 if stranger else 200
+    if method == "POST" and path.startswith("/console/channels/"):
+        return 303 if stranger else 403  # no CSRF token in the walk
+    if method == "POST" and path.startswith("/console/api/channels/"):
+        return 401 if stranger else 403
     if stranger:
         return 401  # the API
     if path == "/console/api/users":
@@ -58,6 +64,13 @@ WALK = [
     *[("GET", f"/console/api/partners/{partner}") for partner in (*ALL_PARTNERS, "no-such-partner")],
     ("GET", "/console/api/users"),
     ("GET", "/console/static/console.css"),
+    ("GET", "/console/channels"),
+    ("GET", "/console/api/channels"),
+    ("POST", "/console/channels/webchat/default/disable"),
+    ("POST", "/console/api/channels/webchat/default/restart"),
+    ("GET", "/console/dashboard"),
+    ("GET", "/console/dashboard?span=week"),
+    ("GET", "/console/api/dashboard"),
 ]
 
 
@@ -72,6 +85,7 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
             app_paths.add(route.path)
     walked = {path.split("?")[0] for _, path in WALK}
     walked |= {"/console/api/partners/{partner}", "/console/static", "/console/login", "/console/setup"}
+    walked |= {"/console/channels/{channel}/{account}/{do}", "/console/api/channels/{channel}/{account}/{do}"}
     assert app_paths <= walked, app_paths - walked
 
 
