@@ -66,19 +66,42 @@ def features_of(caps: ChannelCapabilities) -> tuple[str, ...]:
 
 
 def _rows(entry: PlatformEntry, available: bool, reason: str = "") -> list[ChannelListing]:
-    """The platform's row, and one more for each other kind of account it has (ADR 0033)."""
-    rows = [ChannelListing(entry.name, entry.title, available, reason, features=features_of(entry.capabilities),
-                           kind=(entry.default_kind or "") if entry.kinds else "")]
-    rows += [ChannelListing(entry.name, entry.title, available, reason, features=features_of(caps), kind=kind)
-             for kind, caps in entry.kinds.items()]
+    """The platform's row, and one more for each other kind of account it has (ADR 0033); a kind whose
+    own requirement is missing (``kind_requires``) is unavailable on its row alone."""
+    default = entry.default_kind or ""
+    listed = [(default if entry.kinds else "", entry.capabilities), *entry.kinds.items()]
+    rows = []
+    for kind, caps in listed:
+        own = _kind_reason(entry, kind or default) if available else None
+        rows.append(ChannelListing(entry.name, entry.title, available and own is None, own or reason,
+                                   features=features_of(caps), kind=kind))
     return rows
 
 
-def _missing_requirement(entry: PlatformEntry) -> str | None:
-    for module in entry.requires:
+def _missing_requirement(entry: PlatformEntry, kind: str | None = None) -> str | None:
+    """The first import name ``entry`` needs that is not installed (for ``kind``: its own ones too)."""
+    for module in (*entry.requires, *(entry.kind_requires.get(kind, ()) if kind else ())):
         if importlib.util.find_spec(module) is None:
             return module
     return None
+
+
+def _kind_reason(entry: PlatformEntry, kind: str) -> str | None:
+    missing = _missing_requirement(entry, kind)
+    if missing is None:
+        return None
+    how = f"needs the `{entry.extra}` extra: {_install_hint(entry)}" if entry.extra else _install_hint(entry)
+    return f"a {kind} account {how} (the Python package providing `{missing}` is not installed)"
+
+
+def kind_unavailable(name: str, kind: str) -> str | None:
+    """Why an account of ``kind`` on built-in channel ``name`` cannot run here (a missing extra that only
+    that kind needs, with the command that installs it), or None when it can.
+
+    The channel asks before it first touches what that kind needs, so the teacher reads the command,
+    not an ``ImportError``."""
+    entry = platform_catalog().get(name)
+    return None if entry is None else _kind_reason(entry, kind)
 
 
 def _install_hint(entry: PlatformEntry) -> str:

@@ -12,6 +12,13 @@ The learner names their files, so a name is cleaned before anything keeps it
 NFC-normalized so the same name typed on two systems is one name, and bounded
 in UTF-8 bytes because file systems cap names at 255 bytes, not characters.
 
+Some platforms answer a download that failed with status 200 and a JSON error
+body (WeCom's and WeChat's ``media/get``: ``{"errcode": 40007}``).  Given the
+platform's :class:`~channels._kit.http_errors.BodyCodes`, :func:`download`
+reads a body whose type says JSON or text (within the limit) and raises what
+its code means, so an expired ``media_id`` is ``BadRequest`` and a stale token
+``AuthFailed`` -- never an "image" of forty bytes of JSON.
+
 Outbound, a platform that takes files only as uploaded bytes (WeChat's CDN) needs
 the whole file the brain attached, whether it names a local path or a URL:
 :func:`read_attachment` reads either within the platform's limit, with its name
@@ -34,6 +41,7 @@ from urllib.parse import unquote, urlsplit
 
 import httpx
 
+from channels._kit.http_errors import BodyCodes, json_body, translate
 from gateway.core.channel import MediaStream
 from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, PermanentError, RateLimited, TooLarge
 from gateway.core.messages import Attachment, MediaKind
@@ -45,6 +53,9 @@ NAME_BYTES = 200
 SUFFIX = re.compile(r"\.[A-Za-z0-9]{1,10}")
 _UNSAFE = re.compile(r"[\x00-\x1f\x7f/\\:*?\"<>|]+")
 
+
+ERROR_BODY_TYPES = frozenset({"application/json", "text/json", "text/plain"})
+"""The types a platform's JSON error answer comes as, with status 200 (WeCom says ``text/plain`` at times)."""
 
 KINDS_OF_THEIR_OWN: Mapping[str, MediaKind] = {"image": "image", "audio": "audio", "video": "video"}
 """MIME major types that are a media kind of their own; anything else (or no type) is a file."""
@@ -122,13 +133,28 @@ def _check(platform: str, response: httpx.Response) -> None:
     raise PermanentError(platform, what, code=status)
 
 
+async def _once(data: bytes) -> AsyncIterator[bytes]:
+    yield data
+
+
+async def _unless_refused(chunks: AsyncIterator[bytes], platform: str, response: httpx.Response,
+                          codes: BodyCodes) -> AsyncIterator[bytes]:
+    """Read a JSON-or-text body whole: raise the error its code means, else hand it on as the file."""
+    body = b"".join([chunk async for chunk in chunks])
+    failed = translate(platform, "file download", response.status_code, response.headers, json_body(body), codes=codes)
+    if failed is not None:
+        raise failed
+    return _once(body)
+
+
 @asynccontextmanager
 async def download(client: httpx.AsyncClient, url: str, *, limit: int, platform: str,
                    headers: Mapping[str, str] | None = None, declared_type: str = "",
-                   name: str = "") -> AsyncIterator[MediaStream]:
+                   name: str = "", codes: BodyCodes | None = None) -> AsyncIterator[MediaStream]:
     """Stream ``url`` within ``limit`` bytes.  The URL and headers may hold a token: never logged.
 
-    Transport failures become :class:`PeerUnavailable`; an HTTP error its class in the error tree."""
+    Transport failures become :class:`PeerUnavailable`; an HTTP error its class in the error tree; with
+    ``codes``, a JSON body carrying one of the platform's error codes the error it means."""
     try:
         async with client.stream("GET", url, headers=headers) as response:
             _check(platform, response)
@@ -136,8 +162,12 @@ async def download(client: httpx.AsyncClient, url: str, *, limit: int, platform:
             if length.isdigit() and int(length) > limit:
                 raise TooLarge(platform, limit, int(length))
             given = attachment_name(response.headers.get("Content-Disposition")) or name
+            chunks = limited(response.aiter_bytes(), limit, platform=platform)  # as they arrive, not re-chunked
+            said_type = (response.headers.get("Content-Type") or "").split(";", 1)[0].strip().lower()
+            if codes is not None and said_type in ERROR_BODY_TYPES:
+                chunks = await _unless_refused(chunks, platform, response, codes)
             yield MediaStream(
-                chunks=limited(response.aiter_bytes(), limit, platform=platform),  # as they arrive, not re-chunked
+                chunks=chunks,
                 content_type=content_type(response.headers.get("Content-Type"), declared=declared_type, name=given),
                 name=safe_name(given) if given else "",
             )

@@ -17,6 +17,12 @@ Both platforms work the same way, and this module is that way written once:
   channel's table (:func:`errcodes` adds the stale-token codes every table
   needs); a server that cannot be reached names its origin, never a URL.
 
+- **Files by ``media_id``.**  :meth:`TencentApi.upload_file` posts one multipart
+  file (``media/upload``) and :meth:`TencentApi.media` streams one back
+  (``media/get``) through the kit's download, which reads a 200 whose JSON
+  carries an errcode as that error; both fetch a fresh token once, like
+  :meth:`TencentApi.call`.
+
 What differs stays in the channel: the token endpoint and its query
 (:class:`TokenFetch`), the errcode table (WeChat's closed 48-hour window is
 one of its rows), the ``api_base``, and the calls themselves.
@@ -31,13 +37,17 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import AbstractAsyncContextManager, AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass, field
+from urllib.parse import urlencode
 
 import httpx
 from pydantic import SecretStr
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
+from channels._kit.media import download
+from gateway.core.channel import MediaStream
 from gateway.core.errors import PeerUnavailable, PeerUnreachable, PlatformError
 from gateway.endpoints import origin, why_unreachable
 
@@ -89,11 +99,15 @@ class TencentApi:
         self.fetched = 0
         """Tokens fetched since start (``/status`` and the tests read it)."""
 
-    async def request(self, path: str, *, params: Mapping[str, str], body: dict | None = None) -> dict:
-        """GET ``path`` (or POST ``body`` as UTF-8 JSON) and the answer's object; a failure raised, translated."""
+    async def request(self, path: str, *, params: Mapping[str, str], body: dict | None = None,
+                      files: Mapping[str, tuple[str, bytes, str]] | None = None) -> dict:
+        """GET ``path`` (or POST ``body`` as UTF-8 JSON, or ``files`` as multipart) and the answer's object;
+        a failure raised, translated."""
         url = self.api_base + path
         try:
-            if body is None:
+            if files is not None:
+                response = await self._client.post(url, params=params, files=dict(files))
+            elif body is None:
                 response = await self._client.get(url, params=params)
             else:
                 content = json.dumps(body, ensure_ascii=False).encode()  # the platforms show \\uXXXX escapes as typed
@@ -136,6 +150,40 @@ class TencentApi:
             log.info("%s access token refused, fetching a new one %s code=%s", self.platform, self._fetch.account,
                      error.code)
         return await self.request(path, params={"access_token": await self.token(stale=token)}, body=body)
+
+    async def upload_file(self, path: str, params: Mapping[str, str], field_name: str, name: str, data: bytes,
+                     mime: str) -> dict:
+        """POST one file as the multipart field ``field_name`` (with the token and ``params``), fetching a new
+        token once if the platform says it is stale.  A failure sends nothing: the caller may simply retry."""
+        token = await self.token()
+        files = {field_name: (name, data, mime)}
+        try:
+            return await self.request(path, params={"access_token": token, **params}, files=files)
+        except PlatformError as error:
+            if str(error.code) not in STALE_TOKEN:
+                raise
+        return await self.request(path, params={"access_token": await self.token(stale=token), **params}, files=files)
+
+    @asynccontextmanager
+    async def media(self, path: str, params: Mapping[str, str], *, limit: int, declared_type: str = "",
+                    name: str = "") -> AsyncIterator[MediaStream]:
+        """Stream one file from ``path`` within ``limit`` bytes; a new token once if the one held is stale."""
+        token = await self.token()
+        async with AsyncExitStack() as stack:
+            try:
+                stream = await stack.enter_async_context(self._download(path, token, params, limit, declared_type, name))
+            except PlatformError as error:
+                if str(error.code) not in STALE_TOKEN:
+                    raise
+                fresh = await self.token(stale=token)
+                stream = await stack.enter_async_context(self._download(path, fresh, params, limit, declared_type, name))
+            yield stream
+
+    def _download(self, path: str, token: str, params: Mapping[str, str], limit: int, declared_type: str,
+                  name: str) -> AbstractAsyncContextManager[MediaStream]:
+        url = f"{self.api_base}{path}?{urlencode({'access_token': token, **params})}"  # never logged: download names no URL
+        return download(self._client, url, limit=limit, platform=self.platform, declared_type=declared_type,
+                        name=name, codes=self._codes)
 
     async def close(self) -> None:
         if self._owned:

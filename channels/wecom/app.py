@@ -8,8 +8,16 @@ of one ``MsgId`` land on one dedup key and are answered once.  The GET WeCom
 sends when the admin saves the API receive settings is answered with the
 plaintext of its encrypted ``echostr`` once ``msg_signature`` verifies.
 
-Outbound, every part is one text app message (``cgi-bin/message/send``,
-app_api.py).  An app may message a member at any time, so there is no reply
+A learner's image, voice message or video is fetched after the ack, by its
+``MediaId`` (``fetch_media``, ``cgi-bin/media/get``).
+
+Outbound, every text part is one text app message (``cgi-bin/message/send``,
+app_api.py); every image or file part is uploaded (``cgi-bin/media/upload``) and
+sent as one image or file message naming the ``media_id``.  An upload that
+fails sends nothing, so the outbound path's retry of the part sends it once.
+An attachment known only by its URL goes as a news card (图文) that opens it,
+showing it when it is an image: WeCom uploads need the bytes, and the gateway
+fetches no URL a model wrote.  An app may message a member at any time, so there is no reply
 window; the 2,048-byte text limit is the kind's row in platforms.toml, which
 the one outbound path splits by (in bytes: a Chinese character is three).
 """
@@ -18,6 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import mimetypes
+from contextlib import AbstractAsyncContextManager
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from channels._kit.ack import AckClock
@@ -27,9 +38,18 @@ from channels.wecom.app_api import PLATFORM, AppApi
 from channels.wecom.app_callback import AppCallbacks, Skipped, decode
 from channels.wecom.channel import WecomChannel
 from channels.wecom.config import AppMode, WecomConfig
-from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.errors import InvalidEvent, Unsupported
-from gateway.core.messages import Address, MessageId, Referrer, RenderedPart, SentMessage, StreamHandle
+from gateway.core.channel import ChannelState, Heartbeat, MediaStream
+from gateway.core.errors import BadRequest, InvalidEvent, Unsupported
+from gateway.core.messages import (
+    Address,
+    Attachment,
+    MediaRef,
+    MessageId,
+    Referrer,
+    RenderedPart,
+    SentMessage,
+    StreamHandle,
+)
 from gateway.core.probes import ProbeResult, Problem
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,6 +58,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 ALIVE_S = 30.0
+NEWS_TITLE_CHARS = 40
+"""A news card's title is at most 128 bytes; 40 characters fit in it even when each is three (CJK)."""
+IMAGE_TYPES = frozenset({"image/jpeg", "image/jpg", "image/png"})
+"""What an image message may be (JPG, PNG: WeCom's upload limits); any other picture goes as a file."""
 
 
 class WecomAppChannel(WecomChannel):
@@ -87,12 +111,38 @@ class WecomAppChannel(WecomChannel):
 
     # ------------------------------------------------------------------ outbound
 
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        return self.api.open_media(ref.locator, limit=limit, declared_type=ref.mime_type, name=ref.name)
+
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
-        if part.attachment is not None or not part.text.strip():
-            raise Unsupported(PLATFORM, "this app sends text only")
-        msgid = await self.api.send_text(str(target.conversation.chat), part.text)
-        log.info("wecom app sent account=%s chat=%s part=%d", self.account, target.conversation.chat, part.index)
+        member, attachment = str(target.conversation.chat), part.attachment
+        if attachment is not None and attachment.path:
+            msgid = await self._send_file(member, attachment)
+        elif attachment is not None and attachment.url:
+            title = (attachment.name or attachment.url.rsplit("/", 1)[-1] or attachment.url)[:NEWS_TITLE_CHARS]
+            picture = attachment.url if attachment.kind == "image" else ""
+            msgid = await self.api.send_news(member, title, attachment.url, picture)
+        elif attachment is None and part.text.strip():
+            msgid = await self.api.send_text(member, part.text)
+        else:
+            raise Unsupported(PLATFORM, "a part with neither text nor one file cannot be sent")
+        log.info("wecom app sent account=%s chat=%s part=%d file=%s", self.account, member, part.index,
+                 attachment is not None)
         return SentMessage(message=MessageId(msgid or idempotency_key))
+
+    async def _send_file(self, member: str, attachment: Attachment) -> str:
+        """Upload the file and send it: a JPG or PNG image as an image message (the two WeCom shows),
+        anything else as a file message."""
+        path = Path(attachment.path or "")
+        try:
+            data = await asyncio.to_thread(path.read_bytes)
+        except OSError as error:
+            raise BadRequest(PLATFORM, f"the attachment cannot be read ({error.strerror})") from None
+        name = attachment.name or path.name
+        mime = attachment.mime_type or mimetypes.guess_type(name)[0] or "application/octet-stream"
+        msgtype = "image" if attachment.kind == "image" and mime in IMAGE_TYPES else "file"
+        media_id = await self.api.upload(msgtype, name, data, mime)
+        return await self.api.send_media(member, msgtype, media_id)
 
     async def start(self, target: Address, referrer: Referrer, key: str) -> StreamHandle:
         raise Unsupported(PLATFORM, "a self-built app's messages are not edited, so nothing streams")

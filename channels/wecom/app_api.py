@@ -22,6 +22,11 @@ WeCom answers 200 with ``{"errcode": N, "errmsg": ...}`` on failure; the kit's
 cannot carry the reply's idempotency key and would drop a tutor's honest second
 "Yes, exactly." to the same learner (ADR 0034).
 
+Files go both ways by ``media_id`` (valid three days): ``cgi-bin/media/upload?type=image|file``
+takes one multipart field ``media`` and answers the id ``message/send`` then names; ``cgi-bin/media/get``
+hands a learner's file back as bytes, or a 200 with an errcode (40007: no such or expired id), which
+the kit's download reads as that error.
+
 The secret and the token are in query strings, so no URL is ever logged or put
 in an error message: errors name the API path only.
 """
@@ -30,13 +35,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 
 import httpx
 
 from channels._kit.http_errors import ErrorKind
 from channels._kit.tencent_api import TencentApi, TokenFetch, errcodes
 from channels.wecom.config import AppMode
-from gateway.core.errors import NotFound
+from gateway.core.channel import MediaStream
+from gateway.core.errors import NotFound, PeerUnavailable
 
 PLATFORM = "wecom"
 CODES = errcodes({
@@ -64,3 +71,37 @@ class AppApi(TencentApi):
         if said.get("invaliduser"):
             raise NotFound(PLATFORM, "cgi-bin/message/send: the member is not in the app's visible range")
         return str(said.get("msgid") or "")
+
+    async def upload(self, kind: str, name: str, data: bytes, mime: str) -> str:
+        """Upload one file as temporary material (``cgi-bin/media/upload``); the ``media_id`` WeCom gave it.
+
+        Nothing is sent yet: a failed upload leaves no message behind, so the part is simply tried again."""
+        said = await self.upload_file("cgi-bin/media/upload", {"type": kind}, "media", name, data, mime)
+        media_id = said.get("media_id")
+        if not isinstance(media_id, str) or not media_id:
+            raise PeerUnavailable(PLATFORM, "cgi-bin/media/upload: the answer has no media_id")
+        return media_id
+
+    async def send_media(self, userid: str, msgtype: str, media_id: str) -> str:
+        """One image or file app message naming an uploaded ``media_id``; WeCom's ``msgid`` for it."""
+        return await self._send(userid, msgtype, {"media_id": media_id})
+
+    async def send_news(self, userid: str, title: str, url: str, picurl: str = "") -> str:
+        """One news card (图文, ``msgtype: news``): a title that opens ``url``, showing ``picurl`` when
+        given -- how a file known only by its URL is shown, since an upload needs the bytes."""
+        article = {"title": title, "url": url, **({"picurl": picurl} if picurl else {})}
+        return await self._send(userid, "news", {"articles": [article]})
+
+    async def _send(self, userid: str, msgtype: str, content: dict) -> str:
+        said = await self.call("cgi-bin/message/send", {
+            "touser": userid, "msgtype": msgtype, "agentid": self.mode.agentid, msgtype: content,
+            "safe": 0, "enable_duplicate_check": 0})
+        if said.get("invaliduser"):
+            raise NotFound(PLATFORM, "cgi-bin/message/send: the member is not in the app's visible range")
+        return str(said.get("msgid") or "")
+
+    def open_media(self, media_id: str, *, limit: int, declared_type: str = "",
+                   name: str = "") -> AbstractAsyncContextManager[MediaStream]:
+        """A learner's file by its ``media_id`` (``cgi-bin/media/get``), streamed within ``limit`` bytes."""
+        return self.media("cgi-bin/media/get", {"media_id": media_id}, limit=limit, declared_type=declared_type,
+                          name=name)

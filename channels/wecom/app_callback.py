@@ -18,8 +18,17 @@ its plaintext (the kit's :func:`~channels._kit.challenges.wecom_echostr`).
 The event id of a text message is its ``MsgId``, which WeCom repeats on each of
 its three retries, so every copy lands on one dedup key and is answered once.
 The conversation is the member's UserId (``FromUserName``), which is also the
-``touser`` the answer goes to.  Other message types and events are
-acknowledged and recorded as refused, so WeCom stops retrying them.
+``touser`` the answer goes to.
+
+An image (``PicUrl`` and ``MediaId``), a voice message (``MediaId`` and its
+``Format``, AMR) or a video (``MediaId``) is decoded as a :class:`Media` whose
+locator is the ``MediaId``: nothing is downloaded before the ack (ADR 0026);
+the pipeline fetches it afterwards through ``cgi-bin/media/get``, within the
+three days WeCom keeps it.  ``PicUrl`` is not fetched: ``media/get`` serves the
+same picture under the app's token with its type and name.  WeCom hands a
+self-built app no other file messages.  Other message types (location, link)
+and events are acknowledged and recorded as refused, so WeCom stops retrying
+them.
 """
 
 from __future__ import annotations
@@ -39,8 +48,12 @@ from gateway.core.messages import (
     ChatId,
     Conversation,
     ConversationKind,
+    Element,
     EventId,
     InboundMessage,
+    Media,
+    MediaKind,
+    MediaRef,
     MessageId,
     Referrer,
     Sender,
@@ -49,6 +62,8 @@ from gateway.core.messages import (
 )
 
 CHANNEL = ChannelName("wecom")
+MEDIA: dict[str, MediaKind] = {"image": "image", "voice": "audio", "video": "video"}
+"""The callback types that carry a learner's file, as the media kind each one is."""
 
 
 class Skipped(Exception):
@@ -81,22 +96,37 @@ def _field(fields: Mapping[str, str], name: str) -> str:
 
 
 def decode(fields: Mapping[str, str], *, account: AccountId) -> InboundMessage:
-    """One text message; :class:`Skipped` or :class:`InvalidEvent` with the reason otherwise."""
+    """One text message or one file; :class:`Skipped` or :class:`InvalidEvent` with the reason otherwise."""
     kind = _field(fields, "MsgType")
     member, stamp = _field(fields, "FromUserName"), _field(fields, "CreateTime")
     received = created_at(stamp, platform="wecom")
-    if kind != "text":
+    if kind != "text" and kind not in MEDIA:
         raise Skipped(f"{kind[:30]} {fields.get('Event', '')[:30]}".strip())
-    event_id, said = _field(fields, "MsgId"), fields.get("Content", "")
-    if not said.strip():
-        raise InvalidEvent(f"wecom text message {event_id} has no Content")
+    event_id = _field(fields, "MsgId")
+    elements = (_text(fields, event_id),) if kind == "text" else (_media(fields, kind),)
     return InboundMessage(
         event_id=EventId(event_id),
         address=Address(channel=CHANNEL, account=account,
                         conversation=Conversation(chat=ChatId(member), kind=ConversationKind.DIRECT)),
         sender=Sender(user=UserId(member)),
-        elements=(Text(text=said),),
+        elements=elements,
         referrer=Referrer(message=MessageId(event_id)),
         received_at=received,
         addressed=True,
     )
+
+
+def _text(fields: Mapping[str, str], event_id: str) -> Element:
+    said = fields.get("Content", "")
+    if not said.strip():
+        raise InvalidEvent(f"wecom text message {event_id} has no Content")
+    return Text(text=said)
+
+
+def _media(fields: Mapping[str, str], kind: str) -> Element:
+    """The file as a reference to fetch after the ack: its ``MediaId``, and the voice's declared format."""
+    media_id = _field(fields, "MediaId")
+    voice_format = fields.get("Format", "").strip().lower()[:10] if kind == "voice" else ""
+    declared = f"audio/{voice_format}" if voice_format.isalnum() else ""
+    name = f"voice.{voice_format}" if declared else ""
+    return Media.inbound(MEDIA[kind], MediaRef(locator=media_id, mime_type=declared, name=name))

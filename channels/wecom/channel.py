@@ -15,6 +15,10 @@ again lands on the same ``msgid`` and is answered once.  A callback the store
 cannot take ends the run, so the account shows the failure and the restart
 reconnects.
 
+The SDK (the ``wecom`` extra) is imported only here, on the AI bot's path, and only once an AI-bot
+account runs: a self-built app needs none of it.  An AI-bot account on a machine without it is refused
+with the command that installs the extra (``check`` and ``run``), never with an ``ImportError``.
+
 Reconnect is the supervisor's alone: the SDK dials once (transport.py), and a
 drop, a refused subscribe or WeCom's ``disconnected_event`` ends ``run``.  The
 socket's state is also checked every second: the SDK 1.0.8 reads frames with
@@ -35,17 +39,16 @@ import logging
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
 
-from wecom_aibot_sdk import WSAuthFailureError, WSReconnectExhaustedError
-
 from channels._kit.ack import AckClock
 from channels.base import Channel, ChannelContext
+from channels.registry import kind_unavailable
 from channels.wecom.config import CLOUD_WS, WecomConfig
 from channels.wecom.decode import Skipped, decode
 from channels.wecom.encode import Stream, frame_of, markdown_body, stream_id
 from channels.wecom.transport import PLATFORM, call, new_client
 from gateway.core.capabilities import ChannelCapabilities, capabilities_of
 from gateway.core.channel import ChannelState, Heartbeat
-from gateway.core.errors import AuthFailed, InvalidEvent, PeerUnavailable, ReplyWindowClosed
+from gateway.core.errors import AuthFailed, ChannelUnavailable, InvalidEvent, PeerUnavailable, ReplyWindowClosed
 from gateway.core.messages import (
     Address,
     MessageId,
@@ -56,6 +59,7 @@ from gateway.core.messages import (
     StreamHandle,
 )
 from gateway.core.probes import ProbeResult, Problem
+from gateway.extras import install_command
 
 log = logging.getLogger(__name__)
 ALIVE_CHECK_S = 1.0
@@ -89,6 +93,9 @@ class WecomChannel(Channel[WecomConfig]):
 
     async def run(self, heartbeat: Heartbeat) -> None:
         mode = self.settings.ai_bot
+        missing = kind_unavailable(PLATFORM, "ai_bot")
+        if missing is not None:
+            raise ChannelUnavailable(f"wecom/{self.account}: {missing}")
         loop = asyncio.get_running_loop()
         self._heartbeat, self._ended = heartbeat, loop.create_future()
         subscribed: asyncio.Future[None] = loop.create_future()
@@ -127,6 +134,8 @@ class WecomChannel(Channel[WecomConfig]):
     def _on_error(self, error: Exception) -> None:
         """The SDK's ``error`` event: a refused subscribe (its text, then ``WSAuthFailureError``) ends the run
         for a human; a given-up reconnect ends it for the supervisor; anything else is only logged."""
+        from wecom_aibot_sdk import WSAuthFailureError, WSReconnectExhaustedError  # loaded: the SDK reports this
+
         if isinstance(error, WSAuthFailureError) or str(error).startswith("Authentication failed"):
             self._end(AuthFailed(PLATFORM, "the subscribe was refused: check bot_id and secret on the bot's page"))
         elif isinstance(error, WSReconnectExhaustedError):
@@ -213,6 +222,10 @@ class WecomChannel(Channel[WecomConfig]):
 
             return WecomAppChannel.check_app(settings)
         mode, problems = settings.ai_bot, []
+        missing = kind_unavailable(PLATFORM, "ai_bot")
+        if missing is not None:
+            problems.append(Problem(message=missing, fix=f"install the extra ({install_command('wecom')}), "
+                                                         "or use kind: app, which needs no SDK"))
         if urlsplit(mode.ws_url).scheme not in ("ws", "wss"):
             problems.append(Problem(message=f"ws_url {mode.ws_url!r} is not a websocket address (wss://...)",
                                     fix=f"remove ws_url to use WeCom's own ({CLOUD_WS})"))

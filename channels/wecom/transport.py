@@ -1,4 +1,6 @@
-"""The wire to WeCom: wecom-aibot-sdk's ``WSClient``, and the one place its failures are translated.
+"""The wire to WeCom's AI bot: wecom-aibot-sdk's ``WSClient``, and the one place its failures are translated.
+
+The SDK is imported by :func:`new_client` alone, so this module (and the channel's) load without it.
 
 **One reconnect layer.**  The SDK would dial again by itself, up to ten times
 with its own backoff.  It is built here with one attempt (``max_reconnect_attempts=1``,
@@ -26,9 +28,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Awaitable
-from typing import Any
-
-from wecom_aibot_sdk import WSClient
+from typing import TYPE_CHECKING, Any
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, translate
 from channels.wecom.config import AiBotMode
@@ -44,6 +44,9 @@ CODES = BodyCodes(code_field="errcode", kinds={
 })
 ACK_ERROR = re.compile(r"errcode=(-?\d+), errmsg=(.*)$", re.DOTALL)
 log = logging.getLogger(__name__)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from wecom_aibot_sdk import WSClient
 
 
 class SdkLog:
@@ -69,7 +72,11 @@ class SdkLog:
 
 
 def new_client(mode: AiBotMode, *, heartbeat_s: float) -> WSClient:
-    """A client that dials once and never again by itself (see the module docstring)."""
+    """A client that dials once and never again by itself (see the module docstring).
+
+    The SDK is imported here, not with the module: a self-built app account never reaches this."""
+    from wecom_aibot_sdk import WSClient
+
     return WSClient(mode.bot_id, mode.secret.get_secret_value(), ws_url=mode.ws_url,
                     max_reconnect_attempts=1, max_auth_failure_attempts=1,
                     heartbeat_interval=int(heartbeat_s * 1000), logger=SdkLog())

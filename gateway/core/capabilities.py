@@ -187,6 +187,9 @@ class PlatformEntry(BaseModel):
     extra: str | None = None
     requires: tuple[str, ...] = ()
     """Import names that must be importable (checked with importlib.util.find_spec, not imported)."""
+    kind_requires: dict[str, tuple[str, ...]] = {}
+    """Import names one kind of account needs besides ``requires`` (WeCom's AI bot needs its SDK, its
+    self-built app does not): the channel loads without them, and only an account of that kind is refused."""
     implemented: bool = True
     capabilities: ChannelCapabilities
     """The platform's facts for its default kind of account."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.channels.wecom.app_rig import app_settings
+from tests.contract.harness import Seen
 from tests.contract.tencent_harness import TencentHarness
 from tests.peers.wecom_app_server import WecomApp
 
@@ -30,3 +31,18 @@ class WecomAppHarness(TencentHarness):
 
     def settings(self) -> dict[str, Any]:
         return app_settings(self.peer, self.api, self.env)
+
+    async def seen(self, chat: str) -> list[Seen]:
+        """Every app message to ``chat``: a text; a news card (a file known by its URL) as its title and
+        picture (or link); an uploaded image or file as its ``media_id``."""
+        shown = []
+        for i, message in enumerate(m for m in self.peer.sent if m["touser"] == chat):
+            if message["msgtype"] == "news":
+                [article] = message["news"]["articles"]
+                picture = (article["picurl"],) if article.get("picurl") else ()
+                shown.append(Seen(id=f"{chat}:{i}", text=article["title"], attachments=picture or (article["url"],)))
+            elif message["msgtype"] == "text":
+                shown.append(Seen(id=f"{chat}:{i}", text=message["text"]["content"]))
+            else:
+                shown.append(Seen(id=f"{chat}:{i}", text="", attachments=(message[message["msgtype"]]["media_id"],)))
+        return shown

@@ -6,11 +6,13 @@ real client, streaming and header parsing run; only the socket is left out.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 
 import httpx
 import pytest
 
+from channels._kit.http_errors import BodyCodes, ErrorKind
 from channels._kit.media import attachment_name, content_type, download, media_kind, read_attachment, safe_name
 from gateway.core.errors import AuthFailed, BadRequest, NotFound, PeerUnavailable, TooLarge
 from gateway.core.messages import Attachment
@@ -131,6 +133,31 @@ def test_a_content_disposition_name_is_read_in_both_forms():
 ])
 def test_a_mime_type_names_its_media_kind_and_anything_else_is_a_file(mime, kind):
     assert media_kind(mime) == kind
+
+
+CODES = BodyCodes(code_field="errcode", kinds={"42001": ErrorKind.AUTH_FAILED})
+
+
+@pytest.mark.parametrize(("said", "error", "words"), [
+    ({"errcode": 40007, "errmsg": "invalid media_id"}, BadRequest, "invalid media_id"),
+    ({"errcode": 42001, "errmsg": "access_token expired"}, AuthFailed, "access_token expired"),
+])
+async def test_a_json_error_answered_with_200_is_the_error_its_code_means(said, error, words):
+    async with client(lambda r: httpx.Response(200, json=said, headers={"Content-Type": "text/plain"})) as http:
+        with pytest.raises(error, match=words):
+            await read(http, limit=1000, codes=CODES)
+
+
+async def test_a_json_file_without_an_error_code_is_still_the_file():
+    async with client(lambda r: httpx.Response(200, json={"lesson": 3})) as http:
+        body, kind, _ = await read(http, limit=1000, codes=CODES)
+    assert json.loads(body) == {"lesson": 3} and kind == "application/json"
+
+
+async def test_without_codes_a_json_body_is_only_a_file():
+    async with client(lambda r: httpx.Response(200, json={"errcode": 40007})) as http:
+        body, _, _ = await read(http, limit=1000)
+    assert json.loads(body) == {"errcode": 40007}
 
 
 # --------------------------------------------------------------------------- outbound: the whole file in hand

@@ -261,3 +261,53 @@ async def test_a_client_it_made_is_closed_and_one_it_was_handed_is_not():
         await own.token()
         await own.close()
         assert own._client.is_closed
+
+
+@dataclass
+class FilePlatform(Platform):
+    """The same platform with files: ``cgi-bin/file/up`` takes multipart ``media``, ``cgi-bin/file/get`` serves it."""
+
+    files: dict[str, bytes] = field(default_factory=dict)
+
+    def app(self) -> Starlette:
+        app = super().app()
+        app.router.routes += [Route("/cgi-bin/file/up", self._up, methods=["POST"]), Route("/cgi-bin/file/get", self._get)]
+        return app
+
+    async def _up(self, request: Request) -> JSONResponse:
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
+        body, kind = await request.body(), request.headers["content-type"]
+        assert kind.startswith("multipart/form-data") and b'name="media"; filename="plan.txt"' in body
+        media_id = "F" + secrets.token_hex(4)
+        self.files[media_id] = body.split(b"\r\n\r\n", 1)[1].rsplit(b"\r\n--", 1)[0]
+        return JSONResponse({"errcode": 0, "media_id": media_id, "kind": request.query_params["type"]})
+
+    async def _get(self, request: Request) -> Response:
+        refused = self.refusal(request)
+        if refused is not None:
+            return refused
+        data = self.files.get(request.query_params.get("media_id", ""))
+        if data is None:
+            return self.error(40007, "invalid media_id")
+        return Response(data, media_type="text/plain", headers={"Content-Disposition": 'attachment; filename="plan.txt"'})
+
+
+async def test_a_file_goes_up_as_multipart_and_comes_back_streamed_each_under_a_fresh_token_once():
+    platform = FilePlatform()
+    async with serving(platform) as base:
+        async with api_for(platform, base) as api:
+            await api.token()
+            platform.fail_next(42001)
+            said = await api.upload_file("cgi-bin/file/up", {"type": "file"}, "media", "plan.txt", b"week 1: fractions",
+                                         "text/plain")
+            assert said["kind"] == "file" and list(platform.files.values()) == [b"week 1: fractions"]
+            platform.fail_next(40014)
+            async with api.media("cgi-bin/file/get", {"media_id": said["media_id"]}, limit=100) as stream:
+                got = b"".join([chunk async for chunk in stream.chunks])
+            assert got == b"week 1: fractions" and stream.name == "plan.txt"  # text/plain, yet no errcode: the file
+            assert platform.refused == [42001, 40014] and platform.tokens_issued == 3
+            with pytest.raises(BadRequest, match="invalid media_id"):
+                async with api.media("cgi-bin/file/get", {"media_id": "gone"}, limit=100):
+                    pass

@@ -1,7 +1,8 @@
 """A gateway with one WeCom AI bot on the loopback emulator, answering with the contract responder.
 
 The SDK is the real wecom-aibot-sdk, dialling the emulator over a socket; the
-gateway is the real one on the durable SQLite path.
+gateway is the real one on the durable SQLite path.  A test that needs the SDK
+takes ``rig`` (skipped without it); the self-built app's tests need none.
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ from gateway.app import Gateway
 from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
 from tests.peers.wecom_server import StreamSeen, WecomServer
-
-pytest.importorskip("wecom_aibot_sdk")
 
 
 def account_settings(server: WecomServer, env: str, **settings: Any) -> dict[str, Any]:
@@ -57,6 +56,7 @@ class WecomRig:
 
 @pytest.fixture
 async def rig(tmp_path) -> AsyncIterator[WecomRig]:
+    pytest.importorskip("wecom_aibot_sdk")  # the AI bot's tests only: the self-built app's run without the SDK
     env = f"WECOM_SECRET_{uuid.uuid4().hex[:8].upper()}"
     async with WecomServer() as server:
         os.environ[env] = server.secret
