@@ -21,8 +21,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from brain.health import ModelHealth
-from brain.usage import DayUsage
 from brain.tools.services import ScheduleResult
+from brain.usage import DayUsage
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
@@ -58,6 +58,7 @@ from gateway.takeover import TeacherDesk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.factory import BuiltBrain
+    from gateway.console.services import ConsoleGateway
 
 log = logging.getLogger(__name__)
 
@@ -512,6 +513,11 @@ class Gateway:
             partner=partner.id, model=settings.model, backup=settings.backup.model if settings.backup else "",
             state=seen.state.value, kind=seen.kind, reason=seen.reason, since=seen.since, failures=seen.failures,
         )
+
+
+if TYPE_CHECKING:  # pragma: no cover - mypy holds the Gateway to what the console is handed (the HTTP app casts)
+    def _console_of(gateway: Gateway) -> ConsoleGateway:
+        return gateway
 
 
 def _disabled_reason(by: str) -> str:

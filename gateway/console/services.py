@@ -52,3 +52,4 @@ class ConsoleGateway(Protocol):
     async def model_use(self, since_day: str) -> list[DayUsage]:
         """Model tokens and cost per UTC day and partner (the brain's usage ledger)."""
         ...
+

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, cast
 from urllib.parse import quote
 
 from prometheus_client import CONTENT_TYPE_LATEST
@@ -143,8 +143,10 @@ def build_app(gateway: ServedGateway) -> Starlette:
         store = getattr(gateway, "store", None)  # the Gateway's store holds the console's users and sessions
         if store is not None:
             from gateway.console.pages import console_routes
+            from gateway.console.services import ConsoleGateway
 
-            routes += console_routes(config, store, gateway)
+            # Only gateway.app.Gateway has a store; it provides every ConsoleGateway member (mypy checks it there).
+            routes += console_routes(config, store, cast(ConsoleGateway, gateway))
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
     load = getattr(gateway, "http_load", None)  # the Gateway's ledger of connections and streams (ADR 0021)
