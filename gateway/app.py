@@ -163,6 +163,8 @@ class Gateway:
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
         self.unavailable: list[UnavailableChannel] = []
+        self._disabled: dict[tuple[str, str], str] = {}
+        """Accounts an operator disabled -> the reason shown; loaded from the store at start."""
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = datetime.now(UTC)
         self.ready = False
@@ -298,13 +300,12 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
         self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))
         self._tasks.append(asyncio.create_task(self.store_watch.run(), name="store-watch"))
-        disabled = {(s.channel, s.account): s for s in await self.store.disabled_accounts()}
+        self._disabled = {(s.channel, s.account): _disabled_reason(s.by) for s in await self.store.disabled_accounts()}
         for (name, account), channel in self._channels.items():
             caps = channel.declared
             stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
-            switch = disabled.get((name, account))
             self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after,
-                                  stopped=_disabled_reason(switch.by) if switch else None)
+                                  stopped=self._disabled.get((name, account)))
         self.ready = True
         log.info("gateway started accounts=%d unavailable=%d responder=%s",
                  len(self._channels), len(self.unavailable), getattr(self.responder, "name", type(self.responder).__name__))
@@ -399,6 +400,7 @@ class Gateway:
         which is what was asked."""
         unit = self._known_account(channel, account)
         await self.store.set_account_disabled(channel, account, by)
+        self._disabled[(channel, account)] = _disabled_reason(by)
         await self.supervisor.halt(unit, _disabled_reason(by))
         log.info("channel account disabled platform=%s account=%s by=%s", channel, account, by)
 
@@ -406,16 +408,21 @@ class Gateway:
         """Forget the switch and start the account again."""
         unit = self._known_account(channel, account)
         await self.store.set_account_disabled(channel, account, None)
+        self._disabled.pop((channel, account), None)
         await self.supervisor.restart(unit)
         log.info("channel account enabled platform=%s account=%s", channel, account)
 
     async def restart_account(self, channel: str, account: str) -> bool:
         """Start the account's run again now (a fixed credential, a stuck peer); False when it is disabled."""
         unit = self._known_account(channel, account)
-        if any((s.channel, s.account) == (channel, account) for s in await self.store.disabled_accounts()):
+        if (channel, account) in self._disabled:
             return False
         await self.supervisor.restart(unit)
         return True
+
+    def disabled_reason(self, channel: str, account: str) -> str | None:
+        """Why the account is off, while an operator has it disabled (its webhooks and pages answer 503)."""
+        return self._disabled.get((channel, account))
 
     async def disabled_accounts(self) -> dict[tuple[str, str], str]:
         """(channel, account) -> who disabled it."""

@@ -20,7 +20,7 @@ from gateway.app import Gateway
 from gateway.configfile import parse_config
 from gateway.core.config import Config
 from gateway.store.console import Role
-from tests.console.rig import ADA_ID, BEN_ID, Quiet, Served, console_config, csrf_of, signed_in, user
+from tests.console.rig import ADA_ID, BEN_ID, Quiet, Served, client, console_config, csrf_of, signed_in, user
 from tests.e2e.rig import WebLearner, served
 from tests.waits import HANG_S
 
@@ -102,6 +102,11 @@ async def test_disabled_stays_stopped_across_a_restart_and_enable_brings_it_back
         now = (await states(ada))["webchat:algebra"]
         assert (now["state"], now["reason"], now["disabled_by"]) == ("stopped", "disabled in the console by ada", "ada")
         assert (await states(ada))["webchat:lobby"]["state"] == "running"  # only that one
+        async with client(running.url) as page:  # its web chat is off too: refused, to be tried again later
+            off = await page.post("/channels/webchat/algebra/api/session", json={})
+            assert off.status_code == 503 and "disabled in the console by ada" in off.json()["error"]
+            assert off.headers["retry-after"] == "60"
+            assert (await page.post("/channels/webchat/lobby/api/session", json={})).status_code == 200
         shown = (await ada.get("/console/channels")).text
         assert 'data-account="webchat:algebra" data-state="stopped"' in shown
         assert "disabled in the console by ada" in shown
@@ -118,6 +123,12 @@ async def test_disabled_stays_stopped_across_a_restart_and_enable_brings_it_back
         assert enabled.status_code == 200 and enabled.json()["disabled_by"] is None
         back = await until_state(ada, "webchat:algebra", "running")
         assert back["reason"] == ""
+        learner = await WebLearner(running.url, account="algebra").open()
+        try:
+            await learner.say("back again")  # 202: accepted once more
+            await learner.wait_for(lambda page: page.finished(), what="the answer")
+        finally:
+            await learner.close()
         restarted = await ada.post("/console/api/channels/webchat/algebra/restart", headers={"x-csrf-token": csrf})
         assert restarted.status_code == 200, restarted.text
         again = await until_state(ada, "webchat:algebra", "running")
