@@ -16,6 +16,7 @@ usage ledger, which keeps them per day.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import math
 import time
@@ -56,6 +57,8 @@ class ActivityLog:
     def __init__(self, metrics: Metrics, store: ActivityStore, partner_of: Callable[[str, str], str]) -> None:
         self.metrics, self.store, self.partner_of = metrics, store, partner_of
         self._last: dict[Key, float] = {}
+        self._lock = asyncio.Lock()
+        """The sweep and a dashboard request may flush at once: both would add the same growth."""
 
     def readings(self) -> dict[Key, float]:
         """Every counter's value now, keyed as it is stored."""
@@ -103,6 +106,10 @@ class ActivityLog:
 
         The readings are remembered only once the write succeeded, so a failed write is
         retried with the next flush rather than lost."""
+        async with self._lock:
+            return await self._flush(now)
+
+    async def _flush(self, now: float | None) -> int:
         current = self.readings()
         hour = int(now if now is not None else time.time()) // HOUR * HOUR
         rows = []

@@ -65,9 +65,12 @@ async def test_a_failed_write_is_written_with_the_next_flush(store):
 
 def test_a_summary_puts_rows_in_their_bars_and_leaves_out_older_ones():
     start = int(NOW) // HOUR * HOUR
-    rows = [ActivityRow(start, "algebra", "webchat", "a", "in", "", 2), ActivityRow(start - 2 * HOUR, "algebra", "webchat", "a", "in", "", 1),
-            ActivityRow(start - 30 * HOUR, "algebra", "webchat", "a", "in", "", 7),  # outside the day
-            ActivityRow(start, "algebra", "webchat", "a", "latency", "1.0", 4), ActivityRow(start, "algebra", "webchat", "a", "latency", "+Inf", 4)]
+    def row(hour: int, measure: str, label: str, value: float) -> ActivityRow:
+        return ActivityRow(hour, "algebra", "webchat", "a", measure, label, value)
+
+    rows = [row(start, "in", "", 2), row(start - 2 * HOUR, "in", "", 1),
+            row(start - 30 * HOUR, "in", "", 7),  # outside the day
+            row(start, "latency", "1.0", 4), row(start, "latency", "+Inf", 4)]
     day = summarize(rows, "day", NOW, [])
     assert len(day.buckets) == 24 and day.buckets[-1].start == start
     assert [b.messages_in for b in day.buckets[-3:]] == [1, 0, 2]
@@ -75,3 +78,13 @@ def test_a_summary_puts_rows_in_their_bars_and_leaves_out_older_ones():
     assert day.buckets[-1].latency_p50_s == pytest.approx(0.5)
     week = summarize(rows, "week", NOW, [])
     assert len(week.buckets) == 7 and week.totals.messages_in == 10
+
+
+async def test_flushes_at_once_add_the_growth_once(store):
+    import asyncio
+
+    metrics = Metrics()
+    log = ActivityLog(metrics, store, lambda channel, account: "")
+    metrics.messages_in.labels("webchat", "a").inc(5)
+    await asyncio.gather(*(log.flush(NOW) for _ in range(4)))  # the sweep and dashboard requests together
+    assert [(r.measure, r.value) for r in await store.activity_since(NOW - HOUR)] == [("in", 5.0)]

@@ -180,13 +180,15 @@ async def test_the_dashboard_counts_an_exchange_and_a_drop_and_keeps_them_across
 
 
 async def until_dropped(http, *, root: bool) -> dict[str, Any]:
-    """The day's summary once the exchange (and, for root, the drop) is counted; the deadline bounds a hang."""
+    """The day's summary once the exchange and its latency (and, for root, the drop) are counted; the
+    deadline bounds a hang."""
     import asyncio
 
     async with asyncio.timeout(HANG_S):
         while True:
             day = (await http.get("/console/api/dashboard")).json()
-            if day["totals"]["messages_out"] >= 1 and (not root or day["totals"]["drops"] >= 1):
+            totals = day["totals"]  # the latency is observed just after the last part is counted out
+            if totals["latency_p50_s"] is not None and (not root or totals["drops"] >= 1):
                 return day
             await asyncio.sleep(0.05)
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from contextlib import aclosing
 from pathlib import Path
 
 import pytest
 
 from tests.channels.test_webchat_browser import TIMEOUT_MS
-from tests.console.rig import PASSWORDS
-from tests.console.test_channels import serve_channels
+from tests.console.rig import PASSWORDS, signed_in
+from tests.console.test_channels import serve_channels, until_dropped
 from tests.console.test_console_browser import browser  # noqa: F401 - the fixture
 from tests.e2e.rig import WebLearner
 
@@ -23,6 +24,8 @@ async def test_a_teacher_disables_and_enables_an_account_and_reads_the_dashboard
             await learner.wait_for(lambda page: page.finished(), what="the answer")
         finally:
             await learner.close()
+        async with aclosing(await signed_in(running.url, "ada")) as counted:
+            await until_dropped(counted, root=False)  # the answer's counts are in, latency last
         context = await browser.new_context(locale="en-US")
         page = await context.new_page()
         errors: list[str] = []
