@@ -58,7 +58,9 @@ from gateway.takeover import TeacherDesk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.factory import BuiltBrain
-    from gateway.console.services import ConsoleGateway
+    from brain.knowledge.service import KnowledgeService
+    from brain.memory.guarded import GuardedControls
+    from gateway.console.services import ConsoleGateway, UsageToday
 
 log = logging.getLogger(__name__)
 
@@ -483,6 +485,31 @@ class Gateway:
             http=self.http_load.report(),
             store=StoreStatus.of(self.store.health.condition()),
         )
+
+    # ------------------------------------------------------------------ what the console's learners and knowledge pages read
+
+    @property
+    def memory_controls(self) -> GuardedControls | None:
+        """The teachers' memory controls of the gateway's own brain (the admin API's); None with a plugged-in responder."""
+        return self.brain.memory if self.brain is not None else None
+
+    @property
+    def knowledge(self) -> KnowledgeService | None:
+        """The brain's knowledge service, the one its turns search; None with a plugged-in responder."""
+        return self.brain.knowledge if self.brain is not None else None
+
+    async def usage_today(self, partner: PartnerConfig, person: str) -> UsageToday | None:
+        """A learner's tokens today with ``partner`` (the ledger's ``person:<id>`` row), and the persona's budgets."""
+        from gateway.console.services import UsageToday
+
+        if self.brain is None:
+            return None
+        usage = self.brain.files.usage
+        policies = self.brain.responder.persona_for(partner.persona).policies
+        return UsageToday(tokens=await usage.spent_today(partner.id, f"person:{person}"),
+                          budget=policies.daily_token_budget_per_learner,
+                          partner_tokens=await usage.spent_today(partner.id),
+                          partner_budget=policies.daily_token_budget_per_partner)
 
     async def _tell_shortfall(self, reply: OutboundReply, reason: str) -> None:
         """A reply went out without some of what it held, or not at all: its partner's teacher hears what and why.

@@ -111,6 +111,12 @@ class Catalog:
                          "ORDER BY d.title COLLATE NOCASE, d.doc_id", (partner,))
         return [document_from(row) for row in rows]
 
+    def chunks(self, partner: str, doc_id: str) -> list[Chunk]:
+        """One document's passages in reading order (what a teacher reads back to check a file was understood)."""
+        rows = self.read(f"SELECT {CHUNK_COLUMNS} FROM chunks c WHERE c.partner = ? AND c.doc_id = ? ORDER BY c.seq",
+                         (partner, doc_id))
+        return [chunk_from(row) for row in rows]
+
     def chunk_ids(self, partner: str, doc_id: str) -> list[str]:
         rows = self.read("SELECT doc_id, seq FROM chunks WHERE partner = ? AND doc_id = ? ORDER BY seq", (partner, doc_id))
         return [Chunk(doc_id=d, seq=s, text="").chunk_id for d, s in rows]

@@ -115,5 +115,9 @@ class KnowledgeEngine(Protocol):
         """Every document of the partner, by title."""
         ...
 
+    async def passages(self, partner: str, doc_id: str) -> list[Chunk]:
+        """One document's passages in reading order; empty for a document it does not have."""
+        ...
+
     async def close(self) -> None:
         ...

@@ -60,6 +60,9 @@ class FtsEngine:
     async def documents(self, partner: str) -> list[Document]:
         return await asyncio.to_thread(self.catalog.documents, partner)
 
+    async def passages(self, partner: str, doc_id: str) -> list[Chunk]:
+        return await asyncio.to_thread(self.catalog.chunks, partner, doc_id)
+
     async def search(self, partner: str, query: str, limit: int) -> list[Hit]:
         match = fts_query(query)
         if match is None:

@@ -272,6 +272,9 @@ class LightRagEngine:
     async def documents(self, partner: str) -> list[Document]:
         return await asyncio.to_thread(self.catalog.documents, partner)
 
+    async def passages(self, partner: str, doc_id: str) -> list[Chunk]:
+        return await asyncio.to_thread(self.catalog.chunks, partner, doc_id)
+
     async def search(self, partner: str, query: str, limit: int) -> list[Hit]:
         if not query.strip() or not await asyncio.to_thread(self.catalog.documents, partner):
             return []

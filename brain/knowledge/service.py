@@ -25,7 +25,7 @@ from itertools import zip_longest
 from pathlib import Path
 from typing import Any
 
-from brain.knowledge.engine import Document, Hit, KnowledgeEngine, KnowledgeError
+from brain.knowledge.engine import Chunk, Document, Hit, KnowledgeEngine, KnowledgeError
 from brain.knowledge.ingest import Outcome, Progress, ingest
 from brain.knowledge.settings import (
     SETTINGS_FILE,
@@ -183,6 +183,13 @@ class KnowledgeService:
         if not self.folder(partner).is_dir():
             return []
         return await (await self.base(partner)).engine.documents(partner)
+
+    async def document(self, partner: str, doc_id: str) -> tuple[Document, list[Chunk]] | None:
+        """A document and its passages, as the engine stores them; None for one the partner does not have."""
+        found = next((d for d in await self.documents(partner) if d.doc_id == doc_id), None)
+        if found is None:
+            return None
+        return found, await (await self.base(partner)).engine.passages(partner, doc_id)
 
     async def remove(self, partner: str, doc_id: str) -> bool:
         if not self.folder(partner).is_dir():

@@ -15,10 +15,13 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
+from gateway.console import knowledge, learners
+
 if TYPE_CHECKING:
     from gateway.console.pages import Console
 
 Area = Callable[["Console"], list[BaseRoute]]
+
 
 def _channels(console: Console) -> list[BaseRoute]:
     from gateway.console import channels, dashboard
@@ -27,5 +30,7 @@ def _channels(console: Console) -> list[BaseRoute]:
 
 
 AREAS: tuple[Area, ...] = (
+    learners.routes,
+    knowledge.routes,
     _channels,
 )

@@ -8,11 +8,29 @@ console adds the members it reads here, with a docstring saying why, and nothing
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
 
 from brain.usage import DayUsage
 from gateway.status import StatusReport
 from gateway.store.activity import ActivityRow
+
+if TYPE_CHECKING:  # pragma: no cover - typing only
+    from brain.knowledge.service import KnowledgeService
+    from brain.memory.guarded import GuardedControls
+    from gateway.core.config import PartnerConfig
+
+
+@dataclass(frozen=True)
+class UsageToday:
+    """What one learner spent with one partner today (UTC), against the persona's daily budget."""
+
+    tokens: int
+    budget: int | None
+    """The persona's ``daily_token_budget_per_learner``; None when the learner's day is unbounded."""
+    partner_tokens: int
+    partner_budget: int | None
+    """The persona's ``daily_token_budget_per_partner`` (every learner of the partner together)."""
 
 
 class ConsoleGateway(Protocol):
@@ -53,3 +71,20 @@ class ConsoleGateway(Protocol):
         """Model tokens and cost per UTC day and partner (the brain's usage ledger)."""
         ...
 
+    # ------------------------------------------------------------------ learners and knowledge (gateway.console.learners, .knowledge)
+
+    @property
+    def memory_controls(self) -> GuardedControls | None:
+        """The brain's memory controls -- the very instance the admin API uses, sharing the turns' locks, so an
+        edit or a forget waits for the learner's running turn; None with a plugged-in responder."""
+        ...
+
+    @property
+    def knowledge(self) -> KnowledgeService | None:
+        """The brain's knowledge service, the one its ``knowledge_search`` tool asks (``partners kb`` builds the
+        same wiring); None with a plugged-in responder."""
+        ...
+
+    async def usage_today(self, partner: PartnerConfig, person: str) -> UsageToday | None:
+        """A learner's tokens today with ``partner``, from the brain's usage ledger; None without the brain."""
+        ...

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from urllib.parse import parse_qs
 
 from cachetools import TTLCache
+from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import Response
 
@@ -91,10 +92,37 @@ def set_form_cookie(response: Response, token: str, *, secure: bool) -> None:
     response.set_cookie(FORM_COOKIE, token, path=COOKIE_PATH, secure=secure, httponly=True, samesite="strict")
 
 
+FORM_STATE = "console_form"
+"""Where :func:`read_form` keeps what it parsed on ``request.state``: the guard reads the CSRF field first,
+and the handler behind it reads the same form again (the body can be read from the wire only once)."""
+MAX_UPLOAD_FIELDS = 10
+
+
 async def read_form(request: Request) -> dict[str, str] | None:
-    """An ``application/x-www-form-urlencoded`` body as single values; None when too large or not a form."""
-    if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/x-www-form-urlencoded":
-        return None
+    """A form body's text fields as single values; None when too large or not a form.
+
+    ``application/x-www-form-urlencoded`` up to :data:`MAX_FORM_BYTES`; ``multipart/form-data`` (an upload)
+    within the app's body limit, parsed by Starlette, whose parsed form -- files included -- the handler then
+    gets from ``request.form()`` again."""
+    if hasattr(request.state, FORM_STATE):
+        return getattr(request.state, FORM_STATE)
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    parsed: dict[str, str] | None = None
+    if kind == "application/x-www-form-urlencoded":
+        parsed = await _urlencoded(request)
+    elif kind == "multipart/form-data":
+        try:
+            form = await request.form(max_files=1, max_fields=MAX_UPLOAD_FIELDS)
+        except HTTPException as error:
+            if error.status_code == 413:
+                raise  # over the app's body limit: its 413, not "no form"
+            form = None
+        parsed = None if form is None else {key: value for key, value in form.items() if isinstance(value, str)}
+    setattr(request.state, FORM_STATE, parsed)
+    return parsed
+
+
+async def _urlencoded(request: Request) -> dict[str, str] | None:
     raw = await read_limited(request, MAX_FORM_BYTES)
     if raw is None:
         return None

@@ -147,7 +147,8 @@ def build_app(gateway: ServedGateway) -> Starlette:
             from gateway.console.pages import console_routes
             from gateway.console.services import ConsoleGateway
 
-            # Only gateway.app.Gateway has a store; it provides every ConsoleGateway member (mypy checks it there).
+            # A gateway with a store is gateway.app.Gateway, which provides what the console's areas read
+            # (mypy holds it to ConsoleGateway in gateway.app)
             routes += console_routes(config, store, cast(ConsoleGateway, gateway))
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))

@@ -71,8 +71,10 @@ class Served:
 
 
 @contextlib.asynccontextmanager
-async def serve_console(data_dir: Path, *, with_users: bool = True, **http: Any) -> AsyncIterator[Served]:
-    async with Gateway(console_config(data_dir, **http), responder=Quiet()) as gateway, served(gateway) as url:
+async def serve_console(data_dir: Path, *, with_users: bool = True, own_brain: bool = False, **http: Any) -> AsyncIterator[Served]:
+    """``own_brain``: the gateway builds its real brain (memory, knowledge) instead of the quiet responder."""
+    responder = None if own_brain else Quiet()
+    async with Gateway(console_config(data_dir, **http), responder=responder) as gateway, served(gateway) as url:
         if with_users:
             for made in (user("root", Role.ADMINISTRATOR), user("ada", Role.TEACHER, ADA_ID),
                          user("ben", Role.TEACHER, BEN_ID), user("gone", Role.TEACHER, ADA_ID, disabled=True)):

@@ -29,6 +29,8 @@ def expected(viewer: str, method: str, path: str) -> int:
     stranger = viewer in STRANGERS
     if path.startswith("/console/static/"):
         return 200
+    if "/learners" in path or "/knowledge" in path:
+        return _learners_and_knowledge(viewer, method, path)
     if path == "/console":
         return 303
     if path.startswith("/console/setup"):
@@ -54,6 +56,31 @@ def expected(viewer: str, method: str, path: str) -> int:
     return 200
 
 
+def _learners_and_knowledge(viewer: str, method: str, path: str) -> int:
+    """The Learners and Knowledge areas in this walk's gateway, which runs a plugged-in responder (no brain memory)."""
+    api = path.startswith("/console/api/")
+    if viewer in STRANGERS:
+        return 401 if api else 303
+    if method not in ("GET", "HEAD"):
+        return 403  # the walk sends no CSRF token
+    partner = path.split("/")[4 if api else 3]
+    return 503 if partner in SEEN[viewer] else 404  # no memory or knowledge to show; not theirs is not there
+
+
+AREA_PATHS = ("/console/partners/{p}/learners", "/console/partners/{p}/learners/{person}",
+              "/console/partners/{p}/learners/{person}/export", "/console/partners/{p}/learners/{person}/forget",
+              "/console/api/partners/{p}/learners", "/console/api/partners/{p}/learners/{person}",
+              "/console/partners/{p}/knowledge", "/console/partners/{p}/knowledge/{doc}",
+              "/console/api/partners/{p}/knowledge", "/console/api/partners/{p}/knowledge/search",
+              "/console/api/partners/{p}/knowledge/{doc}")
+AREA_WRITES = (("POST", "/console/partners/{p}/learners/{person}/notes"), ("POST", "/console/partners/{p}/learners/{person}/forget"),
+               ("PUT", "/console/api/partners/{p}/learners/{person}"), ("DELETE", "/console/api/partners/{p}/learners/{person}"),
+               ("POST", "/console/partners/{p}/knowledge"), ("POST", "/console/partners/{p}/knowledge/{doc}/delete"),
+               ("POST", "/console/api/partners/{p}/knowledge"), ("DELETE", "/console/api/partners/{p}/knowledge/{doc}"))
+AREA_WALK = [(method, path.format(p=partner, person="0123456789abcdef", doc="notes.md"))
+             for partner in (*ALL_PARTNERS, "no-such-partner")
+             for method, path in (*(("GET", path) for path in AREA_PATHS), *AREA_WRITES)]
+
 WALK = [
     ("GET", "/console"),
     ("GET", "/console/"),
@@ -71,6 +98,7 @@ WALK = [
     ("GET", "/console/dashboard"),
     ("GET", "/console/dashboard?span=week"),
     ("GET", "/console/api/dashboard"),
+    *AREA_WALK,
 ]
 
 
@@ -86,6 +114,7 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
     walked = {path.split("?")[0] for _, path in WALK}
     walked |= {"/console/api/partners/{partner}", "/console/static", "/console/login", "/console/setup"}
     walked |= {"/console/channels/{channel}/{account}/{do}", "/console/api/channels/{channel}/{account}/{do}"}
+    walked |= {path.replace("{p}", "{partner}") for _, path in (*(("GET", p) for p in AREA_PATHS), *AREA_WRITES)}
     assert app_paths <= walked, app_paths - walked
 
 

@@ -16,7 +16,7 @@ def test_every_text_is_in_every_language_and_used_somewhere():
     keys = set(table["en"])
     assert all(set(table[language]) == keys for language in LANGUAGES)
     sources = "".join(path.read_text(encoding="utf-8") for path in (pages.HERE / "templates").glob("*.html"))
-    sources += (pages.HERE / "pages.py").read_text(encoding="utf-8")
+    sources += "".join(path.read_text(encoding="utf-8") for path in pages.HERE.glob("*.py"))  # pages and the areas
     unused = {key for key in keys if not re.search(rf"""(t\.{key}\b|["']{key}["'])""", sources)}
     assert unused == {"role_administrator", "role_teacher"}  # looked up as "role_" + the role's value
     assert all(f"role_{role.value}" in keys for role in pages.Role)

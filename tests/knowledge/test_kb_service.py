@@ -167,3 +167,21 @@ def test_knowledge_yaml_errors_name_the_file_and_the_field(raw, message):
     with pytest.raises(ConfigError) as caught:
         parse_settings(raw, "k.yaml")
     assert str(caught.value).startswith(message)
+
+
+@pytest.mark.parametrize("engine", ["fts", "lightrag"])
+async def test_a_document_reads_back_with_its_passages_in_order_under_either_engine(service, worksheet, lightrag_settings, engine):
+    partner = "graph" if engine == "lightrag" else "tutor"
+    if engine == "lightrag":
+        await service.configure(partner, lightrag_settings(mode="naive"))
+    await service.add(partner, [worksheet])
+    found = await service.document(partner, "worksheet.pdf")
+    assert found is not None
+    document, passages = found
+    assert document.passages == len(passages) == 2
+    assert [(p.seq, p.section, p.pages) for p in passages] == [(0, "Inputs", "p. 1"), (1, "Chlorophyll", "p. 2")]
+    assert "chlorophyll traps" in passages[1].text
+    assert await service.document(partner, "other.pdf") is None
+    assert await service.document("tutor" if engine == "lightrag" else "graph", "worksheet.pdf") is None  # another partner's
+    assert await service.remove(partner, "worksheet.pdf")
+    assert await service.document(partner, "worksheet.pdf") is None
