@@ -9,6 +9,7 @@ their linked chat apps; ``/forget`` erases their rows with everything else.
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from brain.sqlite_file import SqliteFile
@@ -18,6 +19,17 @@ from gateway.store.schema import Schema
 
 def today() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%d")
+
+
+@dataclass(frozen=True)
+class DayUsage:
+    """One partner's model use on one UTC day, all its learners together (the console's dashboard)."""
+
+    day: str
+    partner: str
+    tokens: int
+    cost: float
+    turns: int
 
 
 class UsageLedger(SqliteFile):
@@ -83,3 +95,14 @@ class UsageLedger(SqliteFile):
 
         return await asyncio.to_thread(delete)
 
+    async def by_day(self, since_day: str) -> list[DayUsage]:
+        """Per day and partner from ``since_day`` (``YYYY-MM-DD``) on, all learners together, oldest first."""
+
+        def read() -> list[DayUsage]:
+            with self._lock:
+                rows = self._connect().execute(
+                    "SELECT day, partner, SUM(tokens), SUM(cost), SUM(turns) FROM usage_daily WHERE day >= ?"
+                    " GROUP BY day, partner ORDER BY day, partner", (since_day,)).fetchall()
+            return [DayUsage(day, partner, int(tokens), float(cost), int(turns)) for day, partner, tokens, cost, turns in rows]
+
+        return await asyncio.to_thread(read)

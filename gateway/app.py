@@ -22,9 +22,11 @@ from typing import TYPE_CHECKING
 
 from brain.health import ModelHealth
 from brain.tools.services import ScheduleResult
+from brain.usage import DayUsage
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.activity import ActivityLog
 from gateway.blob_gc import BlobCollector
 from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
@@ -48,6 +50,7 @@ from gateway.pipeline.routing import Router
 from gateway.reminders import ReminderDesk
 from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
 from gateway.store import QueueDepths, Store
+from gateway.store.activity import ActivityRow
 from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
@@ -57,7 +60,7 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.factory import BuiltBrain
     from brain.knowledge.service import KnowledgeService
     from brain.memory.guarded import GuardedControls
-    from gateway.console.services import UsageToday
+    from gateway.console.services import ConsoleGateway, UsageToday
 
 log = logging.getLogger(__name__)
 
@@ -125,6 +128,8 @@ class Gateway:
         self.store: Store = store or SqliteStore(config.database_path)
         self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
+        self.activity = ActivityLog(self.metrics, self.store, self._partner_of_account)
+        """The metrics' counts, added to the store's hourly sums for the console's dashboard (:mod:`gateway.activity`)."""
         # Built in dependency order, no late binding: the outbox needs only the store; the teacher desk
         # and the reminders write through it; the brain is lent both; the lanes run the brain and
         # subscribe to the outbox to deliver what the others write.
@@ -160,6 +165,8 @@ class Gateway:
         self._outlets: dict[tuple[str, str], Outlet] = {}
         self._policies: dict[tuple[str, str], AccessPolicy] = {}
         self.unavailable: list[UnavailableChannel] = []
+        self._disabled: dict[tuple[str, str], str] = {}
+        """Accounts an operator disabled -> the reason shown; loaded from the store at start."""
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = datetime.now(UTC)
         self.ready = False
@@ -169,6 +176,10 @@ class Gateway:
 
     def _outlet(self, channel: str, account: str) -> Outlet | None:
         return self._outlets.get((channel, account))
+
+    def _partner_of_account(self, channel: str, account: str) -> str:
+        bound = self.router.for_account(channel, account)
+        return bound.id if bound is not None else ""
 
     def _language_of(self, address: Address) -> str:
         """The language of the partner bound to ``address`` (for a reply that does not carry its own)."""
@@ -291,10 +302,12 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
         self._tasks.append(asyncio.create_task(self._sweep(), name="sweep"))
         self._tasks.append(asyncio.create_task(self.store_watch.run(), name="store-watch"))
+        self._disabled = {(s.channel, s.account): _disabled_reason(s.by) for s in await self.store.disabled_accounts()}
         for (name, account), channel in self._channels.items():
             caps = channel.declared
             stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
-            self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after)
+            self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after,
+                                  stopped=self._disabled.get((name, account)))
         self.ready = True
         log.info("gateway started accounts=%d unavailable=%d responder=%s",
                  len(self._channels), len(self.unavailable), getattr(self.responder, "name", type(self.responder).__name__))
@@ -317,6 +330,7 @@ class Gateway:
                 await self.dispatcher.release_approved()
                 await self.fire_reminders()
                 await self._refresh_queue_gauges()
+                await self.activity.flush()
                 ttl = max((p.pairing_ttl_s for p in self._policies.values()), default=3600.0)
                 await self.store.drop_expired_holds(ttl)
                 if since_prune >= PRUNE_INTERVAL_S:
@@ -347,6 +361,10 @@ class Gateway:
             with suppress(asyncio.CancelledError):
                 await task
         self._tasks.clear()
+        try:
+            await self.activity.flush()  # the last counts, before the store closes
+        except Exception:
+            log.exception("writing the last activity counts failed")
         for channel in self._channels.values():
             try:
                 await channel.close()
@@ -369,6 +387,57 @@ class Gateway:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.stop()
+
+    # ------------------------------------------------------------------ operating accounts (the console)
+
+    def _known_account(self, channel: str, account: str) -> str:
+        if (channel, account) not in self._channels:
+            raise KeyError(f"no running channel account {channel}:{account}")
+        return f"{channel}:{account}"
+
+    async def disable_account(self, channel: str, account: str, by: str) -> None:
+        """Stop the account and keep it stopped, also across restarts, until :meth:`enable_account`.
+
+        The switch is stored first: a crash between the two leaves it disabled at the next start,
+        which is what was asked."""
+        unit = self._known_account(channel, account)
+        await self.store.set_account_disabled(channel, account, by)
+        self._disabled[(channel, account)] = _disabled_reason(by)
+        await self.supervisor.halt(unit, _disabled_reason(by))
+        log.info("channel account disabled platform=%s account=%s by=%s", channel, account, by)
+
+    async def enable_account(self, channel: str, account: str) -> None:
+        """Forget the switch and start the account again."""
+        unit = self._known_account(channel, account)
+        await self.store.set_account_disabled(channel, account, None)
+        self._disabled.pop((channel, account), None)
+        await self.supervisor.restart(unit)
+        log.info("channel account enabled platform=%s account=%s", channel, account)
+
+    async def restart_account(self, channel: str, account: str) -> bool:
+        """Start the account's run again now (a fixed credential, a stuck peer); False when it is disabled."""
+        unit = self._known_account(channel, account)
+        if (channel, account) in self._disabled:
+            return False
+        await self.supervisor.restart(unit)
+        return True
+
+    def disabled_reason(self, channel: str, account: str) -> str | None:
+        """Why the account is off, while an operator has it disabled (its webhooks and pages answer 503)."""
+        return self._disabled.get((channel, account))
+
+    async def disabled_accounts(self) -> dict[tuple[str, str], str]:
+        """(channel, account) -> who disabled it."""
+        return {(s.channel, s.account): s.by for s in await self.store.disabled_accounts()}
+
+    async def activity_since(self, since: float) -> list[ActivityRow]:
+        """The store's hourly sums from ``since`` on, this minute's counts included."""
+        await self.activity.flush()
+        return await self.store.activity_since(since)
+
+    async def model_use(self, since_day: str) -> list[DayUsage]:
+        """The brain's tokens and cost per day and partner; none with a plugged-in responder."""
+        return await self.brain.files.usage.by_day(since_day) if self.brain is not None else []
 
     # ------------------------------------------------------------------ reporting
 
@@ -478,6 +547,15 @@ class Gateway:
             partner=partner.id, model=settings.model, backup=settings.backup.model if settings.backup else "",
             state=seen.state.value, kind=seen.kind, reason=seen.reason, since=seen.since, failures=seen.failures,
         )
+
+
+if TYPE_CHECKING:  # pragma: no cover - mypy holds the Gateway to what the console is handed (the HTTP app casts)
+    def _console_of(gateway: Gateway) -> ConsoleGateway:
+        return gateway
+
+
+def _disabled_reason(by: str) -> str:
+    return f"disabled in the console by {by}"
 
 
 async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None, responder: Responder | None = None,

@@ -14,7 +14,11 @@ unit runs under a :class:`Supervisor` that
   seconds.  A unit proves life by calling :meth:`Heartbeat.beat` whenever its
   transport moves (a poll returned, a frame arrived), so a stalled poll is
   caught although it never raises;
-* keeps a :class:`Health` record per unit for the status endpoint.
+* keeps a :class:`Health` record per unit for the status endpoint;
+* stops one unit on request (:meth:`Supervisor.halt`) and keeps it ``stopped``
+  with the reason given -- an operator disabling a channel account -- until
+  :meth:`Supervisor.restart`; a unit may also be registered already stopped
+  (``start(..., stopped=reason)``), as one disabled before the gateway restarted.
 
 Two runs of one unit never overlap: a restart waits for the old run to end
 (two pollers on one Telegram token fight each other with 409 Conflict).
@@ -231,11 +235,14 @@ class Supervisor:
         self._units: dict[str, _Unit] = {}
         self._closed = False
 
-    def start(self, name: str, factory: UnitFactory, *, stall_after: float | None = None) -> None:
+    def start(self, name: str, factory: UnitFactory, *, stall_after: float | None = None,
+              stopped: str | None = None) -> None:
         """Run ``factory(heartbeat)`` under supervision.
 
         ``stall_after``: seconds without a sign of life after which the unit is
         restarted; None for units that may legitimately stay silent.
+        ``stopped``: register the unit without running it, ``stopped`` for this
+        reason, until :meth:`restart` (a channel account an operator disabled).
         """
         if self._closed:
             raise RuntimeError("the supervisor has been stopped")
@@ -244,7 +251,28 @@ class Supervisor:
         if stall_after is not None and stall_after <= 0:
             raise ValueError(f"stall_after must be positive, got {stall_after}")
         unit = self._units[name] = _Unit(name=name, factory=factory, stall_after=stall_after)
+        if stopped is not None:
+            unit.set_state(ChannelState.STOPPED, stopped)
+            return
         unit.runner = asyncio.create_task(self._supervise(unit), name=f"supervise:{name}")
+
+    async def halt(self, name: str, reason: str) -> None:
+        """Stop one unit and keep it ``stopped`` with ``reason`` until :meth:`restart`.
+
+        Its run is cancelled and awaited (within ``cancel_grace``), a pending
+        backoff sleep ends, and heartbeats of the old run are ignored from now
+        on, so nothing reports it alive again."""
+        unit = self._units.get(name)
+        if unit is None:
+            raise KeyError(f"no unit named {name!r}")
+        if unit.runner is not None and not unit.runner.done():
+            unit.runner.cancel()
+            await asyncio.wait({unit.runner})
+        unit.runner = None
+        unit.generation += 1
+        unit.next_restart_at = None
+        unit.set_state(ChannelState.STOPPED, reason)
+        log.info("unit halted unit=%s reason=%r", name, reason)
 
     async def restart(self, name: str) -> None:
         """Start a unit again now, whatever its state, with fresh backoff; the old run ends first."""

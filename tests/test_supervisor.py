@@ -472,3 +472,49 @@ def test_backoff_delays_double_up_to_the_cap_within_their_jitter():
 def test_backoff_jitter_above_one_half_is_refused():
     with pytest.raises(ValidationError):
         Backoff(jitter=0.6)
+
+
+async def test_halt_stops_one_unit_with_its_reason_until_restarted(supervisor):
+    runs: list[Heartbeat] = []
+    ended = asyncio.Event()
+
+    async def unit(heartbeat: Heartbeat) -> None:
+        runs.append(heartbeat)
+        heartbeat.set_state(RUNNING)
+        try:
+            await forever()
+        finally:
+            ended.set()
+
+    supervisor.start("a", unit)
+    supervisor.start("b", unit)
+    await eventually(lambda: len(runs) == 2 and all(h.state is RUNNING for h in supervisor.health().values()))
+    await supervisor.halt("a", "disabled by root")
+    assert ended.is_set()  # the run was cancelled, not left behind
+    health = supervisor.health()
+    assert (health["a"].state, health["a"].reason) == (STOPPED, "disabled by root")
+    assert health["b"].state is RUNNING  # the other unit runs on
+    runs[0].set_state(RUNNING)  # a leftover of the halted run cannot report it alive
+    assert supervisor.health()["a"].state is STOPPED
+    await supervisor.restart("a")
+    await eventually(lambda: supervisor.health()["a"].state is RUNNING)
+    assert len(runs) == 3
+
+
+async def test_a_unit_registered_stopped_runs_only_once_restarted(supervisor):
+    runs: list[Heartbeat] = []
+
+    async def unit(heartbeat: Heartbeat) -> None:
+        runs.append(heartbeat)
+        heartbeat.set_state(RUNNING)
+        await forever()
+
+    supervisor.start("a", unit, stall_after=0.05, stopped="disabled by root")
+    await asyncio.sleep(0.1)  # longer than stall_after: a stopped unit is not watched
+    assert runs == []
+    assert (supervisor.health()["a"].state, supervisor.health()["a"].reason) == (STOPPED, "disabled by root")
+    await supervisor.restart("a")
+    await eventually(lambda: supervisor.health()["a"].state is RUNNING)
+    assert len(runs) == 1
+    with pytest.raises(KeyError):
+        await supervisor.halt("nobody", "x")

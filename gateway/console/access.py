@@ -67,3 +67,28 @@ class Viewer:
     def partner(self, config: Config, partner_id: str) -> PartnerConfig | None:
         """The partner with this id if the viewer sees it; None for one that is not there *or* not theirs."""
         return next((partner for partner in self.partners(config) if partner.id == partner_id), None)
+
+    # ------------------------------------------------------------------ channel accounts
+
+    def sees_account(self, config: Config, channel: str, account: str) -> bool:
+        """An administrator sees every account; a teacher the accounts bound to a partner of theirs
+        (any binding: the whole account, or one chat or thread of it)."""
+        if self.role is Role.ADMINISTRATOR:
+            return True
+        seen = {partner.id for partner in self.partners(config)}
+        return bool(seen & bound_partners(config, channel, account))
+
+    def operates_account(self, config: Config, channel: str, account: str) -> bool:
+        """Who may disable, enable or restart an account: an administrator, or a teacher when every
+        partner bound to it is theirs -- stopping an account another teacher's partner also answers
+        on would silence that teacher's learners too."""
+        if self.role is Role.ADMINISTRATOR:
+            return True
+        bound = bound_partners(config, channel, account)
+        seen = {partner.id for partner in self.partners(config)}
+        return bool(bound) and bound <= seen
+
+
+def bound_partners(config: Config, channel: str, account: str) -> set[str]:
+    """The partners the config's bindings route any of this account's messages to."""
+    return {b.partner for b in config.bindings if b.channel == channel and b.account == account}

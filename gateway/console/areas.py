@@ -22,9 +22,17 @@ if TYPE_CHECKING:
 
 Area = Callable[["Console"], list[BaseRoute]]
 
+
+def _channels(console: Console) -> list[BaseRoute]:
+    from gateway.console import channels, dashboard
+
+    return [*channels.routes(console), *dashboard.routes(console)]
+
+
 AREAS: tuple[Area, ...] = (
     learners.routes,
     knowledge.routes,
     conversations.routes,
     pairing.routes,
+    _channels,
 )

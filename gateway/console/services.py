@@ -11,10 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from brain.usage import DayUsage
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.routing import Router
 from gateway.status import StatusReport
 from gateway.store import Store
+from gateway.store.activity import ActivityRow
 from gateway.takeover import TeacherDesk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
@@ -67,6 +69,30 @@ class ConsoleGateway(Protocol):
     @property
     def dispatcher(self) -> Dispatcher:
         """Answers an approved learner's held messages now (``release_approved``), not at the next sweep."""
+    # ------------------------------------------------------------------ channels and dashboard (gateway.console.channels)
+
+    async def disable_account(self, channel: str, account: str, by: str) -> None:
+        """Stop a channel account and store the switch, so it stays stopped across restarts (KeyError: unknown)."""
+        ...
+
+    async def enable_account(self, channel: str, account: str) -> None:
+        """Forget the switch and start the account again."""
+        ...
+
+    async def restart_account(self, channel: str, account: str) -> bool:
+        """Start the account's run again now; False for a disabled one (enable it instead)."""
+        ...
+
+    async def disabled_accounts(self) -> dict[tuple[str, str], str]:
+        """(channel, account) -> the console user who disabled it."""
+        ...
+
+    async def activity_since(self, since: float) -> list[ActivityRow]:
+        """The store's hourly sums of messages, drops, errors and latencies from ``since`` on."""
+        ...
+
+    async def model_use(self, since_day: str) -> list[DayUsage]:
+        """Model tokens and cost per UTC day and partner (the brain's usage ledger)."""
         ...
 
     # ------------------------------------------------------------------ learners and knowledge (gateway.console.learners, .knowledge)

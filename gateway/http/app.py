@@ -113,6 +113,8 @@ def build_app(gateway: ServedGateway) -> Starlette:
         channel = gateway.channel(name, account)
         if channel is None:
             return error_response(404, f"no running channel account {name}/{account}")
+        if (refused := disabled(gateway, name, account)) is not None:
+            return refused
         if request.method == "POST":
             return await channel.handle_webhook(request)
         try:
@@ -146,6 +148,7 @@ def build_app(gateway: ServedGateway) -> Starlette:
             from gateway.console.services import ConsoleGateway
 
             # A gateway with a store is gateway.app.Gateway, which provides what the console's areas read
+            # (mypy holds it to ConsoleGateway in gateway.app)
             routes += console_routes(config, store, cast(ConsoleGateway, gateway))
         http = config.http
         guards.append(Middleware(HostGuard, allowed=AllowedHosts.of(http.host, http.public_url, http.allowed_hosts)))
@@ -164,6 +167,17 @@ def build_app(gateway: ServedGateway) -> Starlette:
     )
 
 
+def disabled(gateway: ServedGateway, name: str, account: str) -> Response | None:
+    """503 for an account an operator disabled (console, ADR 0036 addendum): a platform sends its webhook
+    again later, so nothing is lost while it is off; the web chat page says it is unavailable.
+    ``disabled_reason`` is the Gateway's; a test's stand-in without it disables nothing."""
+    reason_of = getattr(gateway, "disabled_reason", None)
+    reason = reason_of(name, account) if reason_of is not None else None
+    if reason is None:
+        return None
+    return error_response(503, f"channel account {name}/{account} is off: {reason}", {"Retry-After": "60"})
+
+
 class ChannelRoutes:
     """Dispatches ``/channels/{channel}/{account}/...`` to that running channel's own routes."""
 
@@ -178,6 +192,9 @@ class ChannelRoutes:
         if channel is None:
             self._routers.pop(key, None)
             raise HTTPException(404, f"no running channel account {key[0]}/{key[1]}")
+        if (refused := disabled(self._gateway, *key)) is not None:
+            await refused(scope, receive, send)
+            return
         cached = self._routers.get(key)
         if cached is None or cached[0] is not channel:
             cached = (channel, Router(routes=channel.http_routes()))

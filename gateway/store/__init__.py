@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Protocol
 
 from gateway.core.messages import Address, InboundMessage, Media, MessageId, OutboundReply
+from gateway.store.activity import ActivityStore
 from gateway.store.console import ConsoleStore
 from gateway.store.health import StoreHealth
 
@@ -113,7 +114,7 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
 from gateway.store.transcripts import TranscriptStore  # noqa: E402
 
 
-class Store(ConsoleStore, TranscriptStore, Protocol):
+class Store(ConsoleStore, TranscriptStore, ActivityStore, Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
 

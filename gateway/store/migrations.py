@@ -133,6 +133,27 @@ MIGRATIONS: list[list[str]] = [
         "ALTER TABLE outbox ADD COLUMN conversation TEXT NOT NULL DEFAULT ''",
         "CREATE INDEX IF NOT EXISTS outbox_by_conversation ON outbox (conversation, created_at)",
     ],
+    [
+        # The console's channels and dashboard pages (gateway.store.activity, ADR 0036 addendum): accounts an operator
+        # disabled, kept across restarts, and per-hour sums of what the gateway counts, for the charts.
+        """CREATE TABLE IF NOT EXISTS channel_switches (
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            disabled_by TEXT NOT NULL,
+            disabled_at REAL NOT NULL,
+            PRIMARY KEY (channel, account)
+        )""",
+        """CREATE TABLE IF NOT EXISTS activity_hourly (
+            hour INTEGER NOT NULL,
+            partner TEXT NOT NULL,
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            measure TEXT NOT NULL,
+            label TEXT NOT NULL,
+            value REAL NOT NULL,
+            PRIMARY KEY (hour, partner, channel, account, measure, label)
+        )""",
+    ],
 ]
 
 

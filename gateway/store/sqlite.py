@@ -36,6 +36,7 @@ from gateway.store import (
     blob_keys,
     without_files,
 )
+from gateway.store.activity import ActivityRows
 from gateway.store.console import ConsoleRows
 from gateway.store.health import StoreHealth, is_store_failure
 from gateway.store.migrations import GATEWAY_SCHEMA
@@ -53,7 +54,7 @@ def _pairing_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
 
 
-class SqliteStore(ConsoleRows, TranscriptRows):
+class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows):
     def __init__(self, path: Path, *, synchronous: str = "FULL", max_batch: int = 512) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
@@ -675,7 +676,7 @@ class SqliteStore(ConsoleRows, TranscriptRows):
                 "DELETE FROM outbox WHERE state IN (?, ?) AND updated_at < ?",
                 (ReplyState.DELIVERED.value, ReplyState.FAILED.value, now - finished_replies_after_s),
             ).rowcount
-            return removed + self._prune_console(conn, now)
+            return removed + self._prune_console(conn, now) + self._prune_activity(conn, now)
 
         return await self._run(op)
 

@@ -51,6 +51,12 @@ def expected(viewer: str, method: str, path: str) -> int:
         return 303 if stranger else 403  # a session's sign-out needs its CSRF token
     if path == "/console/":
         return 303 if stranger else 200
+    if path in ("/console/channels", "/console/dashboard", "/console/dashboard?span=week"):
+        return 303 if stranger else 200
+    if method == "POST" and path.startswith("/console/channels/"):
+        return 303 if stranger else 403  # no CSRF token in the walk
+    if method == "POST" and path.startswith("/console/api/channels/"):
+        return 401 if stranger else 403
     if stranger:
         return 401  # the API
     if path == "/console/api/users":
@@ -99,6 +105,13 @@ WALK = [
         ("GET", "/conversations"), ("GET", f"/conversations/{UNKNOWN_REF}"),
         *[("POST", f"/conversations/{UNKNOWN_REF}/{action}") for action in ("takeover", "reply", "handback")],
         ("GET", "/pairing"), ("POST", "/pairing/ABCD2345/approve"), ("POST", "/pairing/ABCD2345/deny"))],
+    ("GET", "/console/channels"),
+    ("GET", "/console/api/channels"),
+    ("POST", "/console/channels/webchat/default/disable"),
+    ("POST", "/console/api/channels/webchat/default/restart"),
+    ("GET", "/console/dashboard"),
+    ("GET", "/console/dashboard?span=week"),
+    ("GET", "/console/api/dashboard"),
     *AREA_WALK,
 ]
 
@@ -115,6 +128,7 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
     walked = {path.split("?")[0] for _, path in WALK}
     walked |= {"/console/api/partners/{partner}", "/console/static", "/console/login", "/console/setup"}
     walked |= {path.replace(UNKNOWN_REF, "{ref}").replace("ABCD2345", "{code}") for path in walked}
+    walked |= {"/console/channels/{channel}/{account}/{do}", "/console/api/channels/{channel}/{account}/{do}"}
     walked |= {path.replace("{p}", "{partner}") for _, path in (*(("GET", p) for p in AREA_PATHS), *AREA_WRITES)}
     assert app_paths <= walked, app_paths - walked
 

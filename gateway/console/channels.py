@@ -1,0 +1,127 @@
+"""The console's channels page: every channel account a viewer may see, its live state, and its switches.
+
+==============================================  ====  ===================================================
+route                                           verb  viewer -> answer
+==============================================  ====  ===================================================
+``/console/channels``                           GET   signed in 200: the accounts :class:`Viewer` sees
+``/console/api/channels``                       GET   signed in 200 (the same, as JSON); stranger 401
+``/console/channels/{channel}/{account}/{do}``  POST  the form: 303 back to the page
+``/console/api/channels/{channel}/{account}/    POST  JSON: 200 with the account as it now is
+{do}``
+==============================================  ====  ===================================================
+
+``do`` is ``disable``, ``enable`` or ``restart``.  An account the viewer does not see, or an unknown
+one, is 404; one they see but may not operate (another teacher's partner is bound to it too) is 403;
+restarting a disabled account is 409 (enable it).  The state and reason are the supervisor's, as
+``/status`` reports them; a disabled account is stored (``channel_switches``), so it stays stopped
+when the gateway starts again (ADR 0036, addendum).
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime
+
+from pydantic import BaseModel
+from starlette.requests import Request
+from starlette.responses import JSONResponse, RedirectResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from gateway.console.access import Viewer, bound_partners
+from gateway.console.pages import HEADERS, Console
+from gateway.console.services import ConsoleGateway
+from gateway.http.responses import error_response
+from gateway.store.console import ConsoleSession
+
+log = logging.getLogger(__name__)
+
+ACTIONS = ("disable", "enable", "restart")
+
+
+class ChannelAccount(BaseModel):
+    """One channel account as the console lists it."""
+
+    channel: str
+    account: str
+    partners: list[str]
+    """The partners bound to it (ids), in sight of this viewer or not -- a teacher sees that it is shared."""
+    state: str
+    """``running``, ``connecting``, ``action_required``, ``error``, ``stopped``, or ``unavailable`` (it did not load)."""
+    reason: str
+    """Why it is in that state; for ``action_required`` the action a human must take."""
+    since: datetime | None
+    restarts: int
+    disabled_by: str | None
+    operable: bool
+    """Whether this viewer may disable, enable and restart it."""
+
+
+async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer) -> list[ChannelAccount]:
+    status = await gateway.status()
+    disabled = await gateway.disabled_accounts()
+    config = console.config
+    found = [
+        ChannelAccount(channel=a.channel, account=a.account, partners=sorted(bound_partners(config, a.channel, a.account)),
+                       state=a.state, reason=a.reason, since=a.since, restarts=a.restarts,
+                       disabled_by=disabled.get((a.channel, a.account)),
+                       operable=viewer.operates_account(config, a.channel, a.account))
+        for a in status.accounts if viewer.sees_account(config, a.channel, a.account)
+    ]
+    found += [
+        ChannelAccount(channel=u.channel, account=u.account, partners=sorted(bound_partners(config, u.channel, u.account)),
+                       state="unavailable", reason=u.reason, since=None, restarts=0, disabled_by=None, operable=False)
+        for u in status.unavailable if viewer.sees_account(config, u.channel, u.account)
+    ]
+    return sorted(found, key=lambda a: (a.channel, a.account))
+
+
+def routes(console: Console) -> list[BaseRoute]:
+    def running() -> ConsoleGateway:
+        assert console.gateway is not None, "the channels page needs the running gateway"
+        return console.gateway
+
+    async def page(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
+        return console.render(request, "channels.html", viewer=viewer, csrf=session.csrf,
+                              accounts=await accounts_for(console, running(), viewer),
+                              refused=request.query_params.get("refused"))
+
+    async def listing(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
+        accounts = await accounts_for(console, running(), viewer)
+        return JSONResponse({"accounts": [a.model_dump(mode="json") for a in accounts]})
+
+    async def act(request: Request, viewer: Viewer, session: ConsoleSession, *, api: bool) -> Response:
+        channel, account, do = (request.path_params[k] for k in ("channel", "account", "do"))
+        gateway = running()
+        listed = {(a.channel, a.account): a for a in await accounts_for(console, gateway, viewer)}
+        found = listed.get((channel, account))
+        if do not in ACTIONS or found is None or found.state == "unavailable":
+            return error_response(404, "no such channel account")
+        if not found.operable:
+            return error_response(403, "a partner of another teacher is bound to this account too; ask an administrator")
+        by = session.user.username
+        if do == "disable":
+            await gateway.disable_account(channel, account, by)
+        elif do == "enable":
+            await gateway.enable_account(channel, account)
+        elif not await gateway.restart_account(channel, account):
+            if not api:
+                return RedirectResponse("/console/channels?refused=disabled", status_code=303, headers=HEADERS)
+            return error_response(409, "the account is disabled: enable it to start it again")
+        log.info("console channel action=%s platform=%s account=%s user=%s", do, channel, account, by)
+        if not api:
+            return RedirectResponse("/console/channels", status_code=303, headers=HEADERS)
+        now = {(a.channel, a.account): a for a in await accounts_for(console, gateway, viewer)}
+        return JSONResponse(now[(channel, account)].model_dump(mode="json"))
+
+    async def act_form(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
+        return await act(request, viewer, session, api=False)
+
+    async def act_api(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
+        return await act(request, viewer, session, api=True)
+
+    return [
+        Route("/channels", console.guarded(page, api=False)),
+        Route("/api/channels", console.guarded(listing, api=True)),
+        Route("/channels/{channel}/{account}/{do}", console.guarded(act_form, api=False), methods=["POST"]),
+        Route("/api/channels/{channel}/{account}/{do}", console.guarded(act_api, api=True), methods=["POST"]),
+    ]

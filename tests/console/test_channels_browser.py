@@ -1,0 +1,71 @@
+"""The channels page and the dashboard in headless Chromium: disable, enable, and the charts after a web chat exchange."""
+
+from __future__ import annotations
+
+from contextlib import aclosing
+from pathlib import Path
+
+import pytest
+
+from tests.channels.test_webchat_browser import TIMEOUT_MS
+from tests.console.rig import PASSWORDS, signed_in
+from tests.console.test_channels import serve_channels, until_dropped
+from tests.console.test_console_browser import browser  # noqa: F401 - the fixture
+from tests.e2e.rig import WebLearner
+
+pytestmark = pytest.mark.browser
+
+
+async def test_a_teacher_disables_and_enables_an_account_and_reads_the_dashboard(tmp_path: Path, browser):  # noqa: F811
+    async with serve_channels(tmp_path / "data") as running:
+        learner = await WebLearner(running.url, account="algebra").open()
+        try:
+            await learner.say("hello")
+            await learner.wait_for(lambda page: page.finished(), what="the answer")
+        finally:
+            await learner.close()
+        async with aclosing(await signed_in(running.url, "ada")) as counted:
+            await until_dropped(counted, root=False)  # the answer's counts are in, latency last
+        context = await browser.new_context(locale="en-US")
+        page = await context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda error: errors.append(str(error)))
+        requested: list[str] = []
+        page.on("request", lambda request: requested.append(request.url))
+        await page.goto(running.url + "/console/login", timeout=TIMEOUT_MS)
+        await page.fill("#username", "ada")
+        await page.fill("#password", PASSWORDS["ada"])
+        await page.click("#sign-in")
+        await page.wait_for_url(running.url + "/console/", timeout=TIMEOUT_MS)
+
+        await page.goto(running.url + "/console/channels", timeout=TIMEOUT_MS)
+        assert await page.locator("h1").inner_text() == "Channels"
+        rows = page.locator("#channels tbody tr")
+        assert [await rows.nth(i).get_attribute("data-account") for i in range(await rows.count())] == [
+            "webchat:algebra", "webchat:lobby"]
+        algebra = page.locator('tr[data-account="webchat:algebra"]')
+        await algebra.locator('button[data-do="disable"]').click()
+        await page.wait_for_url(running.url + "/console/channels", timeout=TIMEOUT_MS)
+        assert await algebra.get_attribute("data-state") == "stopped"
+        assert "disabled in the console by ada" in await algebra.locator(".reason").inner_text()
+        assert "shared with another teacher" in await page.locator('tr[data-account="webchat:lobby"]').inner_text()
+        await algebra.locator('button[data-do="enable"]').click()
+        await page.wait_for_url(running.url + "/console/channels", timeout=TIMEOUT_MS)
+        assert await algebra.locator('button[data-do="disable"]').count() == 1
+
+        await page.click('a[href="/console/dashboard"]')
+        await page.wait_for_url(running.url + "/console/dashboard", timeout=TIMEOUT_MS)
+        assert await page.locator("h1").inner_text() == "Dashboard"
+        assert await page.locator('[data-total="in"]').inner_text() == "1"
+        assert await page.locator('[data-total="out"]').inner_text() == "1"
+        assert await page.locator("figure.chart svg").count() == 3
+        drawn = await page.eval_on_selector_all("#chart-messages rect.bar.in", "bars => bars.map(b => +b.dataset.value)")
+        assert len(drawn) == 24 and sum(drawn) == 1  # a bar an hour, the exchange in one of them
+        box = await page.locator("#chart-messages svg").bounding_box()
+        assert box is not None and box["width"] > 100  # drawn, not collapsed
+        await page.click("#span-week")
+        await page.wait_for_url("**/console/dashboard?span=week", timeout=TIMEOUT_MS)
+        assert await page.locator("#chart-messages text.tick").count() == 7
+        assert errors == []
+        assert all(url.startswith(running.url + "/") for url in requested), requested  # nothing from a CDN
+        await context.close()
