@@ -8,7 +8,7 @@ group, the subcommand modules import only click until one of their commands runs
 
 from __future__ import annotations
 
-from gateway.cli import chat, console, kb, login, memory, pairing, roster, serve, status  # noqa: F401 -- each registers its commands
+from gateway.cli import chat, console, kb, login, memory, pairing, roster, serve, status, tokens  # noqa: F401 -- each registers its commands
 from gateway.cli.group import cli
 
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from starlette.routing import BaseRoute
 
-from gateway.console import conversations, knowledge, learners, pairing
+from gateway.console import conversations, knowledge, learners, pairing, tokens
 
 if TYPE_CHECKING:
     from gateway.console.pages import Console
@@ -35,4 +35,5 @@ AREAS: tuple[Area, ...] = (
     conversations.routes,
     pairing.routes,
     _channels,
+    tokens.routes,
 )

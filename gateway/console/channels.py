@@ -28,6 +28,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.console.access import Viewer, bound_partners
+from gateway.console.openapi import Operation, describe
 from gateway.console.pages import HEADERS, Console
 from gateway.console.services import ConsoleGateway
 from gateway.http.responses import error_response
@@ -54,6 +55,10 @@ class ChannelAccount(BaseModel):
     disabled_by: str | None
     operable: bool
     """Whether this viewer may disable, enable and restart it."""
+
+
+class ChannelList(BaseModel):
+    accounts: list[ChannelAccount]
 
 
 async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer) -> list[ChannelAccount]:
@@ -87,7 +92,7 @@ def routes(console: Console) -> list[BaseRoute]:
 
     async def listing(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         accounts = await accounts_for(console, running(), viewer)
-        return JSONResponse({"accounts": [a.model_dump(mode="json") for a in accounts]})
+        return JSONResponse(ChannelList(accounts=accounts).model_dump(mode="json"))
 
     async def act(request: Request, viewer: Viewer, session: ConsoleSession, *, api: bool) -> Response:
         channel, account, do = (request.path_params[k] for k in ("channel", "account", "do"))
@@ -121,7 +126,11 @@ def routes(console: Console) -> list[BaseRoute]:
 
     return [
         Route("/channels", console.guarded(page, api=False)),
-        Route("/api/channels", console.guarded(listing, api=True)),
+        Route("/api/channels", describe(console.guarded(listing, api=True),
+                                        get=Operation("The channel accounts in sight, with their state", answers=ChannelList))),
         Route("/channels/{channel}/{account}/{do}", console.guarded(act_form, api=False), methods=["POST"]),
-        Route("/api/channels/{channel}/{account}/{do}", console.guarded(act_api, api=True), methods=["POST"]),
+        Route("/api/channels/{channel}/{account}/{do}", describe(
+            console.guarded(act_api, api=True),
+            post=Operation("Disable, enable or restart a channel account (do: disable, enable, restart)", answers=ChannelAccount)),
+            methods=["POST"]),
     ]

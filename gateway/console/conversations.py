@@ -43,6 +43,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.console.access import Viewer
+from gateway.console.openapi import Operation, describe
 from gateway.console.services import ConsoleGateway
 from gateway.console.signin import read_form
 from gateway.core.config import PartnerConfig
@@ -113,6 +114,29 @@ class Line(BaseModel):
 class Transcript(BaseModel):
     conversation: ConversationSummary
     lines: list[Line]
+
+
+class ConversationList(BaseModel):
+    conversations: list[ConversationSummary]
+
+
+class Done(BaseModel):
+    done: str
+    """The action carried out: ``takeover``, ``reply`` or ``handback``."""
+
+
+class ReplyForm(BaseModel):
+    text: str
+    """The teacher's answer, 1 to :data:`MAX_TEXT` characters."""
+    request: str
+    """A unique id of 8 to 64 letters, digits, ``-`` or ``_``: the same one sends once."""
+
+
+class HandbackForm(BaseModel):
+    request: str
+
+
+FORMS: dict[str, type[BaseModel] | None] = {"takeover": None, "reply": ReplyForm, "handback": HandbackForm}
 
 
 def ref_of(key: str) -> str:
@@ -221,7 +245,7 @@ class Conversations:
                                             conversations=await self._listed(viewer), states=STATE_WORDS))
 
     async def api_list(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
-        return JSONResponse({"conversations": [c.model_dump(mode="json") for c in await self._listed(viewer)]})
+        return JSONResponse(ConversationList(conversations=await self._listed(viewer)).model_dump(mode="json"))
 
     async def transcript(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         opened = await self._opened(request, viewer)
@@ -252,7 +276,7 @@ class Conversations:
             if problem is not None:
                 return error_response(problem[0], problem[1])
             if api:
-                return JSONResponse({"done": action})
+                return JSONResponse(Done(done=action).model_dump())
             ref = request.path_params["ref"]
             return RedirectResponse(f"/console/conversations/{ref}?done={action}", status_code=303,
                                     headers={"Cache-Control": "no-store"})
@@ -291,10 +315,15 @@ def routes(console: Console) -> list[BaseRoute]:
     routes: list[BaseRoute] = [
         Route("/conversations", guarded(area.page, api=False)),
         Route("/conversations/{ref}", guarded(area.transcript, api=False)),
-        Route("/api/conversations", guarded(area.api_list, api=True)),
-        Route("/api/conversations/{ref}", guarded(area.api_transcript, api=True)),
+        Route("/api/conversations", describe(guarded(area.api_list, api=True),
+                                             get=Operation("The latest conversations of the partners in sight",
+                                                           answers=ConversationList))),
+        Route("/api/conversations/{ref}", describe(guarded(area.api_transcript, api=True),
+                                                   get=Operation("A conversation's transcript", answers=Transcript))),
     ]
     for action in ACTIONS:
         routes.append(Route(f"/conversations/{{ref}}/{action}", guarded(area.act(action, api=False), api=False), methods=["POST"]))
-        routes.append(Route(f"/api/conversations/{{ref}}/{action}", guarded(area.act(action, api=True), api=True), methods=["POST"]))
+        routes.append(Route(f"/api/conversations/{{ref}}/{action}", describe(
+            guarded(area.act(action, api=True), api=True),
+            post=Operation(f"The conversation's {action}", answers=Done, form=FORMS[action])), methods=["POST"]))
     return routes

@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import time
 from datetime import UTC, datetime
+from typing import Literal
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -26,10 +28,16 @@ from starlette.routing import BaseRoute, Route
 from gateway.activity import SPANS, ModelUse, Summary, summarize
 from gateway.console.access import Viewer
 from gateway.console.charts import Chart, bar_chart
+from gateway.console.openapi import Operation, describe
 from gateway.console.pages import Console
 from gateway.console.services import ConsoleGateway
 from gateway.http.responses import error_response
 from gateway.store.console import ConsoleSession
+
+
+class SpanQuery(BaseModel):
+    span: Literal["day", "week"] = "day"
+    """The last day in hourly bars, or the last week in daily ones."""
 
 
 async def summary_for(console: Console, gateway: ConsoleGateway, viewer: Viewer, span: str) -> Summary:
@@ -87,5 +95,7 @@ def routes(console: Console) -> list[BaseRoute]:
 
     return [
         Route("/dashboard", console.guarded(page, api=False)),
-        Route("/api/dashboard", console.guarded(api, api=True)),
+        Route("/api/dashboard", describe(console.guarded(api, api=True),
+                                         get=Operation("Messages, latency, drops, errors and model use", answers=Summary,
+                                                       query=SpanQuery))),
     ]

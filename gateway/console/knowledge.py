@@ -33,13 +33,14 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from starlette.datastructures import UploadFile
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.console.access import Viewer
+from gateway.console.openapi import Operation, describe
 from gateway.console.signin import read_form
 from gateway.core.config import PartnerConfig
 from gateway.http.admin import NO_BRAIN
@@ -103,6 +104,39 @@ class Found(BaseModel):
     @classmethod
     def of(cls, passage: Passage) -> Found:
         return cls(title=passage.title, source=passage.source, text=passage.text)
+
+
+class DocumentList(BaseModel):
+    documents: list[DocumentSummary]
+
+
+class Uploaded(BaseModel):
+    status: str
+    """``added``, ``replaced`` or ``unchanged``."""
+    document: DocumentSummary
+
+
+class UploadForm(BaseModel):
+    file: bytes = Field(json_schema_extra={"format": "binary"})
+    """One file: Markdown, text, PDF, DOCX or HTML."""
+
+
+class SearchQuery(BaseModel):
+    q: str = Field(min_length=1)
+
+
+class SearchResults(BaseModel):
+    query: str
+    passages: list[Found]
+
+
+class DocumentDetail(BaseModel):
+    document: DocumentSummary
+    passages: list[PassageView]
+
+
+class Removed(BaseModel):
+    removed: str
 
 
 def clean_name(name: str) -> str | None:
@@ -223,8 +257,8 @@ class Knowledge:
             outcome, document = await self.upload(request, service, partner, viewer)
             if document is None:
                 return error_response(400, "send one file as the multipart field `file`" if outcome == "upload_missing" else outcome)
-            return JSONResponse({"status": outcome, "document": document.model_dump()}, status_code=201 if outcome == "added" else 200)
-        return JSONResponse({"documents": [DocumentSummary.of(d).model_dump() for d in await service.documents(partner.id)]})
+            return JSONResponse(Uploaded(status=outcome, document=document).model_dump(), status_code=201 if outcome == "added" else 200)
+        return JSONResponse(DocumentList(documents=[DocumentSummary.of(d) for d in await service.documents(partner.id)]).model_dump())
 
     async def api_search(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         found = self.resolve(request, viewer, api=True)
@@ -234,7 +268,7 @@ class Knowledge:
         query = request.query_params.get("q", "")
         if not query.strip():
             return error_response(400, "say what to search for: ?q=...")
-        return JSONResponse({"query": query, "passages": [f.model_dump() for f in await self.search(service, partner, query)]})
+        return JSONResponse(SearchResults(query=query, passages=await self.search(service, partner, query)).model_dump())
 
     async def api_document(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         found = self.resolve(request, viewer, api=True)
@@ -246,13 +280,13 @@ class Knowledge:
             if not await service.remove(partner.id, doc_id):
                 return error_response(404, "no such document")
             log.info("console document removed partner=%s doc=%s by=%s", partner.id, doc_id, viewer.username)
-            return JSONResponse({"removed": doc_id})
+            return JSONResponse(Removed(removed=doc_id).model_dump())
         kept = await service.document(partner.id, doc_id)
         if kept is None:
             return error_response(404, "no such document")
         document, chunks = kept
-        return JSONResponse({"document": DocumentSummary.of(document).model_dump(),
-                             "passages": [PassageView.of(document, c).model_dump() for c in chunks]})
+        return JSONResponse(DocumentDetail(document=DocumentSummary.of(document),
+                                           passages=[PassageView.of(document, c) for c in chunks]).model_dump())
 
 
 def routes(console: Console) -> list[BaseRoute]:
@@ -269,7 +303,16 @@ def routes(console: Console) -> list[BaseRoute]:
         Route(base, page(area.page), methods=["GET", "POST"]),
         Route(base + "/{doc}", page(area.document_page)),
         Route(base + "/{doc}/delete", page(area.delete_form), methods=["POST"]),
-        Route("/api" + base, api(area.api_documents), methods=["GET", "POST"]),
-        Route("/api" + base + "/search", api(area.api_search)),
-        Route("/api" + base + "/{doc}", api(area.api_document), methods=["GET", "DELETE"]),
+        Route("/api" + base, describe(api(area.api_documents),
+                                      get=Operation("The partner's documents", answers=DocumentList),
+                                      post=Operation("Upload one document (201 new, 200 replaced or unchanged)",
+                                                     answers=Uploaded, status=(200, 201), upload=UploadForm)),
+              methods=["GET", "POST"]),
+        Route("/api" + base + "/search", describe(api(area.api_search),
+                                                  get=Operation("Search as the partner would", answers=SearchResults,
+                                                                query=SearchQuery))),
+        Route("/api" + base + "/{doc}", describe(api(area.api_document),
+                                                 get=Operation("One document and its passages", answers=DocumentDetail),
+                                                 delete=Operation("Remove a document", answers=Removed)),
+              methods=["GET", "DELETE"]),
     ]

@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -42,6 +41,8 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.console.access import Viewer
+from gateway.console.openapi import Operation, describe
+from gateway.console.services import UsageToday
 from gateway.console.signin import read_form
 from gateway.core.config import PartnerConfig
 from gateway.core.errors import InvalidEvent
@@ -69,6 +70,35 @@ class LearnerSummary(BaseModel):
     @classmethod
     def of(cls, person: Person) -> LearnerSummary:
         return cls(id=person.id, name=person.name, identities=[str(a.identity) for a in person.accounts])
+
+
+class LearnerList(BaseModel):
+    learners: list[LearnerSummary]
+
+
+class LearnerDetail(BaseModel):
+    learner: LearnerSummary
+    usage_today: UsageToday | None
+    """None without the brain's usage ledger."""
+    memory: dict[str, Any]
+    """The export ``partners memory export`` writes (notes with provenance, facts, preferences, history)."""
+
+
+class NotesBody(BaseModel):
+    markdown: str
+
+
+class ForgetQuery(BaseModel):
+    confirm: str
+    """The learner's id again: forgetting cannot be undone."""
+
+
+class Saved(BaseModel):
+    saved: bool
+
+
+class Forgotten(BaseModel):
+    forgotten: str
 
 
 class Learners:
@@ -244,7 +274,7 @@ class Learners:
         controls = self.controls
         if controls is None:
             return error_response(503, NO_BRAIN)
-        return JSONResponse({"learners": [LearnerSummary.of(p).model_dump() for p in await self.learners(controls, partner)]})
+        return JSONResponse(LearnerList(learners=[LearnerSummary.of(p) for p in await self.learners(controls, partner)]).model_dump())
 
     async def api_learner(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         found = await self.resolve(request, viewer, api=True)
@@ -253,14 +283,13 @@ class Learners:
         controls, partner, person = found
         if request.method == "GET":
             usage = await self.console.gateway.usage_today(partner, person.id) if self.console.gateway else None
-            return JSONResponse({"learner": LearnerSummary.of(person).model_dump(),
-                                 "usage_today": None if usage is None else asdict(usage),
-                                 "memory": await self.memory(controls, viewer, partner, person)})
+            return JSONResponse(LearnerDetail(learner=LearnerSummary.of(person), usage_today=usage,
+                                              memory=await self.memory(controls, viewer, partner, person)).model_dump(mode="json"))
         if request.method == "DELETE":
             if request.query_params.get("confirm") != person.id:
                 return error_response(400, f"forgetting erases the learner for good: repeat their id as ?confirm={person.id}")
             running = await self.forget(found, viewer)
-            return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)}) if running else JSONResponse({"forgotten": person.id})
+            return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)}) if running else JSONResponse(Forgotten(forgotten=person.id).model_dump())
         raw = await read_limited(request, MAX_NOTES_BYTES)
         if raw is None:
             return error_response(413, f"the notes are larger than {MAX_NOTES_BYTES // 1024} KiB; shorten them and send again")
@@ -272,7 +301,7 @@ class Learners:
         if not isinstance(markdown, str):
             return error_response(400, 'send JSON {"markdown": "..."}')
         running = await self.edit(found, markdown, viewer)
-        return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)}) if running else JSONResponse({"saved": True})
+        return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)}) if running else JSONResponse(Saved(saved=True).model_dump())
 
 
 def routes(console: Console) -> list[BaseRoute]:
@@ -291,6 +320,11 @@ def routes(console: Console) -> list[BaseRoute]:
         Route(learner + "/notes", page(area.notes_form), methods=["POST"]),
         Route(learner + "/export", page(area.export)),
         Route(learner + "/forget", page(area.forget_page), methods=["GET", "POST"]),
-        Route("/api/partners/{partner}/learners", api(area.api_list)),
-        Route("/api" + learner, api(area.api_learner), methods=["GET", "PUT", "DELETE"]),
+        Route("/api/partners/{partner}/learners", describe(api(area.api_list),
+                                                           get=Operation("The partner's learners", answers=LearnerList))),
+        Route("/api" + learner, describe(api(area.api_learner),
+                                         get=Operation("A learner: identities, usage today, memory", answers=LearnerDetail),
+                                         put=Operation("Replace the learner's notes", answers=Saved, body=NotesBody),
+                                         delete=Operation("Forget the learner", answers=Forgotten, query=ForgetQuery)),
+              methods=["GET", "PUT", "DELETE"]),
     ]

@@ -12,11 +12,15 @@ route                           method     viewer -> answer
 ``/console/api/partners``       GET        signed in 200 (only what :class:`Viewer` sees); stranger 401
 ``/console/api/partners/{id}``  GET        sees it 200; not theirs or no such partner 404; stranger 401
 ``/console/api/users``          GET        administrator 200; teacher 403; stranger 401
+``/console/api/openapi.json``   GET        signed in 200: the JSON API's OpenAPI document; stranger 401
 ``/console/static/...``         GET        anyone (the stylesheet)
 ==============================  =========  ==========================================================
 
 A stranger is anyone without a live session: no cookie, a forged or expired one, a disabled user;
-a cookie that opens no session is cleared in the answer.  Every unsafe request of a session needs
+a cookie that opens no session is cleared in the answer.  Every ``/console/api`` route also takes an
+API token, ``Authorization: Bearer <token>`` (:mod:`gateway.console.tokens`), in place of the cookie: it
+acts as the user who made it, needs no CSRF token (it is sent by a script on purpose, never attached by a
+browser on its own), and a header that opens nothing is 401 -- never a fall back to the cookie.  Every unsafe request of a session needs
 its CSRF token (:mod:`gateway.console.signin`).  Pages say ``Cache-Control: no-store``, send a
 ``Referer`` only to the gateway itself (the setup link's token must not leave in one; ``no-referrer``
 would make Chromium post the forms with ``Origin: null``, which the host guard rightly refuses) and
@@ -42,6 +46,7 @@ from starlette.staticfiles import StaticFiles
 from gateway.console import passwords
 from gateway.console.access import Viewer
 from gateway.console.areas import AREAS
+from gateway.console.openapi import Operation, describe, openapi
 from gateway.console.services import ConsoleGateway
 from gateway.console.signin import (
     CSRF_FIELD,
@@ -61,8 +66,10 @@ from gateway.console.signin import (
 )
 from gateway.console.texts import language_of, words
 from gateway.core.config import Config, PartnerConfig
+from gateway.http.admin import REALM, bearer
 from gateway.http.responses import error_response
-from gateway.store.console import ConsoleSession, ConsoleStore, ConsoleUser, Role, normal_username
+from gateway.store import Store
+from gateway.store.console import ConsoleSession, ConsoleUser, Role, normal_username
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +117,22 @@ class UserSummary(BaseModel):
                    created_at=user.created_at, disabled=user.disabled)
 
 
+class PartnerList(BaseModel):
+    partners: list[PartnerSummary]
+
+
+class UserList(BaseModel):
+    users: list[UserSummary]
+
+
+class OpenApiDocument(BaseModel):
+    """The OpenAPI 3.1 document itself (its shape is OpenAPI's)."""
+
+    model_config = {"extra": "allow"}
+
+    openapi: str
+
+
 Handler = Callable[[Request, Viewer, ConsoleSession], Awaitable[Response]]
 
 
@@ -119,10 +142,11 @@ class Console:
     ``gateway`` is what the areas of the console (conversations, learners, channels...) read and
     operate; it is None only where a test builds the routes without a gateway to list them."""
 
-    def __init__(self, config: Config, store: ConsoleStore, limit: SignInLimit | None = None, *,
+    def __init__(self, config: Config, store: Store, limit: SignInLimit | None = None, *,
                  gateway: ConsoleGateway | None = None) -> None:
         self.config, self.store, self.gateway = config, store, gateway
         self.limit = limit or SignInLimit()
+        self._openapi: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ rendering
 
@@ -155,6 +179,8 @@ class Console:
         unsafe methods need the session's CSRF token (403); ``administrators_only`` answers a teacher 403."""
 
         async def endpoint(request: Request) -> Response:
+            if api and "authorization" in request.headers:
+                return await self._by_token(request, handler, administrators_only)
             session = await self.session_of(request)
             if session is None:
                 response: Response = (error_response(401, "sign in to the console first") if api
@@ -170,6 +196,25 @@ class Console:
             return await handler(request, viewer, session)
 
         return endpoint
+
+    async def _by_token(self, request: Request, handler: Handler, administrators_only: bool) -> Response:
+        """An API request with ``Authorization``: a live token's user, or 401 -- the cookie is not looked at."""
+        from gateway.console.tokens import is_console_token
+
+        presented = bearer(request.headers["authorization"])
+        if presented is None:
+            return error_response(401, "send the token as `Authorization: Bearer <token>`", {"WWW-Authenticate": REALM})
+        found = await self.store.api_token_user(presented) if is_console_token(presented) else None
+        if found is None:
+            return error_response(401, "this token opens nothing: unknown, revoked or expired, or its user is disabled",
+                                  {"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
+        user, token = found
+        viewer = Viewer.of(user)
+        if administrators_only and not viewer.administers:
+            return error_response(403, "only an administrator may do this")
+        # A session in form only: its CSRF token is a fresh secret nobody holds, so nothing can match it.
+        session = ConsoleSession(user, new_secret(), token.created_at, token.expires_at or float("inf"))
+        return await handler(request, viewer, session)
 
     # ------------------------------------------------------------------ sign-in and out
 
@@ -251,7 +296,7 @@ class Console:
                            partners=[PartnerSummary.of(p) for p in viewer.partners(self.config)])
 
     async def api_partners(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
-        return JSONResponse({"partners": [PartnerSummary.of(p).model_dump() for p in viewer.partners(self.config)]})
+        return JSONResponse(PartnerList(partners=[PartnerSummary.of(p) for p in viewer.partners(self.config)]).model_dump())
 
     async def api_partner(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         partner = viewer.partner(self.config, request.path_params["partner"])
@@ -260,7 +305,14 @@ class Console:
         return JSONResponse(PartnerSummary.of(partner).model_dump())
 
     async def api_users(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
-        return JSONResponse({"users": [UserSummary.of(u).model_dump(mode="json") for u in await self.store.console_users()]})
+        return JSONResponse(UserList(users=[UserSummary.of(u) for u in await self.store.console_users()]).model_dump(mode="json"))
+
+    async def api_openapi(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
+        if self._openapi is None:  # the routes are fixed once the app is built
+            from gateway import __version__
+
+            self._openapi = openapi(request.app.routes, "Partners Gateway: console and admin API", __version__)
+        return JSONResponse(self._openapi)
 
     def routes(self) -> list[BaseRoute]:
         return [
@@ -270,14 +322,19 @@ class Console:
                 Route("/login", self.login, methods=["GET", "POST"]),
                 Route("/logout", self.logout, methods=["POST"]),
                 Route("/setup", self.setup, methods=["GET", "POST"]),
-                Route("/api/partners", self.guarded(self.api_partners, api=True)),
-                Route("/api/partners/{partner}", self.guarded(self.api_partner, api=True)),
-                Route("/api/users", self.guarded(self.api_users, api=True, administrators_only=True)),
+                Route("/api/partners", describe(self.guarded(self.api_partners, api=True),
+                                                get=Operation("The partners in sight", answers=PartnerList))),
+                Route("/api/partners/{partner}", describe(self.guarded(self.api_partner, api=True),
+                                                          get=Operation("One partner in sight", answers=PartnerSummary))),
+                Route("/api/users", describe(self.guarded(self.api_users, api=True, administrators_only=True),
+                                             get=Operation("The console's users (administrators only)", answers=UserList))),
+                Route("/api/openapi.json", describe(self.guarded(self.api_openapi, api=True),
+                                                    get=Operation("This document", answers=OpenApiDocument))),
                 Mount("/static", app=StaticFiles(directory=HERE / "static"), name="console-static"),
                 *[route for area in AREAS for route in area(self)],
             ]),
         ]
 
 
-def console_routes(config: Config, store: ConsoleStore, gateway: ConsoleGateway) -> list[BaseRoute]:
+def console_routes(config: Config, store: Store, gateway: ConsoleGateway) -> list[BaseRoute]:
     return Console(config, store, gateway=gateway).routes()

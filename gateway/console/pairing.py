@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.console.access import Viewer
+from gateway.console.openapi import Operation, describe
 from gateway.console.services import ConsoleGateway
 from gateway.core.config import PartnerConfig
 from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind
@@ -58,6 +59,18 @@ class PairingSummary(BaseModel):
     user: str
     display_name: str
     expires_in_s: int
+
+
+class PairingList(BaseModel):
+    waiting: list[PairingSummary]
+
+
+class Decided(BaseModel):
+    done: str
+    """``approve`` or ``deny``."""
+    code: str
+    released: int
+    """Held messages answered at once (an approval)."""
 
 
 def partner_of(gateway: ConsoleGateway, request: PairingRequest) -> PartnerConfig | None:
@@ -94,7 +107,7 @@ class Pairing:
                                    waiting=await self._waiting(viewer), notice=DONE_WORDS.get(done or ""))
 
     async def api_list(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
-        return JSONResponse({"waiting": [w.model_dump() for w in await self._waiting(viewer)]})
+        return JSONResponse(PairingList(waiting=await self._waiting(viewer)).model_dump())
 
     def decide(self, decision: str, *, api: bool) -> Callable[[Request, Viewer, ConsoleSession], Awaitable[Response]]:
         async def endpoint(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
@@ -108,7 +121,7 @@ class Pairing:
             log.info("console pairing decision=%s user=%s platform=%s account=%s sender=%s released=%d", decision,
                      viewer.username, resolved.channel, resolved.account, resolved.user, released)
             if api:
-                return JSONResponse({"done": decision, "code": code, "released": released})
+                return JSONResponse(Decided(done=decision, code=code, released=released).model_dump())
             return RedirectResponse(f"/console/pairing?done={decision}", status_code=303, headers={"Cache-Control": "no-store"})
 
         return endpoint
@@ -119,10 +132,13 @@ def routes(console: Console) -> list[BaseRoute]:
     guarded = console.guarded
     found: list[BaseRoute] = [
         Route("/pairing", guarded(area.page, api=False)),
-        Route("/api/pairing", guarded(area.api_list, api=True)),
+        Route("/api/pairing", describe(guarded(area.api_list, api=True),
+                                       get=Operation("The learners waiting for approval", answers=PairingList))),
     ]
     for decision in DECISIONS:
         found.append(Route(f"/pairing/{{code}}/{decision}", guarded(area.decide(decision, api=False), api=False), methods=["POST"]))
-        found.append(Route(f"/api/pairing/{{code}}/{decision}", guarded(area.decide(decision, api=True), api=True),
+        found.append(Route(f"/api/pairing/{{code}}/{decision}",
+                           describe(guarded(area.decide(decision, api=True), api=True),
+                                    post=Operation(f"{decision.title()} a waiting learner", answers=Decided)),
                            methods=["POST"]))
     return found

@@ -1,9 +1,13 @@
 """The teachers' JSON API over memory controls, for a web console.
 
 The same operations as ``partners memory`` (see ``brain.memory.controls``),
-over HTTP under ``/api/v1``.  It is off until a token is configured: each
-teacher's in ``http.admin_tokens`` (reaching only the partners that teacher
-owns), the operator's in ``http.admin_token`` (reaching every partner).
+over HTTP under ``/api/v1``.  Its tokens are the console's API tokens
+(``/console/tokens``, ADR 0041): a teacher's reaches the partners that teacher
+sees in the console, an administrator's every partner.  The config's tokens,
+now deprecated, keep working: each teacher's in ``http.admin_tokens`` (reaching
+only the partners that teacher owns), the operator's in ``http.admin_token``
+(reaching every partner).  Without a store and without a config token the API
+is off (404).
 Every request carries ``Authorization: Bearer <token>`` (RFC 6750: the scheme
 is required, in any case); a missing or wrong one is answered 401 with
 ``WWW-Authenticate: Bearer``, a partner the token does not reach 403.  Tokens
@@ -32,10 +36,13 @@ from __future__ import annotations
 import hmac
 from typing import TYPE_CHECKING, Literal
 
+from pydantic import BaseModel, ConfigDict
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
+from gateway.console.access import Viewer
+from gateway.console.openapi import Operation, describe
 from gateway.core.config import AdminToken, Config, PartnerConfig
 from gateway.core.errors import InvalidEvent
 from gateway.http.body import read_limited
@@ -44,6 +51,7 @@ from gateway.jsonbody import decode_json
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.memory.guarded import GuardedControls
+    from gateway.store.tokens import ApiTokenStore
 
 PREFIX = "/api/v1/partners/{partner}/learners/{identity}/memory"
 MAX_NOTES_BYTES = 64 * 1024
@@ -72,39 +80,85 @@ def holder(config: Config, presented: str) -> AdminToken | Literal["operator"] |
     return found
 
 
+async def console_holder(tokens: ApiTokenStore | None, presented: str) -> Viewer | None:
+    """The console user a console API token acts as (:mod:`gateway.console.tokens`); None for any other string."""
+    from gateway.console.tokens import is_console_token
+
+    if tokens is None or not is_console_token(presented):
+        return None
+    found = await tokens.api_token_user(presented)
+    viewer = Viewer.of(found[0]) if found is not None else None
+    return viewer if viewer is not None and viewer.signed_in else None
+
+
+class MemoryExport(BaseModel):
+    """Everything kept for the learner: notes with footnote provenance, facts, preferences, history."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class NotesBody(BaseModel):
+    markdown: str
+
+
+class NotesSaved(BaseModel):
+    footnotes_kept: int
+
+
+class DeleteQuery(BaseModel):
+    keep_history: bool = False
+
+
+class Deleted(BaseModel):
+    deleted: dict[str, int]
+    """What was removed, by kind (facts, preferences, notes, conversations)."""
+
+
 RETRY_AFTER_S = 5
 """What a 409 for a running turn suggests: turns end in seconds."""
 NO_BRAIN = ("the memory controls are not available: this gateway runs a plugged-in responder "
             "(PARTNERS_RESPONDER or an embedding program's), not its own brain")
 
 
-def admin_routes(config: Config, memory: GuardedControls | None) -> list[Route]:
-    """``memory``: the gateway's brain's controls; None with a plugged-in responder."""
-    enabled = config.http.admin_token is not None or bool(config.http.admin_tokens)
+def admin_routes(config: Config, memory: GuardedControls | None, tokens: ApiTokenStore | None = None) -> list[Route]:
+    """``memory``: the gateway's brain's controls; None with a plugged-in responder.  ``tokens``: the store
+    that keeps the console's API tokens; None where there is no store (then only the config's tokens work)."""
+    enabled = tokens is not None or config.http.admin_token is not None or bool(config.http.admin_tokens)
 
     async def handle(request: Request) -> Response:
         if not enabled:
-            return error_response(404, "the admin API is off: set http.admin_tokens (or the operator's http.admin_token) to turn it on")
+            return error_response(404, "the admin API is off: make an API token at /console/tokens (the gateway needs its store)")
         presented = bearer(request.headers.get("authorization", ""))
         if presented is None:
             return error_response(401, "send the token as `Authorization: Bearer <token>`", {"WWW-Authenticate": REALM})
-        who = holder(config, presented)
-        if who is None:
+        viewer = await console_holder(tokens, presented)
+        who = holder(config, presented) if viewer is None else None
+        if viewer is None and who is None:
             return error_response(401, "a valid bearer token is required", {"WWW-Authenticate": f'{REALM}, error="invalid_token"'})
         name = request.path_params["partner"]
         partner = _partner(config, name)
         if isinstance(who, AdminToken) and (partner is None or not who.covers(partner)):  # unknown or not theirs: the same answer
             return error_response(403, f"this token does not reach partner {name!r}: it covers {who.teacher}'s partners only",
                           {"WWW-Authenticate": f'{REALM}, error="insufficient_scope"'})
+        if viewer is not None and not viewer.administers and (partner is None or not viewer.sees(partner)):
+            return error_response(403, f"this token does not reach partner {name!r}: it covers {viewer.teacher}'s partners only",
+                                  {"WWW-Authenticate": f'{REALM}, error="insufficient_scope"'})
         if partner is None:
             return error_response(404, f"no partner {name!r}")
         if memory is None:
             return error_response(503, NO_BRAIN)
         return await _operate(memory, partner, request)
 
+    async def handle_md(request: Request) -> Response:
+        return await handle(request)
+
     return [
-        Route(PREFIX, handle, methods=["GET", "PUT", "DELETE"]),
-        Route(PREFIX + ".md", handle, methods=["GET"]),
+        Route(PREFIX, describe(handle, get=Operation("Export a learner's memory", answers=MemoryExport),
+                               put=Operation("Replace a learner's notes", answers=NotesSaved, body=NotesBody),
+                               delete=Operation("Delete a learner's memory", answers=Deleted, query=DeleteQuery)),
+              methods=["GET", "PUT", "DELETE"]),
+        Route(PREFIX + ".md", describe(handle_md, get=Operation("A learner's memory as Markdown", media="text/markdown")),
+              methods=["GET"]),
     ]
 
 

@@ -141,8 +141,8 @@ def build_app(gateway: ServedGateway) -> Starlette:
         from gateway.http.admin import admin_routes
 
         brain = getattr(gateway, "brain", None)  # the Gateway's own brain; None with a plugged-in responder
-        routes += admin_routes(config, brain.memory if brain is not None else None)
-        store = getattr(gateway, "store", None)  # the Gateway's store holds the console's users and sessions
+        store = getattr(gateway, "store", None)  # the Gateway's store holds the console's users, sessions and API tokens
+        routes += admin_routes(config, brain.memory if brain is not None else None, store)
         if store is not None:
             from gateway.console.pages import console_routes
             from gateway.console.services import ConsoleGateway

@@ -20,6 +20,7 @@ from gateway.core.messages import Address, InboundMessage, Media, MessageId, Out
 from gateway.store.activity import ActivityStore
 from gateway.store.console import ConsoleStore
 from gateway.store.health import StoreHealth
+from gateway.store.tokens import ApiTokenStore
 
 
 class InboundState(str, Enum):
@@ -114,7 +115,7 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
 from gateway.store.transcripts import TranscriptStore  # noqa: E402
 
 
-class Store(ConsoleStore, TranscriptStore, ActivityStore, Protocol):
+class Store(ConsoleStore, TranscriptStore, ActivityStore, ApiTokenStore, Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
 

@@ -154,6 +154,20 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (hour, partner, channel, account, measure, label)
         )""",
     ],
+    [
+        # Migration 9 (ADR 0041; migration 8 is another branch's, independent of this one): the console's API
+        # tokens (gateway.store.tokens).  Kept only as SHA-256 digests; a token goes with its user.
+        """CREATE TABLE IF NOT EXISTS console_tokens (
+            id TEXT PRIMARY KEY,
+            digest TEXT NOT NULL UNIQUE,
+            username TEXT NOT NULL REFERENCES console_users (username) ON DELETE CASCADE,
+            name TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            last_used_at REAL,
+            expires_at REAL
+        )""",
+        "CREATE INDEX IF NOT EXISTS console_tokens_user ON console_tokens (username, created_at)",
+    ],
 ]
 
 

@@ -41,6 +41,7 @@ from gateway.store.console import ConsoleRows
 from gateway.store.health import StoreHealth, is_store_failure
 from gateway.store.migrations import GATEWAY_SCHEMA
 from gateway.store.schema import open_database
+from gateway.store.tokens import ApiTokenRows
 from gateway.store.transcripts import TranscriptRows
 
 log = logging.getLogger(__name__)
@@ -54,7 +55,7 @@ def _pairing_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
 
 
-class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows):
+class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, ApiTokenRows):
     def __init__(self, path: Path, *, synchronous: str = "FULL", max_batch: int = 512) -> None:
         self.path = Path(path)
         self.synchronous = synchronous
@@ -676,7 +677,7 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows):
                 "DELETE FROM outbox WHERE state IN (?, ?) AND updated_at < ?",
                 (ReplyState.DELIVERED.value, ReplyState.FAILED.value, now - finished_replies_after_s),
             ).rowcount
-            return removed + self._prune_console(conn, now) + self._prune_activity(conn, now)
+            return removed + self._prune_console(conn, now) + self._prune_activity(conn, now) + self._prune_tokens(conn, now)
 
         return await self._run(op)
 

@@ -26,11 +26,19 @@ AREA_API = ("/console/api/conversations", "/console/api/pairing")
 UNKNOWN_REF = "dGVsZWdyYW06bWFpbjo0MDQ"  # a conversation key no one has written in
 NOT_THERE = (f"/console/conversations/{UNKNOWN_REF}", f"/console/api/conversations/{UNKNOWN_REF}")
 STRANGERS = ("no cookie", "forged cookie", "expired session", "disabled user")
+TOKEN_PATHS = ("/console/tokens", "/console/api/tokens")
+TOKEN_WALK = [("GET", "/console/tokens"), ("POST", "/console/tokens"), ("POST", "/console/tokens/0123456789abcdef/revoke"),
+              ("GET", "/console/api/tokens"), ("POST", "/console/api/tokens"), ("DELETE", "/console/api/tokens/0123456789abcdef"),
+              ("GET", "/console/api/openapi.json")]
 
 
 def expected(viewer: str, method: str, path: str) -> int:
     """The status a viewer gets; the one statement of who may do what that this test holds the app to."""
     stranger = viewer in STRANGERS
+    if path.startswith(TOKEN_PATHS):  # API tokens (gateway.console.tokens)
+        if stranger:
+            return 401 if path.startswith("/console/api/") else 303
+        return 200 if method == "GET" else 403  # the walk sends no CSRF token
     if path.startswith(AREA_PAGES) or path.startswith(AREA_API):  # conversations and pairing
         if stranger:
             return 303 if path.startswith(AREA_PAGES) else 401
@@ -113,6 +121,7 @@ WALK = [
     ("GET", "/console/dashboard?span=week"),
     ("GET", "/console/api/dashboard"),
     *AREA_WALK,
+    *TOKEN_WALK,
 ]
 
 
@@ -130,6 +139,7 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
     walked |= {path.replace(UNKNOWN_REF, "{ref}").replace("ABCD2345", "{code}") for path in walked}
     walked |= {"/console/channels/{channel}/{account}/{do}", "/console/api/channels/{channel}/{account}/{do}"}
     walked |= {path.replace("{p}", "{partner}") for _, path in (*(("GET", p) for p in AREA_PATHS), *AREA_WRITES)}
+    walked |= {path.replace("0123456789abcdef", "{token}") for _, path in TOKEN_WALK}
     assert app_paths <= walked, app_paths - walked
 
 

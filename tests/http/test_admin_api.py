@@ -51,11 +51,12 @@ async def client(tmp_path, monkeypatch):
         yield http
 
 
-async def test_the_api_is_off_without_a_token(tmp_path):
+async def test_without_a_config_token_the_api_asks_for_a_console_token(tmp_path):
+    """The console's API tokens (ADR 0041) are the API's own now: a gateway with a store is never "off"."""
     app = build_app(Gateway(config(tmp_path, token=False)))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://127.0.0.1") as http:
         response = await http.get(URL)
-    assert response.status_code == 404 and "admin_token" in response.json()["error"]
+    assert response.status_code == 401 and response.headers["www-authenticate"].startswith("Bearer")
 
 
 async def test_wrong_or_missing_tokens_are_refused(client):
