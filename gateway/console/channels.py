@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 from datetime import datetime
+from typing import Literal
 
 from pydantic import BaseModel
 from starlette.requests import Request
@@ -59,6 +60,12 @@ class ChannelAccount(BaseModel):
 
 class ChannelList(BaseModel):
     accounts: list[ChannelAccount]
+
+
+class AccountAction(BaseModel):
+    channel: str
+    account: str
+    do: Literal["disable", "enable", "restart"]
 
 
 async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer) -> list[ChannelAccount]:
@@ -131,6 +138,6 @@ def routes(console: Console) -> list[BaseRoute]:
         Route("/channels/{channel}/{account}/{do}", console.guarded(act_form, api=False), methods=["POST"]),
         Route("/api/channels/{channel}/{account}/{do}", describe(
             console.guarded(act_api, api=True),
-            post=Operation("Disable, enable or restart a channel account (do: disable, enable, restart)", answers=ChannelAccount)),
+            post=Operation("Disable, enable or restart a channel account", answers=ChannelAccount, path=AccountAction)),
             methods=["POST"]),
     ]

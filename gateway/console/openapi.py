@@ -60,6 +60,8 @@ class Operation:
     """A ``multipart/form-data`` request body (a field of ``format: binary`` is a file)."""
     query: type[BaseModel] | None = None
     """The query parameters, one field each."""
+    path: type[BaseModel] | None = None
+    """Path parameters with a narrower shape than any string (a closed set of actions), one field each."""
     media: str = "application/json"
     """The success's content type."""
 
@@ -104,7 +106,7 @@ def openapi(routes: Sequence[BaseRoute], title: str, version: str) -> dict[str, 
 
     paths: dict[str, dict[str, Any]] = {}
     for path, method, op in found:
-        paths.setdefault(path, {})[method] = _operation(path, method, op, ref, schemas)
+        paths.setdefault(path, {})[method] = _operation(path, method, op, ref)
     return {
         "openapi": VERSION,
         "info": {"title": title, "version": version},
@@ -121,9 +123,10 @@ def openapi(routes: Sequence[BaseRoute], title: str, version: str) -> dict[str, 
     }
 
 
-def _operation(path: str, method: str, op: Operation, ref: Callable[[type[BaseModel], JsonSchemaMode], dict[str, Any]],
-               schemas: dict[str, Any]) -> dict[str, Any]:
-    parameters: list[dict[str, Any]] = [{"name": name, "in": "path", "required": True, "schema": {"type": "string"}}
+def _operation(path: str, method: str, op: Operation, ref: Callable[[type[BaseModel], JsonSchemaMode], dict[str, Any]]
+               ) -> dict[str, Any]:
+    shaped = op.path.model_json_schema(ref_template=REF).get("properties", {}) if op.path is not None else {}
+    parameters: list[dict[str, Any]] = [{"name": name, "in": "path", "required": True, "schema": shaped.get(name, {"type": "string"})}
                                         for name in _PATH_PARAM.findall(path)]
     if op.query is not None:
         shape = op.query.model_json_schema(ref_template=REF)
