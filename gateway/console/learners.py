@@ -289,7 +289,9 @@ class Learners:
             if request.query_params.get("confirm") != person.id:
                 return error_response(400, f"forgetting erases the learner for good: repeat their id as ?confirm={person.id}")
             running = await self.forget(found, viewer)
-            return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)}) if running else JSONResponse(Forgotten(forgotten=person.id).model_dump())
+            if running:
+                return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)})
+            return JSONResponse(Forgotten(forgotten=person.id).model_dump())
         raw = await read_limited(request, MAX_NOTES_BYTES)
         if raw is None:
             return error_response(413, f"the notes are larger than {MAX_NOTES_BYTES // 1024} KiB; shorten them and send again")
@@ -301,7 +303,9 @@ class Learners:
         if not isinstance(markdown, str):
             return error_response(400, 'send JSON {"markdown": "..."}')
         running = await self.edit(found, markdown, viewer)
-        return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)}) if running else JSONResponse(Saved(saved=True).model_dump())
+        if running:
+            return error_response(409, running, {"Retry-After": str(RETRY_AFTER_S)})
+        return JSONResponse(Saved(saved=True).model_dump())
 
 
 def routes(console: Console) -> list[BaseRoute]:

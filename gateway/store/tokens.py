@@ -95,7 +95,7 @@ class ApiTokenRows:
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> list[ApiToken]:
-            where, args = "(t.expires_at IS NULL OR t.expires_at > ?)", [now]
+            where, args = "(t.expires_at IS NULL OR t.expires_at > ?)", list[object]([now])
             if username is not None:
                 where += " AND t.username = ?"
                 args.append(normal_username(username))

@@ -1,14 +1,14 @@
 """Property-based fuzzing of the JSON API from its own OpenAPI document: no request gets a 500.
 
-Schemathesis reads ``/console/api/openapi.json`` from a real gateway served on loopback (the console
-rig with its own brain, three learners and a document, so the learners and knowledge routes run their
-real code), then sends each operation :data:`EXAMPLES` requests of valid data, and as many of invalid
-data to each that reads a body or a query -- path parameters, queries and bodies drawn from the operation's schemas, or made to break them --
-with an administrator's API token, with a teacher's, and with a teacher's signed-in session (cookie and
-CSRF header: the one way to make a token).  Every answer must be a non-5xx whose body matches the schema of its status (an error's
-is ``{"error"}``).  The fuzzer is told the names that exist (partner, learner and document ids) beside
-any string, so it gets past "no such partner" as often as not.  New routes are picked up from the
-document: a route described there is fuzzed without a line here.  Derandomized, so a run is the same
+Schemathesis reads ``/console/api/openapi.json`` from a real gateway served on loopback (the console rig with
+its own brain, three learners and a document, so the learners and knowledge routes run their real code), then
+sends each operation :data:`EXAMPLES` requests of valid data, and as many of invalid data to each that reads a
+body or a query -- path parameters, queries and bodies drawn from the operation's schemas, or made to break
+them -- with an administrator's API token, with a teacher's, and with a teacher's signed-in session (cookie
+and CSRF header: the one way to make a token). Every answer must be a non-5xx whose body matches the schema of
+its status (an error's is ``{"error"}``). The fuzzer is told the names that exist (partner, learner and
+document ids) beside any string, so it gets past "no such partner" as often as not. New routes are picked up
+from the document: a route described there is fuzzed without a line here. Derandomized, so a run is the same
 every time and a failure can be replayed.
 """
 

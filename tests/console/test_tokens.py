@@ -98,7 +98,8 @@ async def test_a_token_cannot_make_a_token(served):
 async def test_a_revoked_token_opens_nothing(served):
     ada_token, ben_token = await made_token(served, "ada"), await made_token(served, "ben")
     async with client(served.url) as http:
-        ids = {t["username"]: t["id"] for t in (await http.get("/console/api/tokens", headers=bearer(await made_token(served, "root")))).json()["tokens"]}
+        everyone = await http.get("/console/api/tokens", headers=bearer(await made_token(served, "root")))
+        ids = {t["username"]: t["id"] for t in everyone.json()["tokens"]}
         assert (await http.delete(f"/console/api/tokens/{ids['ben']}", headers=bearer(ada_token))).status_code == 404  # not hers
         assert (await http.get("/console/api/partners", headers=bearer(ben_token))).status_code == 200
         revoked = await http.delete(f"/console/api/tokens/{ids['ada']}", headers=bearer(ada_token))  # a leaked token revokes itself
@@ -186,3 +187,14 @@ async def test_no_token_reaches_the_logs(served, caplog):
         await http.get("/console/api/partners", headers=bearer(token))
     assert "console token created" in caplog.text and "console token revoked" in caplog.text  # the log did see it all
     assert token not in caplog.text and token[len(PREFIX):] not in caplog.text
+
+
+async def test_a_name_no_store_can_keep_is_refused_not_a_500(served):
+    """JSON can spell a lone surrogate (``"\\ud800"``), which SQLite cannot store: it is refused with 400."""
+    async with aclosing(await signed_in(served.url, "ada")) as ada:
+        csrf = {"X-CSRF-Token": await csrf_of(ada), "Content-Type": "application/json"}
+        refused = await ada.post("/console/api/tokens", content=b'{"name": "report-\\ud800"}', headers=csrf)
+        assert refused.status_code == 400 and "name" in refused.json()["error"]
+        for body in (b'{"name": "x", "expires_in_days": 0}', b'{"name": "x", "extra": 1}', b'[1]', b'{"name": ' + b'"y' * 5000 + b'"}'):
+            assert (await ada.post("/console/api/tokens", content=body, headers=csrf)).status_code in (400, 413), body[:40]
+        assert (await ada.get("/console/api/tokens")).json()["tokens"] == []
