@@ -47,7 +47,7 @@ from gateway.console.openapi import Operation, describe
 from gateway.console.services import ConsoleGateway
 from gateway.console.signin import read_form
 from gateway.core.config import PartnerConfig
-from gateway.core.messages import Address
+from gateway.core.messages import Address, ReplyAuthor
 from gateway.http.responses import error_response
 from gateway.store import InboundState, ReplyState, Takeover
 from gateway.store.console import ConsoleSession
@@ -105,6 +105,8 @@ class Line(BaseModel):
 
     heard: bool
     who: str
+    author: ReplyAuthor | None = None
+    """Whose words a reply carries (the page names a teacher's and the gateway's apart); None when heard."""
     text: str
     at: float
     state: str
@@ -179,7 +181,8 @@ def _line(entry: Heard | Said, partner: PartnerConfig) -> Line:
         sender = entry.message.sender
         return Line(heard=True, who=sender.display_name or sender.user, text=entry.message.text, at=entry.at,
                     state=entry.state.value)
-    return Line(heard=False, who=partner.name, text=entry.reply.markdown, at=entry.at, state=entry.state.value)
+    return Line(heard=False, who=partner.name, author=entry.reply.author, text=entry.reply.markdown, at=entry.at,
+                state=entry.state.value)
 
 
 @dataclass(frozen=True)

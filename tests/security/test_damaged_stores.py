@@ -132,7 +132,7 @@ def test_serve_refuses_a_store_from_a_newer_release(workdir):
     data = workdir / "data"
     make_stores(data)
     conn = sqlite3.connect(data / "gateway.db")
-    conn.execute(f"PRAGMA user_version = {GATEWAY_SCHEMA.version + 1}")  # one past this release, whatever it is
+    conn.execute(f"PRAGMA user_version = {GATEWAY_SCHEMA.version + 1}")
     conn.commit()
     conn.close()
 
