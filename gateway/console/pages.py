@@ -65,6 +65,7 @@ from gateway.console.signin import (
     set_session,
 )
 from gateway.console.texts import language_of, words
+from gateway.console.tokens import is_console_token
 from gateway.core.config import Config, PartnerConfig
 from gateway.http.admin import REALM, bearer
 from gateway.http.responses import error_response
@@ -199,8 +200,6 @@ class Console:
 
     async def _by_token(self, request: Request, handler: Handler, administrators_only: bool) -> Response:
         """An API request with ``Authorization``: a live token's user, or 401 -- the cookie is not looked at."""
-        from gateway.console.tokens import is_console_token
-
         presented = bearer(request.headers["authorization"])
         if presented is None:
             return error_response(401, "send the token as `Authorization: Bearer <token>`", {"WWW-Authenticate": REALM})

@@ -198,3 +198,17 @@ async def test_the_users_list_shows_no_password_hash(served):
     assert [u["username"] for u in users] == ["ada", "ben", "gone", "root"]
     assert {u["role"] for u in users} == {"administrator", "teacher"}
     assert not any("argon2" in str(value) for u in users for value in u.values())
+
+
+@pytest.mark.parametrize("viewer", TEACHERS_AND_ADMIN)
+async def test_a_token_gets_what_its_users_session_gets_on_every_api_read(served, viewer: str):
+    """An API token acts as its console user (ADR 0041): every JSON read of the walk answers it as the session."""
+    from tests.console.test_tokens import made_token
+
+    token = await made_token(served, viewer)
+    reads = [path for method, path in WALK if method == "GET" and path.startswith("/console/api/")]
+    assert len(reads) > 20
+    async with client(served.url, headers={"Authorization": f"Bearer {token}"}) as http:
+        for path in reads:
+            response = await http.get(path)
+            assert response.status_code == expected(viewer, "GET", path), (viewer, path, response.text[:200])
