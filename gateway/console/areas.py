@@ -29,6 +29,8 @@ def _channels(console: Console) -> list[BaseRoute]:
     return [*channels.routes(console), *dashboard.routes(console)]
 
 
+# A JSON route (``/api/...``) also states what it takes and answers with ``gateway.console.openapi.describe``
+# (ADR 0041): the OpenAPI document and the fuzzer read it, and tests/console/test_openapi.py fails without it.
 AREAS: tuple[Area, ...] = (
     learners.routes,
     knowledge.routes,
