@@ -9,20 +9,14 @@ import pytest
 
 from tests.browser import TIMEOUT_MS, signed_in_tab
 from tests.console.rig import PASSWORDS, signed_in
-from tests.console.test_channels import serve_channels, until_dropped
-from tests.e2e.rig import WebLearner
+from tests.console.test_channels import answered, serve_channels, until_dropped
 
 pytestmark = pytest.mark.browser
 
 
 async def test_a_teacher_disables_and_enables_an_account_and_reads_the_dashboard(tmp_path: Path, browser):
     async with serve_channels(tmp_path / "data") as running:
-        learner = await WebLearner(running.url, account="algebra").open()
-        try:
-            await learner.say("hello")
-            await learner.wait_for(lambda page: page.finished(), what="the answer")
-        finally:
-            await learner.close()
+        await answered(running.url, "algebra", "hello")
         async with aclosing(await signed_in(running.url, "ada")) as counted:
             await until_dropped(counted, root=False)  # the answer's counts are in, latency last
         tab = await signed_in_tab(browser, running.url, "ada", PASSWORDS["ada"])

@@ -105,3 +105,12 @@ async def wait_until(check: Callable[[], Awaitable[bool] | bool], *, within: flo
             return
         assert time.monotonic() < deadline, f"{what} within {within:g} s of the last restart"
         await asyncio.sleep(poll)
+
+
+async def until_settled(gateway: GatewayProcess, *, within: float, what: str) -> None:
+    """Wait until the gateway has nothing left to do: no message waiting for a turn, no reply for its send."""
+
+    async def settled() -> bool:
+        return await gateway.backlog() == 0
+
+    await wait_until(settled, within=within, what=what)

@@ -39,7 +39,7 @@ from collections import Counter
 import pytest
 
 from tests.crash.gateway_process import GatewayProcess
-from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, wait_until, write_config
+from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, until_settled, write_config
 from tests.peers.tencent_api import serving
 from tests.peers.wecom_app_server import WecomApp
 from tests.waits import HANG_S
@@ -100,10 +100,7 @@ async def test_every_message_wecom_delivered_to_the_app_is_answered_once_across_
             asked, ready = await asyncio.gather(say_all(peer, random.Random(seed), stop),
                                                 kill_all(gateway, random.Random(seed + 1), stop))
 
-            async def settled() -> bool:
-                return await gateway.backlog() == 0
-
-            await wait_until(settled, within=HANG_S, what="the gateway still had messages or replies waiting")
+            await until_settled(gateway, within=HANG_S, what="the gateway still had messages or replies waiting")
             elapsed = time.monotonic() - began
         finally:
             await gateway.stop()

@@ -50,7 +50,7 @@ from collections import Counter
 import pytest
 
 from tests.crash.gateway_process import GatewayProcess
-from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, wait_until, write_config
+from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, until_settled, write_config
 from tests.peers.tencent_api import RETRIES, serving
 from tests.peers.weixin_oa_server import WechatOA
 from tests.waits import HANG_S
@@ -123,10 +123,7 @@ async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(t
             def shown() -> Counter[str]:
                 return Counter(t for m in oa.sent for t in set(TOKEN_RE.findall(m["text"]["content"])))
 
-            async def settled() -> bool:
-                return await gateway.backlog() == 0
-
-            await wait_until(settled, within=HANG_S, what="the gateway still had messages or replies waiting")
+            await until_settled(gateway, within=HANG_S, what="the gateway still had messages or replies waiting")
             elapsed = time.monotonic() - began
         finally:
             await gateway.stop()
