@@ -5,7 +5,9 @@ loopback, so nothing leaves the machine and no key is needed), gives it sample d
 doors a school would use -- a document uploaded in the console, learners writing on the web chat, the
 partner answering (one answer cited from the document) -- signs in as the teacher Ada in headless
 Chromium and saves one PNG per page at 1280x800 into ``docs/img/console/``, which ``docs/console.md`` and
-``docs/zh/console.md`` show.  Run it again whenever a page changes; it overwrites the PNGs.
+``docs/zh/console.md`` show.  Run it again whenever a page changes; it overwrites the PNGs.  Two runs
+differ only where the data does: the learners' ids (keyed per data dir, a fresh one each run) and the
+measured latencies.
 
 It lives beside the pictures it makes, not in ``bench/`` (which measures and states targets), and it
 borrows the test rigs (``tests/``): the stub model, the web chat learner, the Chromium launch.
