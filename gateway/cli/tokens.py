@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import click
 
-from gateway.cli.console import _on_store, console
-from gateway.cli.group import format_table
+from gateway.cli.console import console
+from gateway.cli.group import config_of, format_table, on_store
 
 
 @console.group("token")
@@ -41,7 +41,7 @@ def create(ctx: click.Context, username: str, name: str, expires_in_days: int | 
     now = time.time()
     made = ApiToken(token_id, normal_username(username), asked.name, now, None,
                     now + expires_in_days * 86400.0 if expires_in_days else None)
-    if not _on_store(ctx, lambda store: store.add_api_token(made, secret)):
+    if not on_store(config_of(ctx, resolve_secrets=False), lambda store: store.add_api_token(made, secret)):
         raise click.ClickException(f"no token made: there is no console user {made.username}, "
                                    f"or they hold {MAX_TOKENS_PER_USER} tokens already (`partners console token list`)")
     click.echo(f"Token {token_id} ({asked.name}) acts as {made.username}. It is shown this once; keep it like a password:",
@@ -56,7 +56,7 @@ def listing(ctx: click.Context, username: str | None) -> None:
     """List the live tokens (of USERNAME only, if given); never their secrets."""
     import time
 
-    found = _on_store(ctx, lambda store: store.api_tokens(username))
+    found = on_store(config_of(ctx, resolve_secrets=False), lambda store: store.api_tokens(username))
     if not found:
         click.echo("No API tokens. Make one with `partners console token create USER NAME` or at /console/tokens.")
         return
@@ -74,6 +74,6 @@ def listing(ctx: click.Context, username: str | None) -> None:
 @click.pass_context
 def revoke(ctx: click.Context, token_id: str) -> None:
     """Revoke token ID (as `list` shows it): it stops working at once."""
-    if not _on_store(ctx, lambda store: store.revoke_api_token(token_id)):
+    if not on_store(config_of(ctx, resolve_secrets=False), lambda store: store.revoke_api_token(token_id)):
         raise click.ClickException(f"no token {token_id}; `partners console token list` shows them")
     click.echo(f"Revoked token {token_id}.")
