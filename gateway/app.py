@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brain.health import ModelHealth
 from brain.tools.services import ScheduleResult
@@ -26,12 +26,14 @@ from brain.usage import DayUsage
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.accounts import AccountRefused, model_for_kind, seal, secrets_of, unseal, validate_settings
 from gateway.activity import ActivityLog
 from gateway.blob_gc import BlobCollector
 from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
-from gateway.core.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig
+from gateway.core.config import AccessPolicy, Binding, Config, MidTurn, ModelSettings, PartnerConfig
+from gateway.core.probes import ProbeResult
 from gateway.core.errors import ChannelUnavailable, ConfigError
 from gateway.core.messages import AccountId, Address, OutboundReply
 from gateway.core.phrases import catalogued, language_for
@@ -47,9 +49,12 @@ from gateway.pipeline.media import MediaFetch
 from gateway.pipeline.outbox import Outbox
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
+from gateway.redaction import register_secret
 from gateway.reminders import ReminderDesk
+from gateway.secretbox import KEY_ENV, MAKE_ONE, OLD_KEY_ENV, SecretBox
 from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
 from gateway.store import QueueDepths, Store
+from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
 from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
@@ -167,6 +172,8 @@ class Gateway:
         self.unavailable: list[UnavailableChannel] = []
         self._disabled: dict[tuple[str, str], str] = {}
         """Accounts an operator disabled -> the reason shown; loaded from the store at start."""
+        self._stored: dict[tuple[str, str], StoredAccount] = {}
+        """Channel accounts added in the console (ADR 0040), loaded from the store at start."""
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = datetime.now(UTC)
         self.ready = False
@@ -256,10 +263,12 @@ class Gateway:
     def running_channels(self) -> dict[tuple[str, str], Channel]:
         return dict(self._channels)
 
-    def _build_channel(self, name: str, account: str) -> Channel | None:
+    def _build_channel(self, name: str, account: str, raw: dict[str, Any] | None = None) -> Channel | None:
+        """Build a file account's channel, or with ``raw`` a console-made one's (validated by the same model)."""
         try:
             cls = self.channel_classes.get(name) or load_channel(name)
-            settings = validate_account(self.config, name, account, cls.config_model)
+            settings = (validate_account(self.config, name, account, cls.config_model) if raw is None
+                        else validate_settings(cls.config_model, raw, where=f"console account {name}/{account}"))
         except (ChannelUnavailable, ConfigError) as error:
             self.unavailable.append(UnavailableChannel(channel=name, account=account, reason=str(error)))
             log.error("channel unavailable platform=%s account=%s reason=%s", name, account, error)
@@ -294,9 +303,18 @@ class Gateway:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self._data_lock = datadir.hold_shared(self.config.data_dir)
         await self.store.open()
+        try:
+            stored = await self._open_stored_accounts()
+        except ConfigError:
+            await self.store.close()
+            datadir.release(self._data_lock)
+            self._data_lock = None
+            raise
         for name, accounts in self.config.channels.items():
             for account in accounts:
                 self._build_channel(name, account)
+        for (name, account), raw in stored.items():
+            self._build_channel(name, account, raw)
         await self.teacher.load()
         await self._recover()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
@@ -304,13 +322,59 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self.store_watch.run(), name="store-watch"))
         self._disabled = {(s.channel, s.account): _disabled_reason(s.by) for s in await self.store.disabled_accounts()}
         for (name, account), channel in self._channels.items():
-            caps = channel.declared
-            stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
-            self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after,
-                                  stopped=self._disabled.get((name, account)))
+            self._supervise(name, account, channel)
         self.ready = True
         log.info("gateway started accounts=%d unavailable=%d responder=%s",
                  len(self._channels), len(self.unavailable), getattr(self.responder, "name", type(self.responder).__name__))
+
+    def _supervise(self, name: str, account: str, channel: Channel) -> None:
+        caps = channel.declared
+        stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
+        self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after,
+                              stopped=self._disabled.get((name, account)))
+
+    async def _open_stored_accounts(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The console-made accounts' settings, opened with the key; the ones that may run, bound to their partner.
+
+        Without the key, or with one that opens none of them, the gateway does not start (ConfigError: one
+        line naming the variable).  One that clashes with a file account of the same name, or whose partner
+        left the file, is listed unavailable with the reason and does not run; the file's account does."""
+        rows = await self.store.stored_accounts()
+        if not rows:
+            return {}
+        box = SecretBox.from_env()
+        if box is None:
+            raise ConfigError(f"the store holds {len(rows)} channel account(s) added in the console, sealed with a "
+                              f"key, and {KEY_ENV} is not set", field=KEY_ENV,
+                              fix=f"set {KEY_ENV} to the key they were added with")
+        opened: dict[tuple[str, str], dict[str, Any]] = {}
+        rotate = bool(os.environ.get(OLD_KEY_ENV, "").strip())
+        partners = {p.id for p in self.config.partners}
+        for row in rows:
+            what = f"the settings of console account {row.channel}/{row.account}"
+            raw = unseal(box, row.sealed, what=what)
+            self._stored[(row.channel, row.account)] = row
+            if rotate:
+                await self.store.reseal_stored_account(row.channel, row.account, box.reseal(row.sealed, what=what))
+            reason = (f"partners.yaml has an account {row.channel}/{row.account} too; rename that one, or delete this "
+                      "one in the console" if row.account in self.config.channels.get(row.channel, {})
+                      else f"its partner {row.partner} is no longer in partners.yaml; delete it in the console"
+                      if row.partner not in partners else None)
+            if reason is not None:
+                self.unavailable.append(UnavailableChannel(channel=row.channel, account=row.account, reason=reason))
+                log.error("console account not started platform=%s account=%s reason=%s", row.channel, row.account, reason)
+                continue
+            self._register_secrets(row.channel, raw)
+            self.router.bind(Binding(partner=row.partner, channel=row.channel, account=row.account))
+            opened[(row.channel, row.account)] = raw
+        return opened
+
+    def _register_secrets(self, channel: str, raw: dict[str, Any]) -> None:
+        """Hand a console-made account's secrets to the log scrubber before anything may log them."""
+        with suppress(ChannelUnavailable, KeyError):
+            cls = self.channel_classes.get(channel) or load_channel(channel)
+            for value in secrets_of(model_for_kind(cls.config_model, raw.get("kind")), raw):
+                register_secret(value, f"{channel} secret (console)")
 
     async def _recover(self) -> None:
         """Resume what a previous run left: unsent replies first, then unanswered messages."""
@@ -421,6 +485,72 @@ class Gateway:
             return False
         await self.supervisor.restart(unit)
         return True
+
+    # ------------------------------------------------------------------ accounts added in the console (ADR 0040)
+
+    def stored_accounts(self) -> dict[tuple[str, str], StoredAccount]:
+        """The console-made accounts (running or not), by channel and account."""
+        return dict(self._stored)
+
+    def account_bindings(self) -> tuple[Binding, ...]:
+        """The file's bindings and the console-made accounts' (each bound whole to its partner)."""
+        made = tuple(Binding(partner=row.partner, channel=row.channel, account=row.account) for row in self._stored.values())
+        return (*self.config.bindings, *made)
+
+    async def add_account(self, channel: str, account: str, partner: str, raw: dict[str, Any], by: str) -> ProbeResult:
+        """Validate, probe, seal, store, bind and start a channel account; a failed probe stores nothing.
+
+        :class:`AccountRefused` for a name already taken or no key; ConfigError for settings the channel's
+        model refuses (each problem with its field)."""
+        from gateway.doctor import probe_settings
+
+        if account in self.config.channels.get(channel, {}) or (channel, account) in self._stored:
+            raise AccountRefused(f"there is already a {channel} account named {account}: choose another name")
+        box = SecretBox.from_env()
+        if box is None:
+            raise AccountRefused(f"adding accounts needs {KEY_ENV}: {MAKE_ONE}, then restart the gateway", 503)
+        try:
+            cls = self.channel_classes.get(channel) or load_channel(channel)
+        except ChannelUnavailable as error:
+            raise AccountRefused(str(error), 400) from None
+        self._register_secrets(channel, raw)
+        settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
+        result = await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)
+        if not result.ok:
+            log.info("console account refused by its probe platform=%s account=%s by=%s", channel, account, by)
+            return result
+        row = StoredAccount(channel, account, partner, seal(box, raw), by, time.time())
+        if not await self.store.add_stored_account(row):
+            raise AccountRefused(f"there is already a {channel} account named {account}: choose another name")
+        self._stored[(channel, account)] = row
+        self.router.bind(Binding(partner=partner, channel=channel, account=account))
+        built = self._build_channel(channel, account, raw)
+        if built is not None:
+            self._supervise(channel, account, built)
+        log.info("console account added platform=%s account=%s partner=%s by=%s", channel, account, partner, by)
+        return result
+
+    async def remove_account(self, channel: str, account: str, by: str) -> None:
+        """Stop a console-made account, close it and forget it (KeyError: no such console-made account)."""
+        if (channel, account) not in self._stored:
+            raise KeyError(f"no console account {channel}/{account}")
+        await self.store.remove_stored_account(channel, account)
+        self.unavailable = [u for u in self.unavailable if (u.channel, u.account) != (channel, account)]
+        if account not in self.config.channels.get(channel, {}):  # a clashing row never ran: the file's account stays
+            built = self._channels.pop((channel, account), None)
+            if built is not None:
+                await self.supervisor.remove(f"{channel}:{account}")
+                try:
+                    await built.close()
+                except Exception:
+                    log.exception("channel close failed platform=%s account=%s", channel, account)
+            self._outlets.pop((channel, account), None)
+            self._policies.pop((channel, account), None)
+            if self._disabled.pop((channel, account), None) is not None:
+                await self.store.set_account_disabled(channel, account, None)
+            self.router.unbind_account(channel, account)
+        del self._stored[(channel, account)]
+        log.info("console account removed platform=%s account=%s by=%s", channel, account, by)
 
     def disabled_reason(self, channel: str, account: str) -> str | None:
         """Why the account is off, while an operator has it disabled (its webhooks and pages answer 503)."""

@@ -29,10 +29,17 @@ def _channels(console: Console) -> list[BaseRoute]:
     return [*channels.routes(console), *dashboard.routes(console)]
 
 
+def _channel_accounts(console: Console) -> list[BaseRoute]:
+    from gateway.console import accounts
+
+    return accounts.routes(console)
+
+
 AREAS: tuple[Area, ...] = (
     learners.routes,
     knowledge.routes,
     conversations.routes,
     pairing.routes,
     _channels,
+    _channel_accounts,
 )

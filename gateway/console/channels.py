@@ -54,22 +54,32 @@ class ChannelAccount(BaseModel):
     disabled_by: str | None
     operable: bool
     """Whether this viewer may disable, enable and restart it."""
+    added_in_console: bool = False
+    """Added in the console (its settings sealed in the store, ADR 0040): deleted there too; else a file account."""
+    login: str | None = None
+    """The QR login page of an account that waits for a scan (personal WeChat), else None."""
 
 
 async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer) -> list[ChannelAccount]:
     status = await gateway.status()
     disabled = await gateway.disabled_accounts()
-    config = console.config
+    made = gateway.stored_accounts()
+    config = console.config.model_copy(update={"bindings": gateway.account_bindings()})  # with the console-made ones
     found = [
         ChannelAccount(channel=a.channel, account=a.account, partners=sorted(bound_partners(config, a.channel, a.account)),
                        state=a.state, reason=a.reason, since=a.since, restarts=a.restarts,
                        disabled_by=disabled.get((a.channel, a.account)),
-                       operable=viewer.operates_account(config, a.channel, a.account))
+                       operable=viewer.operates_account(config, a.channel, a.account),
+                       added_in_console=(a.channel, a.account) in made and a.account not in config.channels.get(a.channel, {}),
+                       login=f"/channels/{a.channel}/{a.account}/login" if a.state == "action_required" and a.channel == "weixin"
+                       else None)
         for a in status.accounts if viewer.sees_account(config, a.channel, a.account)
     ]
     found += [
         ChannelAccount(channel=u.channel, account=u.account, partners=sorted(bound_partners(config, u.channel, u.account)),
-                       state="unavailable", reason=u.reason, since=None, restarts=0, disabled_by=None, operable=False)
+                       state="unavailable", reason=u.reason, since=None, restarts=0, disabled_by=None,
+                       operable=(u.channel, u.account) in made and viewer.operates_account(config, u.channel, u.account),
+                       added_in_console=(u.channel, u.account) in made)
         for u in status.unavailable if viewer.sees_account(config, u.channel, u.account)
     ]
     return sorted(found, key=lambda a: (a.channel, a.account))
@@ -83,7 +93,7 @@ def routes(console: Console) -> list[BaseRoute]:
     async def page(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         return console.render(request, "channels.html", viewer=viewer, csrf=session.csrf,
                               accounts=await accounts_for(console, running(), viewer),
-                              refused=request.query_params.get("refused"))
+                              refused=request.query_params.get("refused"), added=request.query_params.get("added"))
 
     async def listing(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         accounts = await accounts_for(console, running(), viewer)

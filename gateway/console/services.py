@@ -9,13 +9,16 @@ console adds the members it reads here, with a docstring saying why, and nothing
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brain.usage import DayUsage
+from gateway.core.config import Binding
+from gateway.core.probes import ProbeResult
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.routing import Router
 from gateway.status import StatusReport
 from gateway.store import Store
+from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
 from gateway.takeover import TeacherDesk
 
@@ -93,6 +96,25 @@ class ConsoleGateway(Protocol):
 
     async def model_use(self, since_day: str) -> list[DayUsage]:
         """Model tokens and cost per UTC day and partner (the brain's usage ledger)."""
+        ...
+
+    # ------------------------------------------------------------------ accounts added in the console (gateway.console.accounts)
+
+    def stored_accounts(self) -> dict[tuple[str, str], StoredAccount]:
+        """The channel accounts added in the console (their settings sealed): which ones the console may delete."""
+        ...
+
+    def account_bindings(self) -> tuple[Binding, ...]:
+        """The file's bindings and the console-made accounts' -- who answers an account, for :class:`Viewer`."""
+        ...
+
+    async def add_account(self, channel: str, account: str, partner: str, raw: dict[str, Any], by: str) -> ProbeResult:
+        """Probe the settings; only when the probe passes, store them sealed and start the account bound to
+        ``partner`` (``gateway.accounts.AccountRefused``: a name taken or no key; ConfigError: bad settings)."""
+        ...
+
+    async def remove_account(self, channel: str, account: str, by: str) -> None:
+        """Stop and forget a console-made account (KeyError: not one)."""
         ...
 
     # ------------------------------------------------------------------ learners and knowledge (gateway.console.learners, .knowledge)

@@ -18,6 +18,15 @@ class Router:
             key = (binding.channel, binding.account, binding.chat, binding.thread)
             self._by_key[key] = self._partners[binding.partner]
 
+    def bind(self, binding: Binding) -> None:
+        """Add a binding while the gateway runs (a channel account added in the console); KeyError: unknown partner."""
+        self._by_key[(binding.channel, binding.account, binding.chat, binding.thread)] = self._partners[binding.partner]
+
+    def unbind_account(self, channel: str, account: str) -> None:
+        """Forget every binding of the account (it was deleted in the console)."""
+        for key in [key for key in self._by_key if key[:2] == (channel, account)]:
+            del self._by_key[key]
+
     def route(self, address: Address) -> PartnerConfig | None:
         conversation = address.conversation
         for chat, thread in ((conversation.chat, conversation.thread), (conversation.chat, None), (None, None)):

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Protocol
 
 from gateway.core.messages import Address, InboundMessage, Media, MessageId, OutboundReply
+from gateway.store.accounts import AccountStore
 from gateway.store.activity import ActivityStore
 from gateway.store.console import ConsoleStore
 from gateway.store.health import StoreHealth
@@ -114,7 +115,7 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
 from gateway.store.transcripts import TranscriptStore  # noqa: E402
 
 
-class Store(ConsoleStore, TranscriptStore, ActivityStore, Protocol):
+class Store(ConsoleStore, TranscriptStore, ActivityStore, AccountStore, Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
 

@@ -154,6 +154,19 @@ MIGRATIONS: list[list[str]] = [
             PRIMARY KEY (hour, partner, channel, account, measure, label)
         )""",
     ],
+    [
+        # Channel accounts added in the console (gateway.store.accounts, ADR 0040): the partner bound to the whole
+        # account, who added it, and its settings as one value sealed with PARTNERS_SECRET_KEY (never in the clear).
+        """CREATE TABLE IF NOT EXISTS channel_accounts (
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            partner TEXT NOT NULL,
+            settings BLOB NOT NULL,
+            created_by TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (channel, account)
+        )""",
+    ],
 ]
 
 
