@@ -33,10 +33,10 @@ from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.core.config import AccessPolicy, Binding, Config, MidTurn, ModelSettings, PartnerConfig
-from gateway.core.probes import ProbeResult
 from gateway.core.errors import ChannelUnavailable, ConfigError
 from gateway.core.messages import AccountId, Address, OutboundReply
 from gateway.core.phrases import catalogued, language_for
+from gateway.core.probes import ProbeResult
 from gateway.core.turns import Responder
 from gateway.http.limits import HttpLoad
 from gateway.metrics import Metrics

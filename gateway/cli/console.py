@@ -130,7 +130,8 @@ def users(ctx: click.Context) -> None:
 @console.command("new-key")
 def new_key() -> None:
     """Print a fresh PARTNERS_SECRET_KEY: the key that seals the channel accounts added in the console."""
-    from gateway.secretbox import KEY_ENV, new_key as make
+    from gateway.secretbox import KEY_ENV
+    from gateway.secretbox import new_key as make
 
     click.echo(make())
     click.echo(f"Set it as {KEY_ENV} in the gateway's environment and keep a copy: without it the accounts "

@@ -57,6 +57,8 @@ def expected(viewer: str, method: str, path: str) -> int:
         return 303 if stranger else 403  # no CSRF token in the walk
     if method == "POST" and path.startswith("/console/api/channels/"):
         return 401 if stranger else 403
+    if path.startswith(("/console/channel-accounts", "/console/api/channel-accounts")):
+        return _channel_accounts(viewer, method, path)
     if stranger:
         return 401  # the API
     if path == "/console/api/users":
@@ -64,6 +66,17 @@ def expected(viewer: str, method: str, path: str) -> int:
     if path.startswith("/console/api/partners/"):
         return 200 if path.rsplit("/", 1)[1] in SEEN[viewer] else 404
     return 200
+
+
+def _channel_accounts(viewer: str, method: str, path: str) -> int:
+    """Adding and deleting channel accounts (gateway.console.accounts): every signed-in viewer reaches the forms;
+    writes need the CSRF token the walk does not send; a channel without a guided form is not there."""
+    api = path.startswith("/console/api/")
+    if viewer in STRANGERS:
+        return 401 if api else 303
+    if method != "GET":
+        return 403
+    return 404 if path.endswith("/matrix") else 200
 
 
 def _learners_and_knowledge(viewer: str, method: str, path: str) -> int:
@@ -112,6 +125,12 @@ WALK = [
     ("GET", "/console/dashboard"),
     ("GET", "/console/dashboard?span=week"),
     ("GET", "/console/api/dashboard"),
+    ("GET", "/console/channel-accounts/new"),
+    *[("GET", f"/console/channel-accounts/new/{channel}") for channel in ("telegram", "slack", "weixin", "matrix")],
+    ("POST", "/console/channel-accounts/new/telegram"),
+    ("POST", "/console/channel-accounts/telegram/main/delete"),
+    ("POST", "/console/api/channel-accounts/telegram"),
+    ("DELETE", "/console/api/channel-accounts/telegram/main"),
     *AREA_WALK,
 ]
 
@@ -129,6 +148,8 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
     walked |= {"/console/api/partners/{partner}", "/console/static", "/console/login", "/console/setup"}
     walked |= {path.replace(UNKNOWN_REF, "{ref}").replace("ABCD2345", "{code}") for path in walked}
     walked |= {"/console/channels/{channel}/{account}/{do}", "/console/api/channels/{channel}/{account}/{do}"}
+    walked |= {"/console/channel-accounts/new/{channel}", "/console/channel-accounts/{channel}/{account}/delete",
+               "/console/api/channel-accounts/{channel}", "/console/api/channel-accounts/{channel}/{account}"}
     walked |= {path.replace("{p}", "{partner}") for _, path in (*(("GET", p) for p in AREA_PATHS), *AREA_WRITES)}
     assert app_paths <= walked, app_paths - walked
 

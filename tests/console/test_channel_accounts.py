@@ -1,0 +1,189 @@
+"""Adding channel accounts in the console, over real HTTP, against the Telegram Bot API emulator.
+
+Ada (a teacher) adds a Telegram bot for her partner ``algebra`` through the guided form: the
+channel's own probe asks the emulator ``getMe``; only when it answers is the account stored -- sealed
+with ``PARTNERS_SECRET_KEY``, so the token's bytes are nowhere in the SQLite files -- and started,
+and a learner at the emulator gets an answer.  A bad token stores nothing; no key refuses with the
+fix; a restart runs the account again; a wrong key stops the gateway with one line.
+"""
+
+from __future__ import annotations
+
+import uuid
+from contextlib import aclosing
+from pathlib import Path
+
+import pytest
+
+from gateway.app import Gateway
+from gateway.core.errors import ConfigError
+from gateway.secretbox import KEY_ENV, OLD_KEY_ENV, new_key
+from tests.channels.telegram.conftest import new_id
+from tests.console.rig import Quiet, console_config, csrf_of, hidden, serve_console, signed_in
+from tests.contract.harness import eventually
+from tests.peers.telegram_peer import TelegramUsers
+
+
+def new_token() -> str:
+    return f"{new_id()}:tok-quartz-{uuid.uuid4().hex}"
+
+
+def stored_bytes(data_dir: Path) -> bytes:
+    """Every byte of the gateway's SQLite files (the database and its write-ahead log)."""
+    return b"".join(path.read_bytes() for path in sorted(data_dir.glob("gateway.db*")))
+
+
+async def add_form(http, telegram_api: str, token: str, *, account: str = "main", partner: str = "algebra"):
+    page = await http.get("/console/channel-accounts/new/telegram")
+    assert page.status_code == 200
+    return await http.post("/console/channel-accounts/new/telegram", data={
+        "csrf": hidden(page.text, "csrf"), "account": account, "partner": partner, "token": token,
+        "api_url": telegram_api, "poll_timeout": "1", "dm": "open", "drafts": "on"})
+
+
+async def listed(http) -> dict[str, dict]:
+    return {f"{a['channel']}:{a['account']}": a for a in (await http.get("/console/api/channels")).json()["accounts"]}
+
+
+async def until_running(http, account: str) -> dict:
+    async def running():
+        found = (await listed(http)).get(account)
+        return found if found and found["state"] == "running" else None
+
+    return await eventually(running, what=f"{account} running")
+
+
+@pytest.fixture
+def key(monkeypatch) -> str:
+    value = new_key()
+    monkeypatch.setenv(KEY_ENV, value)
+    monkeypatch.delenv(OLD_KEY_ENV, raising=False)
+    return value
+
+
+async def test_a_good_token_is_probed_stored_sealed_started_and_answers_a_learner(telegram_api, tmp_path: Path, key):
+    token = new_token()
+    users = TelegramUsers(telegram_api, token)
+    await users.register(username="algebra_quartz_bot")
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ada")) as ada:
+        form = (await ada.get("/console/channel-accounts/new/telegram")).text
+        assert 'type="password" name="token"' in form and "@BotFather" in form
+        assert 'value="algebra"' in form and 'value="biology"' not in form  # only her partners
+        answer = await add_form(ada, telegram_api, token)
+        assert answer.status_code == 303, answer.text
+        assert answer.headers["location"] == "/console/channels?added=telegram:main"
+        found = await until_running(ada, "telegram:main")
+        assert found["partners"] == ["algebra"] and found["added_in_console"] and found["operable"]
+        page = (await ada.get("/console/channels")).text
+        assert 'data-account="telegram:main"' in page and token not in page
+        assert token not in (await ada.get("/console/api/channels")).text
+        chat = new_id()
+        await users.say(chat, "hello there")
+
+        async def answered():
+            return [m for m in (await users.seen()).get(str(chat), []) if m["text"] == "ok"]
+
+        assert await eventually(answered, what="the partner's answer at the emulator")
+        [row] = await running.gateway.store.stored_accounts()
+        assert (row.channel, row.account, row.partner, row.created_by) == ("telegram", "main", "algebra", "ada")
+        data_dir = tmp_path / "data"
+    assert token.encode() not in stored_bytes(data_dir)
+    assert token.split(":", 1)[1].encode() not in stored_bytes(data_dir)
+    await users.aclose()
+
+    # A restart with the same key runs it again, bound to the same partner.
+    async with serve_console(data_dir, with_users=False) as again, aclosing(await signed_in(again.url, "ada")) as ada:
+        assert (await until_running(ada, "telegram:main"))["partners"] == ["algebra"]
+
+
+async def test_a_bad_token_shows_the_probe_reason_and_stores_nothing(telegram_api, tmp_path: Path, key):
+    token = new_token()  # never registered at the emulator: getMe answers 401
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ada")) as ada:
+        answer = await add_form(ada, telegram_api, token)
+        assert answer.status_code == 400
+        assert "Telegram says the token is invalid" in answer.text and "@BotFather" in answer.text
+        assert token not in answer.text  # the secret is not sent back, not even into the form
+        assert await running.gateway.store.stored_accounts() == []
+        assert "telegram:main" not in await listed(ada)
+        shaped = await add_form(ada, telegram_api, "not-a-token-shape")
+        assert shaped.status_code == 400 and "does not look like a bot token" in shaped.text
+        assert await running.gateway.store.stored_accounts() == []
+
+
+async def test_without_the_key_the_form_says_how_to_set_it_and_nothing_is_added(telegram_api, tmp_path: Path, monkeypatch):
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    token = new_token()
+    users = TelegramUsers(telegram_api, token)
+    await users.register()
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ada")) as ada:
+        form = (await ada.get("/console/channel-accounts/new/telegram")).text
+        assert 'id="no-key"' in form and KEY_ENV in form and "partners console new-key" in form
+        assert 'id="account-form"' not in form
+        csrf = await csrf_of(ada)
+        answer = await ada.post("/console/api/channel-accounts/telegram", headers={"X-CSRF-Token": csrf}, json={
+            "account": "main", "partner": "algebra", "settings": {"token": token, "api_url": telegram_api}})
+        assert answer.status_code == 503 and KEY_ENV in answer.json()["problems"][0]["message"]
+        assert await running.gateway.store.stored_accounts() == []
+    await users.aclose()
+
+
+async def test_a_store_with_sealed_accounts_needs_the_right_key_to_start(telegram_api, tmp_path: Path, key, monkeypatch):
+    token = new_token()
+    users = TelegramUsers(telegram_api, token)
+    await users.register()
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "root")) as root:
+        csrf = await csrf_of(root)
+        answer = await root.post("/console/api/channel-accounts/telegram", headers={"X-CSRF-Token": csrf}, json={
+            "account": "main", "partner": "biology", "settings": {"token": token, "api_url": telegram_api}})
+        assert answer.status_code == 201 and answer.json()["added"], answer.text
+        assert answer.json()["checked"].startswith("bot @")
+    await users.aclose()
+    config = console_config(tmp_path / "data")
+
+    monkeypatch.delenv(KEY_ENV)
+    with pytest.raises(ConfigError) as unset:
+        await Gateway(config, responder=Quiet()).start()
+    assert KEY_ENV in str(unset.value) and "\n" not in str(unset.value)
+
+    monkeypatch.setenv(KEY_ENV, new_key())
+    with pytest.raises(ConfigError) as wrong:
+        await Gateway(config, responder=Quiet()).start()
+    assert f"{KEY_ENV} does not open" in str(wrong.value) and "\n" not in str(wrong.value)
+
+    # Rotation: the new key in PARTNERS_SECRET_KEY, the old one beside it; the start seals everything anew.
+    rotated = new_key()
+    monkeypatch.setenv(KEY_ENV, rotated)
+    monkeypatch.setenv(OLD_KEY_ENV, key)
+    async with Gateway(config, responder=Quiet()) as gateway:
+        assert gateway.channel("telegram", "main") is not None, gateway.unavailable
+    monkeypatch.delenv(OLD_KEY_ENV)
+    async with Gateway(config, responder=Quiet()) as gateway:
+        assert gateway.channel("telegram", "main") is not None, gateway.unavailable
+
+
+async def test_teachers_add_only_for_their_partners_and_delete_only_their_accounts(telegram_api, tmp_path: Path, key):
+    token = new_token()
+    users = TelegramUsers(telegram_api, token)
+    await users.register()
+    async with serve_console(tmp_path / "data") as running:
+        async with aclosing(await signed_in(running.url, "ben")) as ben:
+            refused = await add_form(ben, telegram_api, token, partner="algebra")  # Ada's partner
+            assert refused.status_code == 404 and await running.gateway.store.stored_accounts() == []
+        async with aclosing(await signed_in(running.url, "ada")) as ada:
+            assert (await add_form(ada, telegram_api, token)).status_code == 303
+            await until_running(ada, "telegram:main")
+            taken = await add_form(ada, telegram_api, token)
+            assert taken.status_code == 409 and "already a telegram account named main" in taken.text
+        async with aclosing(await signed_in(running.url, "ben")) as ben:
+            assert "telegram:main" not in await listed(ben)
+            csrf = await csrf_of(ben)
+            assert (await ben.delete("/console/api/channel-accounts/telegram/main",
+                                     headers={"X-CSRF-Token": csrf})).status_code == 404
+        async with aclosing(await signed_in(running.url, "ada")) as ada:
+            csrf = await csrf_of(ada)
+            gone = await ada.post("/console/channel-accounts/telegram/main/delete", data={"csrf": csrf})
+            assert gone.status_code == 303
+            assert "telegram:main" not in await listed(ada)
+            assert running.gateway.channel("telegram", "main") is None
+            assert await running.gateway.store.stored_accounts() == []
+    await users.aclose()
