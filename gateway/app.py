@@ -345,7 +345,7 @@ class Gateway:
         box = SecretBox.from_env()
         if box is None:
             raise ConfigError(f"the store holds {len(rows)} channel account(s) added in the console, sealed with a "
-                              f"key, and {KEY_ENV} is not set", field=KEY_ENV,
+                              f"key, and {KEY_ENV} is not set",
                               fix=f"set {KEY_ENV} to the key they were added with")
         opened: dict[tuple[str, str], dict[str, Any]] = {}
         rotate = bool(os.environ.get(OLD_KEY_ENV, "").strip())
@@ -487,6 +487,11 @@ class Gateway:
         return True
 
     # ------------------------------------------------------------------ accounts added in the console (ADR 0040)
+
+    def login_page(self, channel: str, account: str) -> str | None:
+        """The page where a person completes the account's login while it waits for one (a QR code)."""
+        running = self._channels.get((channel, account))
+        return running.login_page() if running is not None else None
 
     def stored_accounts(self) -> dict[tuple[str, str], StoredAccount]:
         """The console-made accounts (running or not), by channel and account."""

@@ -40,7 +40,7 @@ def _fernet(value: str, variable: str) -> Fernet:
         return Fernet(value.strip().encode("ascii"))
     except (ValueError, UnicodeEncodeError):  # binascii.Error is a ValueError
         raise ConfigError(f"{variable} is not a secret key (it must be 32 bytes in urlsafe base64, 44 characters)",
-                          field=variable, fix=MAKE_ONE) from None
+                          fix=MAKE_ONE) from None
 
 
 class SecretBox:
@@ -67,7 +67,7 @@ class SecretBox:
         try:
             return self._box.decrypt(sealed)
         except InvalidToken:
-            raise ConfigError(f"{KEY_ENV} does not open {what} (it was sealed with another key)", field=KEY_ENV,
+            raise ConfigError(f"{KEY_ENV} does not open {what} (it was sealed with another key)",
                               fix=f"set {KEY_ENV} to the key the accounts were added with; after changing keys, "
                                   f"put the previous one in {OLD_KEY_ENV}") from None
 

@@ -57,7 +57,7 @@ class ChannelAccount(BaseModel):
     added_in_console: bool = False
     """Added in the console (its settings sealed in the store, ADR 0040): deleted there too; else a file account."""
     login: str | None = None
-    """The QR login page of an account that waits for a scan (personal WeChat), else None."""
+    """For its operators, the login page of an account that waits for a scan (personal WeChat's QR code), else None."""
 
 
 async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer) -> list[ChannelAccount]:
@@ -71,8 +71,8 @@ async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer
                        disabled_by=disabled.get((a.channel, a.account)),
                        operable=viewer.operates_account(config, a.channel, a.account),
                        added_in_console=(a.channel, a.account) in made and a.account not in config.channels.get(a.channel, {}),
-                       login=f"/channels/{a.channel}/{a.account}/login" if a.state == "action_required" and a.channel == "weixin"
-                       else None)
+                       login=gateway.login_page(a.channel, a.account)
+                       if a.state == "action_required" and viewer.operates_account(config, a.channel, a.account) else None)
         for a in status.accounts if viewer.sees_account(config, a.channel, a.account)
     ]
     found += [

@@ -100,6 +100,11 @@ class ConsoleGateway(Protocol):
 
     # ------------------------------------------------------------------ accounts added in the console (gateway.console.accounts)
 
+    def login_page(self, channel: str, account: str) -> str | None:
+        """The page (path and its token) where the account's login is completed while it waits for one: personal
+        WeChat's QR code; None for every other account."""
+        ...
+
     def stored_accounts(self) -> dict[tuple[str, str], StoredAccount]:
         """The channel accounts added in the console (their settings sealed): which ones the console may delete."""
         ...

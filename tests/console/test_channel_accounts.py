@@ -187,3 +187,102 @@ async def test_teachers_add_only_for_their_partners_and_delete_only_their_accoun
             assert running.gateway.channel("telegram", "main") is None
             assert await running.gateway.store.stored_accounts() == []
     await users.aclose()
+
+
+async def test_a_slack_app_shows_the_manifest_and_is_probed_with_auth_test(slack_api, tmp_path: Path, key):
+    from tests.peers.slack_peer import SlackUsers
+
+    users = SlackUsers(slack_api)
+    await users.register()
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ben")) as ben:
+        form = (await ben.get("/console/channel-accounts/new/slack")).text
+        assert 'id="manifest"' in form and "socket_mode_enabled: true" in form and "app_mentions:read" in form
+        assert 'type="password" name="bot_token"' in form and 'type="password" name="app_token"' in form
+        csrf = await csrf_of(ben)
+
+        async def add(bot_token: str):
+            return await ben.post("/console/api/channel-accounts/slack", headers={"X-CSRF-Token": csrf}, json={
+                "account": "school", "partner": "biology",
+                "settings": {"bot_token": bot_token, "app_token": users.app_token, "api_base": f"{slack_api}/api/"}})
+
+        bad = await add(f"xoxb-{uuid.uuid4().hex}")  # no such app at the emulator
+        assert bad.status_code == 400 and not bad.json()["added"]
+        assert bad.json()["problems"][0]["message"].startswith("Slack refuses the bot token")
+        assert await running.gateway.store.stored_accounts() == []
+        good = await add(users.token)
+        assert good.status_code == 201, good.text
+        found = await until_running(ben, "slack:school")
+        assert found["partners"] == ["biology"] and found["added_in_console"]
+    assert users.token.encode() not in stored_bytes(tmp_path / "data")
+    await users.aclose()
+
+
+async def test_personal_wechat_is_saved_then_links_its_login_qr_code_and_runs_after_the_scan(tmp_path: Path, key):
+    from tests.peers.weixin_ilink_server import IlinkPeer, serving
+
+    peer = IlinkPeer()
+    async with serving(peer) as base, serve_console(tmp_path / "data") as running, \
+            aclosing(await signed_in(running.url, "ada")) as ada:
+        form = (await ada.get("/console/channel-accounts/new/weixin")).text
+        assert 'type="password"' not in form and "scan" in form.lower()
+        page = await ada.get("/console/channel-accounts/new/weixin")
+        answer = await ada.post("/console/channel-accounts/new/weixin", data={
+            "csrf": hidden(page.text, "csrf"), "account": "school", "partner": "algebra", "base_url": base,
+            "cdn_base_url": base + "c2c/", "dm": "open"})
+        assert answer.status_code == 303, answer.text
+
+        async def waiting():
+            found = (await listed(ada)).get("weixin:school")
+            return found if found and found["state"] == "action_required" and found["login"] else None
+
+        found = await eventually(waiting, what="the account waiting for its QR login")
+        assert found["login"].startswith("/channels/weixin/school/login?t=")
+        assert found["login"] in (await ada.get("/console/channels")).text.replace("&amp;", "&")
+
+        async def shown():
+            answer = await ada.get(found["login"])
+            return answer.text if "<svg" in answer.text else None
+
+        await eventually(shown, what="the QR code on the login page")
+        await eventually(lambda: "wait" in peer.answered, what="the page's login to ask for the status")
+        await peer.scan()
+        await peer.confirm()
+        assert (await until_running(ada, "weixin:school"))["login"] is None
+
+
+@pytest.mark.parametrize("given", ["unset", "wrong", "not a key"])
+def test_serve_stops_with_one_line_naming_the_variable_when_the_key_cannot_open_the_store(tmp_path: Path, monkeypatch, given):
+    import asyncio
+
+    from click.testing import CliRunner
+
+    from gateway.accounts import seal
+    from gateway.cli import cli
+    from gateway.secretbox import SecretBox
+    from gateway.store.accounts import StoredAccount
+    from gateway.store.sqlite import SqliteStore
+
+    data = tmp_path / "data"
+
+    async def seed() -> None:
+        store = SqliteStore(data / "gateway.db")
+        await store.open()
+        sealed = seal(SecretBox(new_key()), {"token": new_token()})
+        assert await store.add_stored_account(StoredAccount("telegram", "main", "algebra", sealed, "root", 0.0))
+        await store.close()
+
+    asyncio.run(seed())
+    (tmp_path / "partners.yaml").write_text(
+        f"data_dir: {data}\nhttp: {{port: 0}}\npartners:\n  - {{id: algebra, name: Algebra}}\n", encoding="utf-8")
+    monkeypatch.delenv("PARTNERS_CONFIG", raising=False)
+    monkeypatch.delenv(OLD_KEY_ENV, raising=False)
+    if given == "unset":
+        monkeypatch.delenv(KEY_ENV, raising=False)
+    else:
+        monkeypatch.setenv(KEY_ENV, new_key() if given == "wrong" else "not-a-key-quartz")
+    result = CliRunner().invoke(cli, ["serve", "-c", str(tmp_path / "partners.yaml")], prog_name="partners")
+    assert result.exit_code == 2, result.output
+    assert isinstance(result.exception, SystemExit) and "Traceback" not in result.output
+    [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert KEY_ENV in line and "(fix: " in line
+    assert {"unset": "is not set", "wrong": "does not open", "not a key": "is not a secret key"}[given] in line
