@@ -10,6 +10,7 @@ finish in-flight work within the drain budget, then close.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
@@ -533,6 +534,56 @@ class Gateway:
         if built is not None:
             self._supervise(channel, account, built)
         log.info("console account added platform=%s account=%s partner=%s by=%s", channel, account, partner, by)
+        return result
+
+    def stored_settings(self, channel: str, account: str) -> dict[str, Any]:
+        """A console-made account's settings, opened (KeyError: not one; ConfigError: no key or not its key).
+        For the console to tell which secrets are set -- it shows that they are, never what they are."""
+        box = SecretBox.from_env()
+        if box is None:
+            raise ConfigError(f"{KEY_ENV} is not set", fix=MAKE_ONE)
+        row = self._stored[(channel, account)]
+        return unseal(box, row.sealed, what=f"the settings of console account {channel}/{account}")
+
+    async def replace_secrets(self, channel: str, account: str, secrets: dict[str, str], by: str) -> ProbeResult:
+        """Probe the account with ``secrets`` in place of its stored ones; only when the probe passes, seal and
+        store them and start the account again with them (a disabled one stays stopped).  KeyError: not a
+        console-made account; AccountRefused: no key; ConfigError: settings the channel's model refuses."""
+        from gateway.doctor import probe_settings
+
+        if (channel, account) not in self._stored:
+            raise KeyError(f"no console account {channel}/{account}")
+        box = SecretBox.from_env()
+        if box is None:
+            raise AccountRefused(f"replacing secrets needs {KEY_ENV}: {MAKE_ONE}, then restart the gateway", 503)
+        try:
+            cls = self.channel_classes.get(channel) or load_channel(channel)
+        except ChannelUnavailable as error:
+            raise AccountRefused(str(error), 400) from None
+        row = self._stored[(channel, account)]
+        raw = {**unseal(box, row.sealed, what=f"the settings of console account {channel}/{account}"), **secrets}
+        self._register_secrets(channel, raw)
+        settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
+        result = await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)
+        if not result.ok:
+            log.info("console secrets refused by the probe platform=%s account=%s by=%s", channel, account, by)
+            return result
+        sealed = seal(box, raw)
+        await self.store.reseal_stored_account(channel, account, sealed)
+        self._stored[(channel, account)] = dataclasses.replace(row, sealed=sealed)
+        if account not in self.config.channels.get(channel, {}):  # a clashing row does not run
+            old = self._channels.pop((channel, account), None)
+            if old is not None:
+                await self.supervisor.remove(f"{channel}:{account}")
+                try:
+                    await old.close()
+                except Exception:
+                    log.exception("channel close failed platform=%s account=%s", channel, account)
+            self.unavailable = [u for u in self.unavailable if (u.channel, u.account) != (channel, account)]
+            built = self._build_channel(channel, account, raw)
+            if built is not None:
+                self._supervise(channel, account, built)
+        log.info("console secrets replaced platform=%s account=%s by=%s", channel, account, by)
         return result
 
     async def remove_account(self, channel: str, account: str, by: str) -> None:

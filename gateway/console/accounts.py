@@ -14,14 +14,19 @@ delete``                                                   with another teacher 
                                                            probe, or 400/404/409/503 as the form
 ``/console/api/channel-accounts/{channel}/         DELETE  200, or as the form's delete
 {account}``
+``/console/channel-accounts/{channel}/{account}/   GET     which secrets are set (never their values), and a
+secrets``                                          POST    password input each; new ones probed first: 303, or
+                                                           400 with the probe's reasons (the old ones stay)
+``/console/api/channel-accounts/{channel}/         PUT     JSON ``{"secrets": {name: value}}``: 200, or as the
+{account}/secrets``                                        form
 =================================================  ======  ==================================================
 
 Every add runs the channel's own ``probe()`` (Telegram ``getMe``, Slack ``auth.test``) with the
 settings validated by the channel's own model (:mod:`gateway.accounts`); a failed probe shows its
 reasons and stores nothing.  A teacher adds accounts only for partners they own, and the account is
 bound whole to that partner; an administrator for any partner.  Secrets are password inputs, never
-shown back: the channels page says an account's secrets are set (sealed), and replacing one is
-deleting the account and adding it again.  Without ``PARTNERS_SECRET_KEY`` the form says that adding
+shown back: the channels page says an account's secrets are set (sealed), and its secrets page takes
+new ones, probed before they replace the old.  Without ``PARTNERS_SECRET_KEY`` the form says that adding
 accounts needs it, and how to make one.
 """
 
@@ -188,12 +193,13 @@ def routes(console: Console) -> list[BaseRoute]:
         if not (isinstance(body, dict) and isinstance(body.get("account"), str) and isinstance(body.get("partner"), str)
                 and isinstance(body.get("settings", {}), dict)):
             return error_response(400, 'send JSON {"account": "...", "partner": "...", "settings": {...}}')
-        raw = {**({"kind": guide.kind} if guide.kind else {}), **body.get("settings", {})}
+        raw = {**body.get("settings", {}), **({"kind": guide.kind} if guide.kind else {})}  # the guide's kind only
         added = await add(console, running(), viewer, session, guide, body["account"], body["partner"], raw)
         return JSONResponse({"added": added.status == 201, "checked": added.checked, "problems": added.problems},
                             status_code=added.status)
 
-    async def remove(request: Request, viewer: Viewer, session: ConsoleSession, *, api: bool) -> Response:
+    def refused(request: Request, viewer: Viewer) -> Response | None:
+        """Why this viewer may not change the console-made account the path names (None: they may)."""
         channel, account = request.path_params["channel"], request.path_params["account"]
         gateway = running()
         config = seen_config(console, gateway)
@@ -201,14 +207,79 @@ def routes(console: Console) -> list[BaseRoute]:
             return error_response(404, "no such channel account")
         if (channel, account) not in gateway.stored_accounts():
             if account in console.config.channels.get(channel, {}):
-                return error_response(409, "this account is in partners.yaml: remove it there")
+                return error_response(409, "this account is in partners.yaml: change it there")
             return error_response(404, "no such channel account")
         if not viewer.operates_account(config, channel, account):
             return error_response(403, "a partner of another teacher is bound to this account too; ask an administrator")
-        await gateway.remove_account(channel, account, session.user.username)
+        return None
+
+    async def remove(request: Request, viewer: Viewer, session: ConsoleSession, *, api: bool) -> Response:
+        channel, account = request.path_params["channel"], request.path_params["account"]
+        if (refusal := refused(request, viewer)) is not None:
+            return refusal
+        await running().remove_account(channel, account, session.user.username)
         if api:
             return JSONResponse({"removed": f"{channel}:{account}"})
         return RedirectResponse("/console/channels", status_code=303, headers=HEADERS)
+
+    async def replace(request: Request, viewer: Viewer, session: ConsoleSession, secrets: dict[str, str]) -> Added:
+        channel, account = request.path_params["channel"], request.path_params["account"]
+        try:
+            result = await running().replace_secrets(channel, account, secrets, session.user.username)
+        except AccountRefused as refusal:
+            return Added(refusal.status, [{"field": "", "message": refusal.reason, "fix": ""}])
+        except ConfigError as error:
+            return Added(400, [{"field": p.field or "", "message": p.message, "fix": p.fix or ""} for p in error.problems])
+        added = _from_probe(result)
+        return Added(200 if added.status == 201 else added.status, added.problems, added.checked)
+
+    async def secrets_form(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
+        channel, account = request.path_params["channel"], request.path_params["account"]
+        if (refusal := refused(request, viewer)) is not None:
+            return refusal
+        guide = GUIDES.get(channel)
+        if guide is None or guide_of(request) is None:
+            return error_response(404, "no guided form for this channel")
+        names = sorted(_secret_names(guide))
+        problems: list[dict[str, str]] = []
+        status = 200
+        if request.method == "POST":
+            form = await read_form(request) or {}
+            given = {name: form[name].strip() for name in names if form.get(name, "").strip()}
+            if not given:
+                problems, status = [{"field": "", "message": "no new secret was entered", "fix": "paste at least one"}], 400
+            else:
+                done = await replace(request, viewer, session, given)
+                if done.status == 200:
+                    return RedirectResponse(f"/console/channels?replaced={channel}:{account}", status_code=303,
+                                            headers=HEADERS)
+                problems, status = done.problems, done.status
+        try:
+            stored = running().stored_settings(channel, account)
+        except ConfigError:
+            stored = {}
+        return console.render(request, "account_secrets.html", status, viewer=viewer, csrf=session.csrf, guide=guide,
+                              channel=channel, account=account, names=names, problems=problems,
+                              keyed=SecretBox.from_env() is not None, key_env=KEY_ENV,
+                              set={name: bool(stored.get(name)) for name in names})
+
+    async def secrets_api(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
+        if (refusal := refused(request, viewer)) is not None:
+            return refusal
+        guide = GUIDES.get(request.path_params["channel"])
+        names = _secret_names(guide) if guide is not None and guide_of(request) is not None else set()
+        body_bytes = await read_limited(request, MAX_BODY_BYTES)
+        try:
+            body = decode_json(body_bytes) if body_bytes is not None else None
+        except InvalidEvent:
+            body = None
+        given = body.get("secrets") if isinstance(body, dict) else None
+        if (not isinstance(given, dict) or not given or not all(isinstance(v, str) and v for v in given.values())
+                or not set(given) <= names):
+            return error_response(400, f'send JSON {{"secrets": {{...}}}} naming some of: {", ".join(sorted(names)) or "none"}')
+        done = await replace(request, viewer, session, given)
+        return JSONResponse({"replaced": done.status == 200, "checked": done.checked, "problems": done.problems},
+                            status_code=done.status)
 
     async def remove_form(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         return await remove(request, viewer, session, api=False)
@@ -221,7 +292,10 @@ def routes(console: Console) -> list[BaseRoute]:
         Route("/channel-accounts/new/{channel}", console.guarded(new, api=False), methods=["GET", "POST"]),
         Route("/channel-accounts/{channel}/{account}/delete", console.guarded(remove_form, api=False), methods=["POST"]),
         Route("/api/channel-accounts/{channel}", console.guarded(api_add, api=True), methods=["POST"]),
+        Route("/channel-accounts/{channel}/{account}/secrets", console.guarded(secrets_form, api=False),
+              methods=["GET", "POST"]),
         Route("/api/channel-accounts/{channel}/{account}", console.guarded(remove_api, api=True), methods=["DELETE"]),
+        Route("/api/channel-accounts/{channel}/{account}/secrets", console.guarded(secrets_api, api=True), methods=["PUT"]),
     ]
 
 

@@ -93,7 +93,8 @@ def routes(console: Console) -> list[BaseRoute]:
     async def page(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         return console.render(request, "channels.html", viewer=viewer, csrf=session.csrf,
                               accounts=await accounts_for(console, running(), viewer),
-                              refused=request.query_params.get("refused"), added=request.query_params.get("added"))
+                              refused=request.query_params.get("refused"), added=request.query_params.get("added"),
+                              replaced=request.query_params.get("replaced"))
 
     async def listing(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         accounts = await accounts_for(console, running(), viewer)

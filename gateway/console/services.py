@@ -118,6 +118,14 @@ class ConsoleGateway(Protocol):
         ``partner`` (``gateway.accounts.AccountRefused``: a name taken or no key; ConfigError: bad settings)."""
         ...
 
+    def stored_settings(self, channel: str, account: str) -> dict[str, Any]:
+        """A console-made account's settings opened, so the console can say which secrets are set (never show them)."""
+        ...
+
+    async def replace_secrets(self, channel: str, account: str, secrets: dict[str, str], by: str) -> ProbeResult:
+        """Probe with the new secrets; only when it passes, seal them and start the account again with them."""
+        ...
+
     async def remove_account(self, channel: str, account: str, by: str) -> None:
         """Stop and forget a console-made account (KeyError: not one)."""
         ...

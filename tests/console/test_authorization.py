@@ -76,7 +76,7 @@ def _channel_accounts(viewer: str, method: str, path: str) -> int:
         return 401 if api else 303
     if method != "GET":
         return 403
-    return 404 if path.endswith("/matrix") else 200
+    return 404 if path.endswith(("/matrix", "/secrets")) else 200  # no guide; no console-made account in this walk
 
 
 def _learners_and_knowledge(viewer: str, method: str, path: str) -> int:
@@ -131,6 +131,9 @@ WALK = [
     ("POST", "/console/channel-accounts/telegram/main/delete"),
     ("POST", "/console/api/channel-accounts/telegram"),
     ("DELETE", "/console/api/channel-accounts/telegram/main"),
+    ("GET", "/console/channel-accounts/telegram/main/secrets"),
+    ("POST", "/console/channel-accounts/telegram/main/secrets"),
+    ("PUT", "/console/api/channel-accounts/telegram/main/secrets"),
     *AREA_WALK,
 ]
 
@@ -149,7 +152,9 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
     walked |= {path.replace(UNKNOWN_REF, "{ref}").replace("ABCD2345", "{code}") for path in walked}
     walked |= {"/console/channels/{channel}/{account}/{do}", "/console/api/channels/{channel}/{account}/{do}"}
     walked |= {"/console/channel-accounts/new/{channel}", "/console/channel-accounts/{channel}/{account}/delete",
-               "/console/api/channel-accounts/{channel}", "/console/api/channel-accounts/{channel}/{account}"}
+               "/console/api/channel-accounts/{channel}", "/console/api/channel-accounts/{channel}/{account}",
+               "/console/channel-accounts/{channel}/{account}/secrets",
+               "/console/api/channel-accounts/{channel}/{account}/secrets"}
     walked |= {path.replace("{p}", "{partner}") for _, path in (*(("GET", p) for p in AREA_PATHS), *AREA_WRITES)}
     assert app_paths <= walked, app_paths - walked
 

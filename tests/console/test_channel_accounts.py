@@ -286,3 +286,42 @@ def test_serve_stops_with_one_line_naming_the_variable_when_the_key_cannot_open_
     [line] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert KEY_ENV in line and "(fix: " in line
     assert {"unset": "is not set", "wrong": "does not open", "not a key": "is not a secret key"}[given] in line
+
+
+async def test_secrets_are_shown_as_set_and_replaced_only_by_ones_that_pass_the_probe(telegram_api, tmp_path: Path, key):
+    first, second = new_token(), new_token()
+    old_bot, new_bot = TelegramUsers(telegram_api, first), TelegramUsers(telegram_api, second)
+    await old_bot.register()
+    await new_bot.register()
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ada")) as ada:
+        assert (await add_form(ada, telegram_api, first)).status_code == 303
+        await until_running(ada, "telegram:main")
+        page = await ada.get("/console/channel-accounts/telegram/main/secrets")
+        assert page.status_code == 200 and first not in page.text
+        assert '<span class="state" data-secret="token">set</span>' in page.text
+        assert '<span class="state" data-secret="webhook_secret">not set</span>' in page.text
+        sealed_before = (await running.gateway.store.stored_accounts())[0].sealed
+
+        refused = await ada.post("/console/channel-accounts/telegram/main/secrets",
+                                 data={"csrf": hidden(page.text, "csrf"), "token": new_token()})  # no such bot
+        assert refused.status_code == 400 and "Telegram says the token is invalid" in refused.text
+        assert (await running.gateway.store.stored_accounts())[0].sealed == sealed_before
+        assert (await until_running(ada, "telegram:main"))["restarts"] == 0  # the old token still runs
+
+        csrf = await csrf_of(ada)
+        done = await ada.put("/console/api/channel-accounts/telegram/main/secrets", headers={"X-CSRF-Token": csrf},
+                             json={"secrets": {"token": second}})
+        assert done.status_code == 200 and done.json()["replaced"], done.text
+        assert (await ada.put("/console/api/channel-accounts/telegram/main/secrets", headers={"X-CSRF-Token": csrf},
+                              json={"secrets": {"api_url": "http://127.0.0.1:9"}})).status_code == 400  # not a secret
+        await until_running(ada, "telegram:main")
+        chat = new_id()
+        await new_bot.say(chat, "hello again")
+
+        async def answered():
+            return [m for m in (await new_bot.seen()).get(str(chat), []) if m["text"] == "ok"]
+
+        assert await eventually(answered, what="the answer from the bot with the new token")
+    assert second.encode() not in stored_bytes(tmp_path / "data")
+    await old_bot.aclose()
+    await new_bot.aclose()
