@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from cryptography.fernet import Fernet, InvalidToken, MultiFernet
 
 from gateway.core.errors import ConfigError
+from gateway.redaction import register_secret
 
 KEY_ENV = "PARTNERS_SECRET_KEY"
 OLD_KEY_ENV = "PARTNERS_SECRET_KEY_OLD"
@@ -48,6 +49,8 @@ class SecretBox:
 
     def __init__(self, key: str, old: str | None = None) -> None:
         keys = [_fernet(key, KEY_ENV)] + ([_fernet(old, OLD_KEY_ENV)] if old else [])
+        for value, variable in ((key, KEY_ENV), (old, OLD_KEY_ENV)):
+            register_secret(value, variable)  # the key is a secret like any other: no log line may show it
         self._box = MultiFernet(keys)
 
     @classmethod
