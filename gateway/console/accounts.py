@@ -37,19 +37,28 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
 from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from channels.registry import load_channel
-from gateway.accounts import ACCOUNT_NAME, AccountRefused, FormField, form_fields, model_for_kind, settings_from_form
+from gateway.accounts import (
+    ACCOUNT_NAME,
+    AccountRefused,
+    FormField,
+    InputKind,
+    form_fields,
+    model_for_kind,
+    settings_from_form,
+)
 from gateway.console.access import Viewer
+from gateway.console.channels import seen_config
 from gateway.console.pages import HEADERS, Console
 from gateway.console.services import ConsoleGateway
 from gateway.console.signin import read_form
-from gateway.core.config import Config
 from gateway.core.errors import ChannelUnavailable, ConfigError, InvalidEvent
-from gateway.core.probes import ProbeResult
+from gateway.core.probes import Gravity, ProbeResult
 from gateway.http.body import read_limited
 from gateway.http.responses import error_response
 from gateway.jsonbody import decode_json
@@ -99,27 +108,44 @@ GUIDES: dict[str, Guide] = {
 }
 
 
-def seen_config(console: Console, gateway: ConsoleGateway) -> Config:
-    """The config with the console-made accounts' bindings, so :class:`Viewer` judges those accounts too."""
-    return console.config.model_copy(update={"bindings": gateway.account_bindings()})
-
-
 def _fields(guide: Guide) -> list[FormField]:
     return form_fields(model_for_kind(load_channel(guide.channel).config_model, guide.kind))
 
 
+class FormProblem(BaseModel):
+    """One reason an account was not saved: a setting the channel's model refuses, or what its probe found."""
+
+    field: str = ""
+    """The setting it is about (``token``); empty for the account as a whole (the probe's findings)."""
+    message: str
+    fix: str = ""
+    gravity: Gravity = Gravity.ERROR
+
+    @classmethod
+    def of(cls, error: ConfigError) -> list[FormProblem]:
+        return [cls(field=p.field or "", message=p.message, fix=p.fix or "") for p in error.problems]
+
+
 @dataclass(frozen=True)
 class Added:
-    """What one add came to, for the form and for its JSON twin."""
+    """What one add (or one replacement of secrets) came to, for the form and for its JSON twin."""
 
     status: int
-    problems: list[dict[str, str]]
+    problems: list[FormProblem]
     checked: str = ""
 
+    @classmethod
+    def refused(cls, status: int, message: str, fix: str = "", field: str = "") -> Added:
+        return cls(status, [FormProblem(field=field, message=message, fix=fix)])
 
-def _from_probe(result: ProbeResult) -> Added:
-    listed = [{"field": "", "message": p.message, "fix": p.fix, "gravity": p.gravity.value} for p in result.problems]
-    return Added(201 if result.ok else 400, listed, result.checked)
+    def json(self, done: str) -> JSONResponse:
+        return JSONResponse({done: self.status in (200, 201), "checked": self.checked,
+                             "problems": [p.model_dump(mode="json") for p in self.problems]}, status_code=self.status)
+
+
+def _from_probe(result: ProbeResult, ok: int) -> Added:
+    listed = [FormProblem(message=p.message, fix=p.fix, gravity=p.gravity) for p in result.problems]
+    return Added(ok if result.ok else 400, listed, result.checked)
 
 
 async def add(console: Console, gateway: ConsoleGateway, viewer: Viewer, session: ConsoleSession, guide: Guide,
@@ -127,17 +153,17 @@ async def add(console: Console, gateway: ConsoleGateway, viewer: Viewer, session
     """Check who asks and for which partner, then let the gateway validate, probe, store and start the account."""
     partner = viewer.partner(console.config, partner_id)
     if partner is None:
-        return Added(404, [{"field": "partner", "message": "no such partner", "fix": "choose one of your partners"}])
+        return Added.refused(404, "no such partner", "choose one of your partners", field="partner")
     if not re.fullmatch(ACCOUNT_NAME, account):
-        return Added(400, [{"field": "account", "message": "the account name must be 1-64 of a-z 0-9 _ - (starting "
-                            "with a letter or digit)", "fix": "it appears in addresses: e.g. main, physics-bot"}])
+        return Added.refused(400, "the account name must be 1-64 of a-z 0-9 _ - (starting with a letter or digit)",
+                             "it appears in addresses: e.g. main, physics-bot", field="account")
     try:
         result = await gateway.add_account(guide.channel, account, partner.id, raw, session.user.username)
-    except AccountRefused as refused:
-        return Added(refused.status, [{"field": "", "message": refused.reason, "fix": ""}])
+    except AccountRefused as refusal:
+        return Added.refused(refusal.status, refusal.reason)
     except ConfigError as error:
-        return Added(400, [{"field": p.field or "", "message": p.message, "fix": p.fix or ""} for p in error.problems])
-    return _from_probe(result)
+        return Added(400, FormProblem.of(error))
+    return _from_probe(result, 201)
 
 
 def routes(console: Console) -> list[BaseRoute]:
@@ -196,8 +222,7 @@ def routes(console: Console) -> list[BaseRoute]:
             return error_response(400, 'send JSON {"account": "...", "partner": "...", "settings": {...}}')
         raw = {**body.get("settings", {}), **({"kind": guide.kind} if guide.kind else {})}  # the guide's kind only
         added = await add(console, running(), viewer, session, guide, body["account"], body["partner"], raw)
-        return JSONResponse({"added": added.status == 201, "checked": added.checked, "problems": added.problems},
-                            status_code=added.status)
+        return added.json("added")
 
     def refused(request: Request, viewer: Viewer) -> Response | None:
         """Why this viewer may not change the console-made account the path names (None: they may)."""
@@ -218,7 +243,10 @@ def routes(console: Console) -> list[BaseRoute]:
         channel, account = request.path_params["channel"], request.path_params["account"]
         if (refusal := refused(request, viewer)) is not None:
             return refusal
-        await running().remove_account(channel, account, session.user.username)
+        try:
+            await running().remove_account(channel, account, session.user.username)
+        except KeyError:  # deleted meanwhile
+            return error_response(404, "no such channel account")
         if api:
             return JSONResponse({"removed": f"{channel}:{account}"})
         return RedirectResponse("/console/channels", status_code=303, headers=HEADERS)
@@ -228,11 +256,12 @@ def routes(console: Console) -> list[BaseRoute]:
         try:
             result = await running().replace_secrets(channel, account, secrets, session.user.username)
         except AccountRefused as refusal:
-            return Added(refusal.status, [{"field": "", "message": refusal.reason, "fix": ""}])
+            return Added.refused(refusal.status, refusal.reason)
+        except KeyError:  # deleted meanwhile
+            return Added.refused(404, "no such channel account")
         except ConfigError as error:
-            return Added(400, [{"field": p.field or "", "message": p.message, "fix": p.fix or ""} for p in error.problems])
-        added = _from_probe(result)
-        return Added(200 if added.status == 201 else added.status, added.problems, added.checked)
+            return Added(400, FormProblem.of(error))
+        return _from_probe(result, 200)
 
     async def secrets_form(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         channel, account = request.path_params["channel"], request.path_params["account"]
@@ -242,13 +271,13 @@ def routes(console: Console) -> list[BaseRoute]:
         if guide is None or guide_of(request) is None:
             return error_response(404, "no guided form for this channel")
         names = sorted(_secret_names(guide))
-        problems: list[dict[str, str]] = []
+        problems: list[FormProblem] = []
         status = 200
         if request.method == "POST":
             form = await read_form(request) or {}
             given = {name: form[name].strip() for name in names if form.get(name, "").strip()}
             if not given:
-                problems, status = [{"field": "", "message": "no new secret was entered", "fix": "paste at least one"}], 400
+                problems, status = Added.refused(400, "no new secret was entered", "paste at least one").problems, 400
             else:
                 done = await replace(request, viewer, session, given)
                 if done.status == 200:
@@ -279,8 +308,7 @@ def routes(console: Console) -> list[BaseRoute]:
                 or not set(given) <= names):
             return error_response(400, f'send JSON {{"secrets": {{...}}}} naming some of: {", ".join(sorted(names)) or "none"}')
         done = await replace(request, viewer, session, given)
-        return JSONResponse({"replaced": done.status == 200, "checked": done.checked, "problems": done.problems},
-                            status_code=done.status)
+        return done.json("replaced")
 
     async def remove_form(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         return await remove(request, viewer, session, api=False)
@@ -301,4 +329,4 @@ def routes(console: Console) -> list[BaseRoute]:
 
 
 def _secret_names(guide: Guide) -> set[str]:
-    return {f.name for f in _fields(guide) if f.kind.value == "password"}
+    return {f.name for f in _fields(guide) if f.kind is InputKind.SECRET}

@@ -30,6 +30,7 @@ from starlette.routing import BaseRoute, Route
 from gateway.console.access import Viewer, bound_partners
 from gateway.console.pages import HEADERS, Console
 from gateway.console.services import ConsoleGateway
+from gateway.core.config import Config
 from gateway.http.responses import error_response
 from gateway.store.console import ConsoleSession
 
@@ -60,11 +61,17 @@ class ChannelAccount(BaseModel):
     """For its operators, the login page of an account that waits for a scan (personal WeChat's QR code), else None."""
 
 
+def seen_config(console: Console, gateway: ConsoleGateway) -> Config:
+    """The config with the console-made accounts' bindings (ADR 0040), so :class:`Viewer` judges those accounts
+    by the same rules as the file's."""
+    return console.config.model_copy(update={"bindings": gateway.account_bindings()})
+
+
 async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer) -> list[ChannelAccount]:
     status = await gateway.status()
     disabled = await gateway.disabled_accounts()
     made = gateway.stored_accounts()
-    config = console.config.model_copy(update={"bindings": gateway.account_bindings()})  # with the console-made ones
+    config = seen_config(console, gateway)  # with the console-made accounts' bindings
     found = [
         ChannelAccount(channel=a.channel, account=a.account, partners=sorted(bound_partners(config, a.channel, a.account)),
                        state=a.state, reason=a.reason, since=a.since, restarts=a.restarts,
