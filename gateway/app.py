@@ -499,8 +499,11 @@ class Gateway:
         return dict(self._stored)
 
     def account_bindings(self) -> tuple[Binding, ...]:
-        """The file's bindings and the console-made accounts' (each bound whole to its partner)."""
-        made = tuple(Binding(partner=row.partner, channel=row.channel, account=row.account) for row in self._stored.values())
+        """The file's bindings and those of the console-made accounts that run (each bound whole to its partner);
+        one shadowed by a file account of its name, or whose partner left the file, binds nothing."""
+        partners = {p.id for p in self.config.partners}
+        made = tuple(Binding(partner=row.partner, channel=row.channel, account=row.account) for row in self._stored.values()
+                     if row.partner in partners and row.account not in self.config.channels.get(row.channel, {}))
         return (*self.config.bindings, *made)
 
     async def add_account(self, channel: str, account: str, partner: str, raw: dict[str, Any], by: str) -> ProbeResult:

@@ -89,6 +89,13 @@ class Viewer:
         return bool(bound) and bound <= seen
 
 
+    def acts_for(self, config: Config, partner_id: str) -> bool:
+        """Whether the viewer may change what was made for this partner (a console-made channel account that does
+        not run, so no binding speaks for it): an administrator for any id, even one gone from the file; a teacher
+        for their own partners."""
+        return self.administers or self.partner(config, partner_id) is not None
+
+
 def bound_partners(config: Config, channel: str, account: str) -> set[str]:
     """The partners the config's bindings route any of this account's messages to."""
     return {b.partner for b in config.bindings if b.channel == channel and b.account == account}

@@ -229,9 +229,14 @@ def routes(console: Console) -> list[BaseRoute]:
         channel, account = request.path_params["channel"], request.path_params["account"]
         gateway = running()
         config = seen_config(console, gateway)
+        row = gateway.stored_accounts().get((channel, account))
+        shadowed = row is not None and account in console.config.channels.get(channel, {})
+        if row is not None and (shadowed or row.partner not in {p.id for p in console.config.partners}):
+            # it does not run, so no binding speaks for it: the partner it was made for does
+            return None if viewer.acts_for(console.config, row.partner) else error_response(404, "no such channel account")
         if not viewer.sees_account(config, channel, account):
             return error_response(404, "no such channel account")
-        if (channel, account) not in gateway.stored_accounts():
+        if row is None:
             if account in console.config.channels.get(channel, {}):
                 return error_response(409, "this account is in partners.yaml: change it there")
             return error_response(404, "no such channel account")

@@ -82,13 +82,18 @@ async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer
                        if a.state == "action_required" and viewer.operates_account(config, a.channel, a.account) else None)
         for a in status.accounts if viewer.sees_account(config, a.channel, a.account)
     ]
-    found += [
-        ChannelAccount(channel=u.channel, account=u.account, partners=sorted(bound_partners(config, u.channel, u.account)),
-                       state="unavailable", reason=u.reason, since=None, restarts=0, disabled_by=None,
-                       operable=(u.channel, u.account) in made and viewer.operates_account(config, u.channel, u.account),
-                       added_in_console=(u.channel, u.account) in made)
-        for u in status.unavailable if viewer.sees_account(config, u.channel, u.account)
-    ]
+    for u in status.unavailable:
+        row = made.get((u.channel, u.account))
+        if row is not None:  # a console-made account that does not run: judged by the partner it was made for
+            if viewer.acts_for(console.config, row.partner):
+                found.append(ChannelAccount(channel=u.channel, account=u.account, partners=[row.partner],
+                                            state="unavailable", reason=u.reason, since=None, restarts=0,
+                                            disabled_by=None, operable=True, added_in_console=True))
+        elif viewer.sees_account(config, u.channel, u.account):
+            found.append(ChannelAccount(channel=u.channel, account=u.account,
+                                        partners=sorted(bound_partners(config, u.channel, u.account)),
+                                        state="unavailable", reason=u.reason, since=None, restarts=0, disabled_by=None,
+                                        operable=False))
     return sorted(found, key=lambda a: (a.channel, a.account))
 
 

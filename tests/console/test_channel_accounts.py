@@ -349,3 +349,76 @@ def test_new_key_prints_a_key_the_box_takes_and_a_bad_old_key_is_named(tmp_path:
     with pytest.raises(ConfigError) as bad_old:
         SecretBox.from_env({KEY_ENV: other, OLD_KEY_ENV: "short-quartz"})
     assert OLD_KEY_ENV in str(bad_old.value) and "partners console new-key" in str(bad_old.value)
+
+
+async def test_a_file_account_of_the_same_name_wins_and_the_console_one_is_listed_with_the_reason(
+        telegram_api, tmp_path: Path, key, monkeypatch):
+    from gateway.configfile import parse_config
+    from tests.e2e.rig import served
+
+    made, filed = new_token(), new_token()
+    for token in (made, filed):
+        async with aclosing(TelegramUsers(telegram_api, token)) as bot:
+            await bot.register()
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ada")) as ada:
+        assert (await add_form(ada, telegram_api, made)).status_code == 303
+    monkeypatch.setenv("TELEGRAM_FILE_TOKEN_QUARTZ", filed)
+    raw = console_config(tmp_path / "data").model_dump(mode="json", exclude={"source"})
+    raw["channels"] = {"telegram": {"main": {"token": "env:TELEGRAM_FILE_TOKEN_QUARTZ", "api_url": telegram_api,
+                                             "poll_timeout": 1}}}
+    raw["bindings"] = [{"partner": "geometry", "channel": "telegram", "account": "main"}]
+    async with Gateway(parse_config(raw), responder=Quiet()) as gateway, served(gateway) as url, \
+            aclosing(await signed_in(url, "root")) as root:
+
+        async def rows() -> list[dict]:
+            return [a for a in (await root.get("/console/api/channels")).json()["accounts"]
+                    if (a["channel"], a["account"]) == ("telegram", "main")]
+
+        [clash] = gateway.unavailable
+        assert (clash.channel, clash.account) == ("telegram", "main") and "partners.yaml has an account" in clash.reason
+        await eventually(lambda: _running_row(rows), what="the file's account running")
+        [shadowed] = [a for a in await rows() if a["state"] == "unavailable"]
+        assert shadowed["added_in_console"] and shadowed["operable"] and "partners.yaml" in shadowed["reason"]
+        assert shadowed["partners"] == ["algebra"] and (await _running_row(rows))["partners"] == ["geometry"]
+        async with aclosing(await signed_in(url, "ada")) as ada, aclosing(await signed_in(url, "ben")) as ben:
+            assert [a["state"] for a in (await ada.get("/console/api/channels")).json()["accounts"]] == [
+                "running", "unavailable"]  # her file account (geometry) and her shadowed one (algebra)
+            assert (await ben.get("/console/api/channels")).json()["accounts"] == []
+            ben_csrf = await csrf_of(ben)
+            assert (await ben.delete("/console/api/channel-accounts/telegram/main",
+                                     headers={"X-CSRF-Token": ben_csrf})).status_code == 404
+        csrf = await csrf_of(root)
+        assert (await root.delete("/console/api/channel-accounts/telegram/main", headers={"X-CSRF-Token": csrf})).status_code == 200
+        assert gateway.unavailable == [] and await gateway.store.stored_accounts() == []
+        [left] = await rows()
+        assert left["state"] == "running" and left["partners"] == ["geometry"] and not left["added_in_console"]
+        assert (await root.delete("/console/api/channel-accounts/telegram/main",
+                                  headers={"X-CSRF-Token": csrf})).status_code == 409  # a file account
+
+
+async def _running_row(rows) -> dict | None:
+    return next((a for a in await rows() if a["state"] == "running"), None)
+
+
+async def test_an_account_whose_partner_left_the_file_waits_unavailable_for_an_administrator(telegram_api, tmp_path: Path, key):
+    from gateway.configfile import parse_config
+    from tests.e2e.rig import served
+
+    token = new_token()
+    async with aclosing(TelegramUsers(telegram_api, token)) as bot:
+        await bot.register()
+    async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ben")) as ben:
+        csrf = await csrf_of(ben)
+        assert (await ben.post("/console/api/channel-accounts/telegram", headers={"X-CSRF-Token": csrf}, json={
+            "account": "bio", "partner": "biology", "settings": {"token": token, "api_url": telegram_api}})).status_code == 201
+    raw = console_config(tmp_path / "data").model_dump(mode="json", exclude={"source"})
+    raw["partners"] = [p for p in raw["partners"] if p["id"] != "biology"]
+    async with Gateway(parse_config(raw), responder=Quiet()) as gateway, served(gateway) as url, \
+            aclosing(await signed_in(url, "root")) as root:
+        assert gateway.channel("telegram", "bio") is None
+        [row] = (await root.get("/console/api/channels")).json()["accounts"]
+        assert row["state"] == "unavailable" and "biology is no longer in partners.yaml" in row["reason"]
+        assert row["partners"] == ["biology"] and row["operable"]
+        csrf = await csrf_of(root)
+        assert (await root.delete("/console/api/channel-accounts/telegram/bio", headers={"X-CSRF-Token": csrf})).status_code == 200
+        assert (await root.get("/console/api/channels")).json()["accounts"] == []
