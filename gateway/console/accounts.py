@@ -87,8 +87,6 @@ class Guide:
     """field -> texts.toml key; a field without one reads ``help_default``."""
     manifest: bool = False
     """Show the Slack app manifest to paste."""
-    login: bool = False
-    """After saving, the account waits for a QR login: say where its page is."""
 
 
 GUIDES: dict[str, Guide] = {
@@ -103,8 +101,7 @@ GUIDES: dict[str, Guide] = {
                          "api_base": "help_slack_api_base", "streaming": "help_slack_streaming",
                          "read_locale": "help_slack_read_locale", "dm": "help_dm"}, manifest=True),
     "weixin": Guide("weixin", "guide_weixin_title", "guide_weixin_steps", kind="ilink", first=("dm",),
-                    help={"base_url": "help_weixin_base_url", "bot_id": "help_weixin_bot_id", "dm": "help_dm"},
-                    login=True),
+                    help={"base_url": "help_weixin_base_url", "bot_id": "help_weixin_bot_id", "dm": "help_dm"}),
 }
 
 
