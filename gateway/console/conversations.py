@@ -49,9 +49,9 @@ from gateway.core.capabilities import Dialect
 from gateway.core.config import PartnerConfig
 from gateway.core.messages import Address, ReplyAuthor
 from gateway.http.responses import error_response
+from gateway.render import render_markdown
 from gateway.store import InboundState, ReplyState, Takeover
 from gateway.store.console import ConsoleSession
-from gateway.render import render_markdown
 from gateway.store.transcripts import ConversationActivity, Heard, Said
 
 if TYPE_CHECKING:  # pages imports the areas
