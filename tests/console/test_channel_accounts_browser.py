@@ -6,29 +6,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.channels.test_webchat_browser import TIMEOUT_MS
+from tests.browser import TIMEOUT_MS, signed_in_tab
 from tests.console.rig import PASSWORDS, serve_console
 from tests.console.test_channel_accounts import key, new_token  # noqa: F401 - the key fixture
-from tests.console.test_console_browser import browser  # noqa: F401 - the fixture
 from tests.peers.telegram_peer import TelegramUsers
 
 pytestmark = pytest.mark.browser
 
 
-async def test_a_teacher_adds_a_telegram_bot_with_the_guided_form(telegram_api, tmp_path: Path, browser, key):  # noqa: F811
+async def test_a_teacher_adds_a_telegram_bot_with_the_guided_form(telegram_api, tmp_path: Path, browser, key):  # noqa: F811 - key
     token = new_token()
     users = TelegramUsers(telegram_api, token)
     await users.register(username="form_quartz_bot")
     async with serve_console(tmp_path / "data") as running:
-        context = await browser.new_context(locale="en-US")
-        page = await context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        await page.goto(running.url + "/console/login", timeout=TIMEOUT_MS)
-        await page.fill("#username", "ada")
-        await page.fill("#password", PASSWORDS["ada"])
-        await page.click("#sign-in")
-        await page.wait_for_url(running.url + "/console/", timeout=TIMEOUT_MS)
+        tab = await signed_in_tab(browser, running.url, "ada", PASSWORDS["ada"])
+        page = tab.page
 
         await page.goto(running.url + "/console/channels", timeout=TIMEOUT_MS)
         await page.click("#add-channel-account")
@@ -58,6 +50,7 @@ async def test_a_teacher_adds_a_telegram_bot_with_the_guided_form(telegram_api, 
         assert "geometry" in await row.inner_text()
         assert "secrets set" in await row.locator(".sealed").inner_text()
         assert token not in await page.content()
-        assert errors == []
-        await context.close()
+        assert tab.errors == []
+        assert all(url.startswith(running.url + "/") for url in tab.requested), tab.requested  # nothing from a CDN
+        await tab.close()
     await users.aclose()
