@@ -177,7 +177,8 @@ async def test_sign_ins_run_side_by_side(served):
 @pytest.mark.parametrize(("page", "current"), [
     ("/console/", "/console/"),
     ("/console/conversations", "/console/conversations"), ("/console/pairing", "/console/pairing"),
-    ("/console/channels", "/console/channels"), ("/console/dashboard", "/console/dashboard"),
+    ("/console/channels", "/console/channels"), ("/console/channel-accounts/new", "/console/channels"),
+    ("/console/dashboard", "/console/dashboard"),
 ])
 async def test_every_page_leads_to_every_area_and_marks_the_one_it_is_in(served, page: str, current: str):
     async with aclosing(await signed_in(served.url, "ada")) as ada:
