@@ -29,10 +29,17 @@ def _channels(console: Console) -> list[BaseRoute]:
     return [*channels.routes(console), *dashboard.routes(console)]
 
 
+def _partners(console: Console) -> list[BaseRoute]:
+    from gateway.console import partners, personas
+
+    return [*partners.routes(console), *personas.routes(console)]
+
+
 AREAS: tuple[Area, ...] = (
     learners.routes,
     knowledge.routes,
     conversations.routes,
     pairing.routes,
     _channels,
+    _partners,
 )
