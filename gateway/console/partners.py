@@ -342,17 +342,20 @@ class Partners:
         partner = viewer.partner(self.config, request.path_params["partner"])
         if partner is None:
             return self.missing(request)
-        values = {"viewer": viewer, "csrf": session.csrf, "partner": partner, "version": self.version(),
-                  "editable": self.config.source is not None}
+        def confirmation(status: int = 200, error: str | None = None) -> Response:
+            return self.console.render(request, "partner_delete.html", status, viewer=viewer, csrf=session.csrf,
+                                       partner=partner, version=self.version(), editable=self.config.source is not None,
+                                       error=error)
+
         if request.method == "GET":
-            return self.console.render(request, "partner_delete.html", **values)
+            return confirmation()
         form = await read_form(request) or {}
         if form.get("confirm") != partner.id:
-            return self.console.render(request, "partner_delete.html", 400, **values, error=self.console_words(request, "delete_unconfirmed"))
+            return confirmation(400, self.console_words(request, "delete_unconfirmed"))
         try:
             await self.delete(viewer, partner.id, form.get("version", ""))
         except Refused as refused:
-            return self.console.render(request, "partner_delete.html", refused.status, **values, error=refused.message)
+            return confirmation(refused.status, refused.message)
         return RedirectResponse("/console/?deleted=1", status_code=303)
 
     def console_words(self, request: Request, key: str) -> str:

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from gateway.app import Gateway
 from gateway.configfile import load_config
+from gateway.store.console import Role
 from tests.console.rig import ADA_ID, BEN_ID, Quiet, Served, user
 from tests.e2e.rig import STUB_KEY_ENV, served
-from gateway.store.console import Role
 
 KEPT_COMMENTS = ("# The school's gateway: kept by hand and by the console alike.",
                  "# Ada's first partner (teaches algebra to year 9)", "# Ben's biology partner")

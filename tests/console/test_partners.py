@@ -227,8 +227,8 @@ def test_the_round_trip_keeps_an_untouched_file_byte_for_byte(tmp_path: Path):
     """Saving a partner's own values again changes nothing in the file (no reformatting of the rest)."""
     import asyncio
 
-    from gateway.configedit import ConfigEditor, SavePartner, fields_in
     from gateway.atomicfile import version_of as file_version
+    from gateway.configedit import ConfigEditor, SavePartner, fields_in
 
     path = write_config(tmp_path)
     before = path.read_text(encoding="utf-8")
