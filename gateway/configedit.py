@@ -132,8 +132,17 @@ class ConfigEditor:
             text = _dump(yaml, tree)
             config = config_from_text(text, self.path, secrets=self.secrets)
             _check_personas(config)
-            write_atomic(self.path, text.encode("utf-8"))
+            try:
+                write_atomic(self.path, text.encode("utf-8"))
+            except OSError as error:
+                raise unwritable(self.path, error) from None
             return config
+
+
+def unwritable(path: Path, error: OSError) -> ConfigError:
+    """A file the gateway may read but not replace (a read-only deployment): the OS's reason, the old file intact."""
+    return ConfigError(f"cannot be written: {error.strerror or error}", file=str(path),
+                       fix="let the gateway's user write this file and its folder, or make the change by hand")
 
 
 def fields_in(text: str, partner_id: str) -> PartnerFields | None:

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gateway.atomicfile import version, write_atomic
-from gateway.configedit import NoConfigFile, StaleFile
+from gateway.configedit import NoConfigFile, StaleFile, unwritable
 from gateway.core.config import Config
 from gateway.core.errors import ConfigError
 
@@ -66,16 +66,18 @@ class PersonaEditor:
             if current.version != expected_version:
                 raise StaleFile("the persona's files changed since this page was loaded; reload it and make the change again")
             copied = current.folder != current.target
-            if copied:  # a shipped persona: its copy in the user's folder is what gets edited
-                shutil.copytree(current.folder, current.target, ignore=shutil.ignore_patterns("__pycache__"))
             try:
+                if copied:  # a shipped persona: its copy in the user's folder is what gets edited
+                    shutil.copytree(current.folder, current.target, ignore=shutil.ignore_patterns("__pycache__"))
                 check_persona(current.target, spec, soul, secrets=self.config.secrets)
-            except ConfigError:
+                write_atomic(current.target / SPEC_FILE, spec.encode("utf-8"))
+                write_atomic(current.target / SOUL_FILE, soul.encode("utf-8"))
+            except (ConfigError, OSError) as error:
                 if copied:
-                    shutil.rmtree(current.target)
+                    shutil.rmtree(current.target, ignore_errors=True)
+                if isinstance(error, OSError):
+                    raise unwritable(current.target, error) from None
                 raise
-            write_atomic(current.target / SPEC_FILE, spec.encode("utf-8"))
-            write_atomic(current.target / SOUL_FILE, soul.encode("utf-8"))
             return self.files(name)
 
 

@@ -237,3 +237,22 @@ def test_the_round_trip_keeps_an_untouched_file_byte_for_byte(tmp_path: Path):
     config = asyncio.run(ConfigEditor(path).apply(SavePartner(fields, new=False), file_version(path)))
     assert path.read_text(encoding="utf-8") == before
     assert config == parse_config(yaml.safe_load(before)).model_copy(update={"data_dir": config.data_dir, "source": path})
+
+
+
+async def test_the_console_error_is_the_one_the_file_would_get_at_start(served):
+    """The same partner written into the file by hand fails ``load_config`` with the very text the console showed."""
+    from gateway.core.errors import ConfigError
+
+    running, path = served
+    async with aclosing(await signed_in(running.url, "root")) as root:
+        version = await version_of(root, "algebra")
+        answer = await root.post("/console/api/partners", headers={"x-csrf-token": await csrf_of(root)},
+                                 json={"partner": {"id": "Two Words", "name": "X"}, "version": version})
+    by_hand = path.read_text(encoding="utf-8").replace("\nbindings:", "\n  - id: Two Words\n    name: X\nbindings:")
+    if "bindings:" not in by_hand:
+        by_hand += "  - id: Two Words\n    name: X\n"
+    path.write_text(by_hand, encoding="utf-8")
+    with pytest.raises(ConfigError) as loaded:
+        load_config(path)
+    assert answer.status_code == 400 and answer.json()["error"] == str(loaded.value)
