@@ -35,6 +35,7 @@ from gateway.core.messages import (
     ConversationKind,
     InboundMessage,
     OutboundReply,
+    ReplyAuthor,
 )
 from gateway.core.phrases import Phrase, language_for, say
 from gateway.core.turns import Role
@@ -153,7 +154,7 @@ class TeacherDesk:
         if await self.store.get_reply(key) is not None:
             return
         reply = OutboundReply(idempotency_key=key, target=takeover.target, markdown=text,
-                              language=self._learner_language(takeover))
+                              language=self._learner_language(takeover), author=ReplyAuthor.TEACHER)
         await self.outbox.post(reply)
 
     async def hand_back(self, takeover: Takeover, request: str) -> None:
@@ -183,12 +184,13 @@ class TeacherDesk:
         partner = self.router.route(takeover.target)
         language = self._learner_language(takeover)
         text = say(Phrase.HANDED_BACK, language, partner=partner.name if partner is not None else takeover.partner)
-        await self.outbox.post(OutboundReply(idempotency_key=key, target=takeover.target, markdown=text, language=language))
+        await self.outbox.post(OutboundReply(idempotency_key=key, target=takeover.target, markdown=text, language=language,
+                                             author=ReplyAuthor.GATEWAY))
 
     async def _answer(self, message: InboundMessage, text: str) -> None:
         key = reply_key(message.address, message.event_id)
         reply = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text,
-                              in_reply_to=(message.event_id,))
+                              in_reply_to=(message.event_id,), author=ReplyAuthor.GATEWAY)
         await self.outbox.post(reply, answered=[message.dedup_key])
 
     async def _tell_owners(self, partner: PartnerConfig, text: str, *, purpose: str, answered: InboundMessage | None = None) -> None:
@@ -196,4 +198,5 @@ class TeacherDesk:
             target = owner_address(owner)
             key = reply_key(target, purpose, f"owner:{index}")
             marks = [answered.dedup_key] if answered is not None and index == 0 else []
-            await self.outbox.post(OutboundReply(idempotency_key=key, target=target, markdown=text), answered=marks)
+            await self.outbox.post(OutboundReply(idempotency_key=key, target=target, markdown=text, author=ReplyAuthor.GATEWAY),
+                                   answered=marks)

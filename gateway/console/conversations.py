@@ -46,7 +46,7 @@ from gateway.console.access import Viewer
 from gateway.console.services import ConsoleGateway
 from gateway.console.signin import read_form
 from gateway.core.config import PartnerConfig
-from gateway.core.messages import Address
+from gateway.core.messages import Address, ReplyAuthor
 from gateway.http.responses import error_response
 from gateway.store import InboundState, ReplyState, Takeover
 from gateway.store.console import ConsoleSession
@@ -104,6 +104,8 @@ class Line(BaseModel):
 
     heard: bool
     who: str
+    author: ReplyAuthor | None = None
+    """Whose words a reply carries (the page names a teacher's and the gateway's apart); None when heard."""
     text: str
     at: float
     state: str
@@ -155,7 +157,8 @@ def _line(entry: Heard | Said, partner: PartnerConfig) -> Line:
         sender = entry.message.sender
         return Line(heard=True, who=sender.display_name or sender.user, text=entry.message.text, at=entry.at,
                     state=entry.state.value)
-    return Line(heard=False, who=partner.name, text=entry.reply.markdown, at=entry.at, state=entry.state.value)
+    return Line(heard=False, who=partner.name, author=entry.reply.author, text=entry.reply.markdown, at=entry.at,
+                state=entry.state.value)
 
 
 @dataclass(frozen=True)

@@ -326,6 +326,17 @@ class StreamState(str, Enum):
     FINAL = "final"
 
 
+class ReplyAuthor(str, Enum):
+    """Whose words a reply carries: the console's transcript names them, the platform never sees it."""
+
+    PARTNER = "partner"
+    """The partner's answer (a turn, its greeting, a reminder it set)."""
+    TEACHER = "teacher"
+    """What a teacher wrote to the learner during a takeover."""
+    GATEWAY = "gateway"
+    """The gateway's own notice (a refusal, the hand-back, a confirmation to a teacher)."""
+
+
 class OutboundReply(_Frozen):
     """A reply as the brain wrote it: Markdown plus attachments, not yet rendered."""
 
@@ -342,6 +353,8 @@ class OutboundReply(_Frozen):
     delivery itself may have to say in the reply's place (its apology).  It rides in the outbox row's
     payload with the rest of the reply; empty (a writer that does not know, a row written before it
     existed) means delivery asks the partner bound there, and falls back to English."""
+    author: ReplyAuthor = ReplyAuthor.PARTNER
+    """Whose words these are; a row written before it existed was the partner's or a notice."""
 
 
 class RenderedPart(_Frozen):

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from gateway.core.capabilities import authenticates_senders
 from gateway.core.config import AccessPolicy, PartnerConfig, ToolRule
-from gateway.core.messages import ConversationKind, InboundMessage, Media, OutboundReply, has_visible
+from gateway.core.messages import ConversationKind, InboundMessage, Media, OutboundReply, ReplyAuthor, has_visible
 from gateway.core.phrases import Phrase, language_for, say
 from gateway.core.turns import Role
 from gateway.metrics import Metrics
@@ -213,7 +213,7 @@ class Dispatcher:
     async def _notice(self, message: InboundMessage, text: str, *, purpose: str, language: str) -> None:
         key = reply_key(message.address, message.event_id, purpose)
         notice = OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer, markdown=text,
-                               language=language)
+                               language=language, author=ReplyAuthor.GATEWAY)
         await self.outbox.post(notice)
 
     async def release_approved(self) -> int:

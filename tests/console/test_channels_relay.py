@@ -69,3 +69,49 @@ async def test_disable_stops_the_poll_and_enable_answers_what_waited(relay_peer,
                 [row] = day["rows"]
                 assert (row["partner"], row["channel"], row["account"], row["errors"]) == ("buddy", "relay", "main", 1)
                 assert row["latency_p99_s"] is not None
+
+
+class Held:
+    """A responder whose answer waits until the test lets it go: a turn still running when the account is disabled."""
+
+    name = "held"
+
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
+    async def respond(self, turn):
+        from gateway.core.events import StreamEnd, TurnEnd
+
+        self.started.set()
+        await self.release.wait()
+        yield StreamEnd(markdown="answered after all")
+        yield TurnEnd()
+
+
+async def test_a_turn_running_when_the_account_is_disabled_is_still_answered(relay_peer, tmp_path: Path, monkeypatch):
+    """Disabling stops what comes in, not what was already taken: the learner who wrote before the switch
+    gets their answer, once, and nothing is given up as undeliverable."""
+    token, variable = f"tok-{uuid.uuid4().hex}", f"RELAY_TOKEN_{uuid.uuid4().hex[:8].upper()}"
+    monkeypatch.setenv(variable, token)
+    await accepting(relay_peer.url)
+    held = Held()
+    async with aclosing(RelayClient(relay_peer.url, token)) as platform:
+        await platform.register()
+        raw = e2e_config(tmp_path / "data", "http://127.0.0.1:9", channel="relay", account="main",
+                         account_settings={"base_url": relay_peer.url, "token": f"env:{variable}", "poll_timeout": 2})
+        raw["partners"][0].pop("model")
+        async with Gateway(parse_config(raw), responder=held) as gateway, served(gateway) as url:
+            assert await gateway.store.add_console_user(user("root", Role.ADMINISTRATOR))
+            async with aclosing(await signed_in(url, "root")) as root:
+                await until_state(root, "relay:main", "running")
+                await platform.inject("c1", "u1", "a long question")
+                async with asyncio.timeout(HANG_S):
+                    await held.started.wait()
+                csrf = await csrf_of(root)
+                assert (await root.post("/console/api/channels/relay/main/disable", headers={"x-csrf-token": csrf})).status_code == 200
+                await until_state(root, "relay:main", "stopped")
+                held.release.set()
+                assert [m["text"] for m in await replies(platform, "c1", 1)] == ["answered after all"]
+                assert gateway.delivery.undelivered.of("relay", "main").count == 0  # nothing given up or sent short
+                await gateway.lanes.drain()
+                assert [m["text"] for m in (await platform.sent())["c1"]] == ["answered after all"]  # once

@@ -107,6 +107,11 @@ async def test_a_takeover_round_trip_from_the_console_reaches_the_learner_on_the
             assert await room.gateway.store.takeovers() == []
             assert seen.count(answer) == 1  # sent twice, answered once
             assert "Echo: Is question 3 right?" not in seen  # the model stayed quiet while the teacher had it
+            lines = (await ada.get(f"/console/api/conversations/{ref('ada-kid')}")).json()["lines"]
+            authors = {line["text"]: line["author"] for line in lines if not line["heard"]}
+            assert authors["Echo: Can you check my homework?"] == "partner"
+            assert authors[answer] == "teacher" and authors[notice] == "gateway"  # the transcript says who spoke
+            assert '<span class="who">Teacher</span>' in (await ada.get(conversation)).text
 
             # Handed back, the partner answers again; and answering a conversation not taken over is refused.
             await room.say("ada-kid", "Thanks!")

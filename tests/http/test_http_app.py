@@ -75,6 +75,11 @@ class FakeGateway:
         self.ready = False
         self.store_failure: str | None = None
         self.channels: dict[tuple[str, str], Channel] = {}
+        self.off: dict[tuple[str, str], str] = {}
+        """Accounts an operator disabled, and why (the console's switch)."""
+
+    def disabled_reason(self, name: str, account: str) -> str | None:
+        return self.off.get((name, account))
 
     async def status(self) -> StatusReport:
         return StatusReport(
@@ -153,6 +158,27 @@ async def test_webhook_reaches_the_channel_account(client: httpx.AsyncClient, ga
     response = await client.post("/webhooks/hooks/main", json={"n": 7})
     assert response.status_code == 200
     assert response.json() == {"got": 7, "account": "main"}
+
+
+async def test_a_disabled_accounts_webhook_is_503_to_be_sent_again_and_never_reaches_it(
+        client: httpx.AsyncClient, gateway: FakeGateway) -> None:
+    reached: list[int] = []
+
+    async def handler(request: Request) -> Response:
+        reached.append((await request.json())["n"])
+        return JSONResponse({"ok": True})
+
+    hook(gateway, handler)
+    gateway.off[("hooks", "main")] = "disabled in the console by ada"
+    for method in ("POST", "GET"):
+        refused = await client.request(method, "/webhooks/hooks/main", json={"n": 1})
+        assert refused.status_code == 503 and refused.headers["retry-after"] == "60"
+        assert "disabled in the console by ada" in refused.json()["error"]
+    assert reached == []
+
+    del gateway.off[("hooks", "main")]  # enabled again: the platform's retry gets through
+    assert (await client.post("/webhooks/hooks/main", json={"n": 2})).status_code == 200
+    assert reached == [2]
 
 
 @pytest.mark.parametrize("path", ["/webhooks/nope/main", "/webhooks/hooks/other"])

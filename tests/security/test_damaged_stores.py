@@ -132,7 +132,7 @@ def test_serve_refuses_a_store_from_a_newer_release(workdir):
     data = workdir / "data"
     make_stores(data)
     conn = sqlite3.connect(data / "gateway.db")
-    conn.execute("PRAGMA user_version = 7")
+    conn.execute(f"PRAGMA user_version = {GATEWAY_SCHEMA.version + 1}")
     conn.commit()
     conn.close()
 
@@ -143,7 +143,7 @@ def test_serve_refuses_a_store_from_a_newer_release(workdir):
 
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
-    assert (f"error: {data / 'gateway.db'} has gateway store schema version 7, newer than this release knows "
+    assert (f"error: {data / 'gateway.db'} has gateway store schema version {GATEWAY_SCHEMA.version + 1}, newer than this release knows "
             f"({GATEWAY_SCHEMA.version})"
             " (fix: upgrade partners-gateway, or restore a backup made by this release)") in done.stderr.splitlines()
 

@@ -312,8 +312,8 @@ async def test_a_batch_that_outlasts_the_stall_watch_is_still_taken(email_rig, m
 
     start, read = Supervisor.start, EmailChannel._read
 
-    def quick_watch(self, name, factory, *, stall_after=None):
-        return start(self, name, factory, stall_after=2.0 if stall_after else None)
+    def quick_watch(self, name, factory, *, stall_after=None, **options):
+        return start(self, name, factory, stall_after=2.0 if stall_after else None, **options)
 
     async def slow_read(self, *args, **kwargs):
         await asyncio.sleep(0.8)
