@@ -33,9 +33,10 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gateway.atomicfile import version, write_atomic
-from gateway.configfile import config_from_text
+from gateway.configfile import DEFAULT_CONFIG_NAME, config_from_text
 from gateway.core.config import Config, OwnerRef, Secrets, ToolRule
 from gateway.core.errors import ConfigError, GatewayError
+from gateway.yamlfile import decode_utf8, parse_yaml
 
 # ---------------------------------------------------------------------------- the changes
 
@@ -117,8 +118,12 @@ class ConfigEditor:
     def snapshot(self) -> Snapshot:
         if self.path is None:
             raise NoConfigFile("this gateway runs on its embedded default config; start it with --config FILE to edit partners")
-        data = self.path.read_bytes()
-        return Snapshot(data.decode("utf-8", errors="replace"), version(data))
+        try:
+            data = self.path.read_bytes()
+        except OSError as error:  # moved or made unreadable since the gateway started
+            raise ConfigError(f"cannot be read: {error.strerror or error}", file=str(self.path),
+                              fix="put the file back where the gateway was started with it") from None
+        return Snapshot(decode_utf8(data, self.path), version(data))
 
     async def apply(self, change: Change, expected_version: str) -> Config:
         """Apply ``change`` if the file is still at ``expected_version``; the validated new config."""
@@ -127,6 +132,7 @@ class ConfigEditor:
             if current.version != expected_version:
                 raise StaleFile("the config file changed since this page was loaded; reload it and make the change again")
             assert self.path is not None  # snapshot() refused otherwise
+            parse_yaml(current.text, self.path)  # a file broken by hand is named with its line, as serve names it
             yaml, tree = _load(current.text)
             _change(tree, change)
             text = _dump(yaml, tree)
@@ -149,8 +155,9 @@ def fields_in(text: str, partner_id: str) -> PartnerFields | None:
     """The console's fields of one partner as the file spells them (``api_key: env:NAME``, not its value).
 
     Read from the text, not from the loaded config, because a loaded secret no longer says which variable
-    it came from; keys the console does not edit (``mid_turn``, ``languages``) are left to the file."""
-    raw = YAML(typ="safe").load(text) or {}
+    it came from; keys the console does not edit (``mid_turn``, ``languages``) are left to the file.
+    ConfigError for a file that does not parse (by the project's one YAML reader, aliases refused)."""
+    raw = parse_yaml(text, Path(DEFAULT_CONFIG_NAME)) or {}
     entries = raw.get("partners") if isinstance(raw, dict) else None
     entry = next((e for e in entries or [] if isinstance(e, dict) and e.get("id") == partner_id), None)
     if entry is None:

@@ -45,11 +45,11 @@ class PersonaEditor:
 
     def files(self, name: str) -> PersonaFiles:
         """The persona's two files; ConfigError for a name that is no persona."""
-        from personas.loader import SOUL_FILE, SPEC_FILE, find_persona, persona_dirs
+        from personas.loader import NAME_PATTERN, SOUL_FILE, SPEC_FILE, find_persona, persona_dirs
 
-        folder = find_persona(name, persona_dirs(self.config))
-        if folder.name != name:  # a path given as a name never reaches here (find_persona takes names only)
+        if not NAME_PATTERN.match(name):  # find_persona would take `.x` or `~` as a path: the console edits names only
             raise ConfigError(f"{name!r} is not a persona name", field="persona")
+        folder = find_persona(name, persona_dirs(self.config))
         spec, soul = _read(folder / SPEC_FILE), _read(folder / SOUL_FILE)
         target = persona_dirs(self.config)[0] / name
         return PersonaFiles(name, folder, target, spec.decode("utf-8", "replace"), soul.decode("utf-8", "replace"),

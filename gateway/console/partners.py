@@ -124,14 +124,14 @@ class Partners:
     def version(self) -> str:
         try:
             return self.editor.snapshot().version
-        except NoConfigFile:
+        except (NoConfigFile, ConfigError):  # a save then reports why
             return ""
 
     def fields(self, partner: PartnerConfig) -> PartnerFields:
         """The partner's fields from the file (its ``env:NAME`` references intact), else from the running config."""
         try:
             found = fields_in(self.editor.snapshot().text, partner.id)
-        except NoConfigFile:
+        except (NoConfigFile, ConfigError, ValidationError):  # no file, or one broken by hand since it was loaded
             found = None
         if found is not None:
             return found

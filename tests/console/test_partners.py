@@ -256,3 +256,19 @@ async def test_the_console_error_is_the_one_the_file_would_get_at_start(served):
     with pytest.raises(ConfigError) as loaded:
         load_config(path)
     assert answer.status_code == 400 and answer.json()["error"] == str(loaded.value)
+
+
+@pytest.mark.parametrize(("breakage", "words"), [
+    (lambda path: path.write_text(path.read_text(encoding="utf-8") + "partners: [unclosed\n", encoding="utf-8"), "not valid YAML"),
+    (lambda path: path.write_bytes(path.read_bytes() + b"# caf\xe9\n"), "not UTF-8 text"),
+    (lambda path: path.unlink(), "cannot be read"),
+])
+async def test_a_file_broken_by_hand_meanwhile_is_named_not_a_500(served, breakage, words):
+    running, path = served
+    async with aclosing(await signed_in(running.url, "root")) as root:
+        breakage(path)
+        page = await root.get("/console/partners/algebra")
+        assert page.status_code == 200  # the page still shows the running partner
+        answer = await root.post("/console/partners/algebra", data={
+            "csrf": hidden(page.text, "csrf"), "version": hidden(page.text, "version"), "name": "Algebra", "persona": "study-buddy"})
+        assert answer.status_code == 400 and words in answer.text, answer.text
