@@ -232,6 +232,8 @@ class Gateway:
         they began with; the next message is routed, and answered, by the new one."""
         self.config = self.config.model_copy(update={"partners": config.partners, "bindings": config.bindings})
         self.router.replace([self._with_persona_defaults(p) for p in config.partners], config.bindings)
+        if self.brain is not None:
+            self.brain.knowledge.follow(self.config)  # the one brain part that reads partners from the config
         log.info("partners applied partners=%s bindings=%d", ",".join(p.id for p in config.partners), len(config.bindings))
 
     async def trial_turn(self, partner_id: str, who: str, text: str) -> str:

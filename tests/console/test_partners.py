@@ -272,3 +272,18 @@ async def test_a_file_broken_by_hand_meanwhile_is_named_not_a_500(served, breaka
         answer = await root.post("/console/partners/algebra", data={
             "csrf": hidden(page.text, "csrf"), "version": hidden(page.text, "version"), "name": "Algebra", "persona": "study-buddy"})
         assert answer.status_code == 400 and words in answer.text, answer.text
+
+
+async def test_two_saves_from_the_same_page_land_once(served):
+    """Two tabs send their edits at once with the version they were shown: one is written, the other is 409."""
+    import asyncio
+
+    running, path = served
+    async with aclosing(await signed_in(running.url, "root")) as root:
+        headers = {"x-csrf-token": await csrf_of(root)}
+        version = await version_of(root, "algebra")
+        answers = await asyncio.gather(*(root.post("/console/api/partners", headers=headers, json={
+            "partner": {"id": f"twin-{n}", "name": f"Twin {n}"}, "version": version}) for n in range(2)))
+    assert sorted(a.status_code for a in answers) == [201, 409]
+    ids = [p["id"] for p in on_disk(path)["partners"]]
+    assert len([i for i in ids if i.startswith("twin-")]) == 1

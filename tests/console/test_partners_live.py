@@ -91,6 +91,9 @@ async def test_a_new_partner_answers_in_the_chat_panel_and_its_model_is_tested(t
         assert answer.json() == {"reply": "Atoms share electrons in a covalent bond (okapi)."}
         assert "what is a covalent bond?" in str(stub.requests[-1]["messages"])
 
+        searched = await ben.get("/console/api/partners/chemistry/knowledge/search", params={"q": "photosynthesis"})
+        assert searched.status_code == 200, searched.text  # the brain's knowledge service knows the new partner too
+
         page = await ben.get("/console/partners/chemistry")
         stub.script(Reply.text("The page shows this answer (tapir)."))
         panel = await ben.post("/console/partners/chemistry/chat", data={"csrf": hidden(page.text, "csrf"), "text": "and ions?"})
