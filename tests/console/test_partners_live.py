@@ -113,3 +113,18 @@ async def test_a_model_that_is_not_there_is_shown_with_the_reason_and_no_secret(
         assert tested.status_code == 200 and 'data-ok="no"' in tested.text
         assert "nothing answers at" in tested.text
         assert "sk-console-garnet-6120" not in tested.text
+
+
+async def test_an_edited_soul_speaks_in_the_next_turn(tmp_path: Path, stub: ModelStub):
+    path = write_config(tmp_path, stub.api_base)
+    soul = "You are Algebra, who always answers with a worked example first (wombat)."
+    async with serve_file(path, own_brain=True) as running, aclosing(await signed_in(running.url, "root")) as root:
+        token = await csrf_of(root)
+        current = (await root.get("/console/api/personas/study-buddy")).json()
+        saved = await root.put("/console/api/personas/study-buddy", headers={"x-csrf-token": token},
+                               json={**current, "soul": soul})
+        assert saved.status_code == 200, saved.text
+        answer = await root.post("/console/api/partners/algebra/chat", headers={"x-csrf-token": token}, json={"text": "2x = 6?"})
+        assert answer.status_code == 200, answer.text
+        system = stub.requests[-1]["messages"][0]
+        assert system["role"] == "system" and soul in str(system["content"])
