@@ -140,11 +140,9 @@ def quantile(buckets: dict[str, float], q: float) -> float | None:
     return lower
 
 
-class Bucket(BaseModel):
-    """One bar of the charts: an hour (the day view) or a day (the week view)."""
+class Counts(BaseModel):
+    """What a bar and a table row both count: the same sums, so the page draws and tabulates one shape."""
 
-    start: int
-    """Unix seconds (UTC)."""
     messages_in: int = 0
     messages_out: int = 0
     drops: int = 0
@@ -153,18 +151,19 @@ class Bucket(BaseModel):
     latency_p99_s: float | None = None
 
 
-class Breakdown(BaseModel):
+class Bucket(Counts):
+    """One bar of the charts: an hour (the day view) or a day (the week view)."""
+
+    start: int
+    """Unix seconds (UTC)."""
+
+
+class Breakdown(Counts):
     """The span's sums for one partner on one channel account."""
 
     partner: str
     channel: str
     account: str
-    messages_in: int = 0
-    messages_out: int = 0
-    drops: int = 0
-    errors: int = 0
-    latency_p50_s: float | None = None
-    latency_p99_s: float | None = None
 
 
 class ModelUse(BaseModel):

@@ -11,41 +11,15 @@ argument, which every user of the machine could read in the process list.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
 
 import click
 
-from gateway.cli.group import cli, config_of, format_table
-
-if TYPE_CHECKING:  # pragma: no cover - typing only
-    from gateway.store.sqlite import SqliteStore
-
-T = TypeVar("T")
+from gateway.cli.group import cli, config_of, format_table, on_store
 
 
 @cli.group()
 def console() -> None:
     """Teacher console accounts: add them, list them."""
-
-
-def _on_store(ctx: click.Context, action: Callable[[SqliteStore], Awaitable[T]]) -> T:
-    """Run ``action`` against the gateway's store (made, and migrated, if this is the first command to need it)."""
-    import asyncio
-
-    from gateway.store.sqlite import SqliteStore
-
-    config = config_of(ctx, resolve_secrets=False)
-
-    async def run() -> T:
-        store = SqliteStore(config.database_path)
-        await store.open()
-        try:
-            return await action(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(run())
 
 
 def _read_password(from_stdin: bool) -> str:
@@ -104,7 +78,7 @@ def add_user(ctx: click.Context, username: str, role: str, teacher: str | None, 
     password = _read_password(password_stdin)
     user = ConsoleUser(name, (display_name or name).strip()[:100], chosen, teacher, hash_password(password), time.time())
 
-    added = _on_store(ctx, lambda store: store.add_console_user(user))
+    added = on_store(config_of(ctx, resolve_secrets=False), lambda store: store.add_console_user(user))
     if not added:
         raise click.ClickException(f"there is already a console user {name}; nothing was changed")
     scope = "every partner" if chosen is Role.ADMINISTRATOR else f"the partners {teacher} owns"
@@ -117,7 +91,7 @@ def users(ctx: click.Context) -> None:
     """List the console's accounts."""
     import time
 
-    found = _on_store(ctx, lambda store: store.console_users())
+    found = on_store(config_of(ctx, resolve_secrets=False), lambda store: store.console_users())
     if not found:
         click.echo("The console has no user yet: `partners console add-user NAME --role administrator`, "
                    "or open the link `partners serve` prints.")

@@ -12,15 +12,18 @@ line naming the file, the field and the fix -- never a traceback, never a secret
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from gateway.core.config import Config
     from gateway.core.errors import ConfigError
+    from gateway.store.sqlite import SqliteStore
+
+T = TypeVar("T")
 
 EXIT_CONFIG = 2
 DEFAULT_FIX = "correct it in the file, then check with `partners doctor`"
@@ -86,6 +89,25 @@ def config_of(ctx: click.Context, *, resolve_secrets: bool = True) -> Config:
     from gateway.defaults import load
 
     return load(ctx.obj, secrets=Secrets.RESOLVE if resolve_secrets else Secrets.DEFER)
+
+
+def on_store(config: Config, action: Callable[[SqliteStore], Awaitable[T]]) -> T:
+    """Run ``action`` against the gateway's store, opened (made and migrated, if this is the first command
+    to need it) for this one command and closed after, so a command never holds the database it shares
+    with a running gateway."""
+    import asyncio
+
+    from gateway.store.sqlite import SqliteStore
+
+    async def run() -> T:
+        store = SqliteStore(config.database_path)
+        await store.open()
+        try:
+            return await action(store)
+        finally:
+            await store.close()
+
+    return asyncio.run(run())
 
 
 def embedded_note(config: Config) -> str:

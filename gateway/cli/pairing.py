@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from gateway.cli.group import cli, config_of, format_duration, format_table
+from gateway.cli.group import cli, config_of, format_duration, format_table, on_store
 
 # --------------------------------------------------------------------------- pairing
 
@@ -18,23 +18,10 @@ def pairing() -> None:
 
 def _with_store(ctx: click.Context, action: Any) -> Any:
     """Run ``action(store)`` against the gateway's database, or return None if there is none yet."""
-    import asyncio
-
-    from gateway.store.sqlite import SqliteStore
-
     config = config_of(ctx, resolve_secrets=False)
     if not config.database_path.exists():
         return None
-
-    async def run() -> Any:
-        store = SqliteStore(config.database_path)
-        await store.open()
-        try:
-            return await action(store)
-        finally:
-            await store.close()
-
-    return asyncio.run(run())
+    return on_store(config, action)
 
 
 @pairing.command("list")

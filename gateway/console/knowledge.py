@@ -30,8 +30,9 @@ from __future__ import annotations
 import logging
 import re
 import tempfile
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel
 from starlette.datastructures import UploadFile
@@ -125,12 +126,10 @@ class Knowledge:
     def resolve(self, request: Request, viewer: Viewer, *, api: bool) -> tuple[KnowledgeService, PartnerConfig] | Response:
         partner = viewer.partner(self.console.config, request.path_params["partner"])
         if partner is None:  # not there, or not theirs: the same answer
-            return error_response(404, "no such partner") if api else self.console.render(request, "message.html", 404,
-                                                                                          message="not_found")
+            return self.console.refuse(request, 404, api=api, detail="no such partner", message="not_found")
         service = self.service
         if service is None:
-            return error_response(503, NO_BRAIN) if api else self.console.render(request, "message.html", 503,
-                                                                                 message="knowledge_unavailable")
+            return self.console.refuse(request, 503, api=api, detail=NO_BRAIN, message="knowledge_unavailable")
         return service, partner
 
     async def upload(self, request: Request, service: KnowledgeService, partner: PartnerConfig, viewer: Viewer
@@ -258,12 +257,7 @@ class Knowledge:
 def routes(console: Console) -> list[BaseRoute]:
     area = Knowledge(console)
 
-    def page(handler: Any) -> Any:
-        return console.guarded(handler, api=False)
-
-    def api(handler: Any) -> Any:
-        return console.guarded(handler, api=True)
-
+    page, api = partial(console.guarded, api=False), partial(console.guarded, api=True)
     base = "/partners/{partner}/knowledge"
     return [
         Route(base, page(area.page), methods=["GET", "POST"]),

@@ -34,6 +34,7 @@ from __future__ import annotations
 import json
 import logging
 from dataclasses import asdict
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel
@@ -113,39 +114,35 @@ class Learners:
         kept["history"] = {key: events for key, events in kept["history"].items() if key in shown}
         return kept
 
+    def resolve_partner(self, request: Request, viewer: Viewer, *, api: bool) -> tuple[GuardedControls, PartnerConfig] | Response:
+        """The controls and the partner a request names, or the answer when one is missing."""
+        partner = self.partner(request, viewer)
+        if partner is None:
+            return self.console.refuse(request, 404, api=api, detail="no such partner", message="not_found")
+        controls = self.controls
+        if controls is None:
+            return self.console.refuse(request, 503, api=api, detail=NO_BRAIN, message="memory_unavailable")
+        return controls, partner
+
     async def resolve(self, request: Request, viewer: Viewer, *, api: bool
                       ) -> tuple[GuardedControls, PartnerConfig, Person] | Response:
         """The controls, partner and learner a request names, or the answer when one is missing."""
-        partner = self.partner(request, viewer)
-        if partner is None:
-            return self.missing(request, api, "no such partner")
-        controls = self.controls
-        if controls is None:
-            return self.unavailable(request, api, partner)
+        found = self.resolve_partner(request, viewer, api=api)
+        if isinstance(found, Response):
+            return found
+        controls, partner = found
         person = await self.learner(controls, partner, request.path_params["person"])
         if person is None:  # not there, or of another teacher scope: the same answer
-            return self.missing(request, api, "no such learner")
+            return self.console.refuse(request, 404, api=api, detail="no such learner", message="not_found")
         return controls, partner, person
-
-    def missing(self, request: Request, api: bool, what: str) -> Response:
-        if api:
-            return error_response(404, what)
-        return self.console.render(request, "message.html", 404, message="not_found")
-
-    def unavailable(self, request: Request, api: bool, partner: PartnerConfig) -> Response:
-        if api:
-            return error_response(503, NO_BRAIN)
-        return self.console.render(request, "message.html", 503, message="memory_unavailable")
 
     # ------------------------------------------------------------------ pages
 
     async def list_page(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
-        partner = self.partner(request, viewer)
-        if partner is None:
-            return self.missing(request, False, "no such partner")
-        controls = self.controls
-        if controls is None:
-            return self.unavailable(request, False, partner)
+        found = self.resolve_partner(request, viewer, api=False)
+        if isinstance(found, Response):
+            return found
+        controls, partner = found
         notice = "forgotten" if "forgotten" in request.query_params else None
         return self.console.render(request, "learners.html", viewer=viewer, csrf=session.csrf, partner=partner, notice=notice,
                                    learners=[LearnerSummary.of(p) for p in await self.learners(controls, partner)])
@@ -238,12 +235,10 @@ class Learners:
     # ------------------------------------------------------------------ the JSON twins
 
     async def api_list(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
-        partner = self.partner(request, viewer)
-        if partner is None:
-            return error_response(404, "no such partner")
-        controls = self.controls
-        if controls is None:
-            return error_response(503, NO_BRAIN)
+        found = self.resolve_partner(request, viewer, api=True)
+        if isinstance(found, Response):
+            return found
+        controls, partner = found
         return JSONResponse({"learners": [LearnerSummary.of(p).model_dump() for p in await self.learners(controls, partner)]})
 
     async def api_learner(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
@@ -278,12 +273,7 @@ class Learners:
 def routes(console: Console) -> list[BaseRoute]:
     area = Learners(console)
 
-    def page(handler: Any) -> Any:
-        return console.guarded(handler, api=False)
-
-    def api(handler: Any) -> Any:
-        return console.guarded(handler, api=True)
-
+    page, api = partial(console.guarded, api=False), partial(console.guarded, api=True)
     learner = "/partners/{partner}/learners/{person}"
     return [
         Route("/partners/{partner}/learners", page(area.list_page)),

@@ -139,6 +139,12 @@ class Console:
         body = _templates.get_template(template).render(t=words(language), lang=language, **values)
         return HTMLResponse(body, status_code=status, headers={**HEADERS, "Content-Language": language})
 
+    def refuse(self, request: Request, status: int, *, api: bool, detail: str, message: str) -> Response:
+        """One refusal two ways: the JSON error ``detail`` for the API, the ``message`` page for a browser."""
+        if api:
+            return error_response(status, detail)
+        return self.render(request, "message.html", status, message=message)
+
     def _form_page(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         """A pre-session form, with its double-submit token (cookie and field)."""
         token, fresh = form_token(request)

@@ -356,7 +356,7 @@ class Partners:
             await self.delete(viewer, partner.id, form.get("version", ""))
         except Refused as refused:
             return confirmation(refused.status, refused.message)
-        return RedirectResponse("/console/?deleted=1", status_code=303)
+        return RedirectResponse("/console/", status_code=303)
 
     def console_words(self, request: Request, key: str) -> str:
         from gateway.console.texts import language_of, words

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-T = TypeVar("T")
+from gateway.store.rows import OnWriter
 
 
 @dataclass(frozen=True)
@@ -62,11 +62,8 @@ class ActivityStore(Protocol):
     async def activity_since(self, since: float) -> list[ActivityRow]: ...
 
 
-class ActivityRows:
+class ActivityRows(OnWriter):
     """The SQLite side of :class:`ActivityStore`, mixed into :class:`gateway.store.sqlite.SqliteStore`."""
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # pragma: no cover - SqliteStore provides it
 
     async def disabled_accounts(self) -> list[Switch]:
         def op(conn: sqlite3.Connection) -> list[Switch]:

@@ -16,12 +16,11 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
-T = TypeVar("T")
+from gateway.store.rows import OnWriter
 
 
 class Role(str, Enum):
@@ -107,13 +106,10 @@ def _insert_user(conn: sqlite3.Connection, user: ConsoleUser) -> bool:
     return cursor.rowcount == 1
 
 
-class ConsoleRows:
+class ConsoleRows(OnWriter):
     """The SQLite side of :class:`ConsoleStore`, mixed into :class:`gateway.store.sqlite.SqliteStore`.
 
     Every operation runs on the store's writer thread (``_run``), as every other row does."""
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # pragma: no cover - SqliteStore provides it
 
     async def console_user_count(self) -> int:
         return await self._run(lambda conn: int(conn.execute("SELECT COUNT(*) FROM console_users").fetchone()[0]))

@@ -11,14 +11,12 @@ row holds it: the first preview's text, then the final one.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol
 
 from gateway.core.messages import InboundMessage, OutboundReply
 from gateway.store import InboundState, ReplyState
-
-T = TypeVar("T")
+from gateway.store.rows import OnWriter
 
 
 @dataclass(frozen=True)
@@ -63,11 +61,8 @@ class TranscriptStore(Protocol):
         ...
 
 
-class TranscriptRows:
+class TranscriptRows(OnWriter):
     """:class:`TranscriptStore` over the SQLite tables (mixed into ``SqliteStore``, on its writer thread)."""
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # SqliteStore's
 
     async def conversations(self, limit: int) -> list[ConversationActivity]:
         def op(conn: sqlite3.Connection) -> list[ConversationActivity]:

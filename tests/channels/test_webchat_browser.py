@@ -14,19 +14,14 @@ from gateway.core.config import PipelineConfig
 from gateway.core.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.core.turns import Turn
 from gateway.defaults import SAMPLE_GREETING, default_config
+from tests.browser import TIMEOUT_MS, chromium
 from tests.e2e.rig import served
 from tests.waits import HANG_S
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-    "--disable-background-networking", "--disable-component-update", "--disable-sync",
-]
 PARTIAL = ["Seven ", "eights ", "are"]
 FINAL = "Seven eights are **56**."
-TIMEOUT_MS = int(HANG_S * 1000)
 ANSWER = ".bubble.partner:not(.greeting)"
 """The answers, not the greeting a new session opens with (marked by the test once it has seen it)."""
 
@@ -79,18 +74,12 @@ async def greeted(page) -> None:
 
 @pytest.fixture
 async def page():
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            tab = await browser.new_page()
-            errors: list[str] = []
-            tab.on("pageerror", lambda error: errors.append(str(error)))
-            yield tab
-            assert errors == []
-        finally:
-            await browser.close()
+    async with chromium() as browser:
+        tab = await browser.new_page()
+        errors: list[str] = []
+        tab.on("pageerror", lambda error: errors.append(str(error)))
+        yield tab
+        assert errors == []
 
 
 async def test_a_learner_sees_the_answer_stream_in_and_end_formatted(running: Running, page) -> None:

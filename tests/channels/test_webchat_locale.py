@@ -71,24 +71,19 @@ async def test_the_language_a_message_carries_wins_over_the_sessions(tmp_path):
 @pytest.mark.browser
 async def test_a_chromium_set_to_chinese_reads_the_notice_in_chinese(tmp_path):
     """The real page in a browser whose language is zh-CN: nothing but the browser sends the header."""
-    from playwright.async_api import async_playwright
-
     from gateway.defaults import default_config
-    from tests.channels.test_webchat_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS, greeted
+    from tests.browser import TIMEOUT_MS, chromium
+    from tests.channels.test_webchat_browser import greeted
 
     config = default_config(tmp_path / "data")
     partner = config.partners[0].model_copy(update={"languages": ("en", "zh-Hans")})
     config = config.model_copy(update={"partners": [partner]})
-    async with Gateway(config) as gateway, served(gateway) as url, async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page(locale="zh-CN")
-            await page.goto(url + "/channels/webchat/default/")
-            await greeted(page)
-            await page.fill("#text", "/stop")
-            await page.press("#text", "Enter")
-            answer = page.locator(".bubble.partner:not(.greeting) .body")
-            await answer.wait_for(timeout=TIMEOUT_MS)
-            assert (await answer.inner_text()).strip() == say(Phrase.NOTHING_TO_STOP, CHINESE)
-        finally:
-            await browser.close()
+    async with Gateway(config) as gateway, served(gateway) as url, chromium() as browser:
+        page = await browser.new_page(locale="zh-CN")
+        await page.goto(url + "/channels/webchat/default/")
+        await greeted(page)
+        await page.fill("#text", "/stop")
+        await page.press("#text", "Enter")
+        answer = page.locator(".bubble.partner:not(.greeting) .body")
+        await answer.wait_for(timeout=TIMEOUT_MS)
+        assert (await answer.inner_text()).strip() == say(Phrase.NOTHING_TO_STOP, CHINESE)

@@ -49,6 +49,16 @@ async def serve_channels(data_dir: Path, *, with_users: bool = True) -> AsyncIte
         yield Served(url, gateway)
 
 
+async def answered(url: str, account: str, text: str) -> None:
+    """A learner on the web chat account says ``text`` and waits for the partner's answer."""
+    learner = await WebLearner(url, account=account).open()
+    try:
+        await learner.say(text)
+        await learner.wait_for(lambda page: page.finished(), what="the answer")
+    finally:
+        await learner.close()
+
+
 async def states(http) -> dict[str, dict[str, Any]]:
     listed = (await http.get("/console/api/channels")).json()["accounts"]
     return {f"{a['channel']}:{a['account']}": a for a in listed}
@@ -123,12 +133,7 @@ async def test_disabled_stays_stopped_across_a_restart_and_enable_brings_it_back
         assert enabled.status_code == 200 and enabled.json()["disabled_by"] is None
         back = await until_state(ada, "webchat:algebra", "running")
         assert back["reason"] == ""
-        learner = await WebLearner(running.url, account="algebra").open()
-        try:
-            await learner.say("back again")  # 202: accepted once more
-            await learner.wait_for(lambda page: page.finished(), what="the answer")
-        finally:
-            await learner.close()
+        await answered(running.url, "algebra", "back again")  # 202: accepted once more
         restarted = await ada.post("/console/api/channels/webchat/algebra/restart", headers={"x-csrf-token": csrf})
         assert restarted.status_code == 200, restarted.text
         again = await until_state(ada, "webchat:algebra", "running")
@@ -141,12 +146,7 @@ async def test_disabled_stays_stopped_across_a_restart_and_enable_brings_it_back
 async def test_the_dashboard_counts_an_exchange_and_a_drop_and_keeps_them_across_a_restart(tmp_path: Path):
     data = tmp_path / "data"
     async with serve_channels(data) as running:
-        learner = await WebLearner(running.url, account="algebra").open()
-        try:
-            await learner.say("hello")
-            await learner.wait_for(lambda page: page.finished(), what="the answer")
-        finally:
-            await learner.close()
+        await answered(running.url, "algebra", "hello")
         stranger = await WebLearner(running.url, account="spare").open()  # bound to no partner: dropped
         try:
             await stranger.say("anyone?")

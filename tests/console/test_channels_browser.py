@@ -7,36 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.channels.test_webchat_browser import TIMEOUT_MS
+from tests.browser import TIMEOUT_MS, signed_in_tab
 from tests.console.rig import PASSWORDS, signed_in
-from tests.console.test_channels import serve_channels, until_dropped
-from tests.console.test_console_browser import browser  # noqa: F401 - the fixture
-from tests.e2e.rig import WebLearner
+from tests.console.test_channels import answered, serve_channels, until_dropped
 
 pytestmark = pytest.mark.browser
 
 
-async def test_a_teacher_disables_and_enables_an_account_and_reads_the_dashboard(tmp_path: Path, browser):  # noqa: F811
+async def test_a_teacher_disables_and_enables_an_account_and_reads_the_dashboard(tmp_path: Path, browser):
     async with serve_channels(tmp_path / "data") as running:
-        learner = await WebLearner(running.url, account="algebra").open()
-        try:
-            await learner.say("hello")
-            await learner.wait_for(lambda page: page.finished(), what="the answer")
-        finally:
-            await learner.close()
+        await answered(running.url, "algebra", "hello")
         async with aclosing(await signed_in(running.url, "ada")) as counted:
             await until_dropped(counted, root=False)  # the answer's counts are in, latency last
-        context = await browser.new_context(locale="en-US")
-        page = await context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        requested: list[str] = []
-        page.on("request", lambda request: requested.append(request.url))
-        await page.goto(running.url + "/console/login", timeout=TIMEOUT_MS)
-        await page.fill("#username", "ada")
-        await page.fill("#password", PASSWORDS["ada"])
-        await page.click("#sign-in")
-        await page.wait_for_url(running.url + "/console/", timeout=TIMEOUT_MS)
+        tab = await signed_in_tab(browser, running.url, "ada", PASSWORDS["ada"])
+        page = tab.page
 
         await page.goto(running.url + "/console/channels", timeout=TIMEOUT_MS)
         assert await page.locator("h1").inner_text() == "Channels"
@@ -66,6 +50,6 @@ async def test_a_teacher_disables_and_enables_an_account_and_reads_the_dashboard
         await page.click("#span-week")
         await page.wait_for_url("**/console/dashboard?span=week", timeout=TIMEOUT_MS)
         assert await page.locator("#chart-messages text.tick").count() == 7
-        assert errors == []
-        assert all(url.startswith(running.url + "/") for url in requested), requested  # nothing from a CDN
-        await context.close()
+        assert tab.errors == []
+        assert all(url.startswith(running.url + "/") for url in tab.requested), tab.requested  # nothing from a CDN
+        await tab.close()

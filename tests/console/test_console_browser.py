@@ -7,35 +7,19 @@ from pathlib import Path
 import pytest
 
 from gateway.console.setup import first_start_token, setup_link
-from tests.channels.test_webchat_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
-from tests.console.rig import serve_console
+from tests.browser import TIMEOUT_MS, new_tab, sign_in
+from tests.console.rig import PASSWORDS, serve_console
 
 pytestmark = pytest.mark.browser
 
 PASSWORD = "browser-admin-pw-teal-2207"
 
 
-@pytest.fixture
-async def browser():
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
 async def test_from_the_setup_link_to_signing_out(tmp_path: Path, browser):
     async with serve_console(tmp_path / "data", with_users=False) as running:
         link = setup_link(running.url, await first_start_token(running.gateway.store) or "")
-        context = await browser.new_context(locale="en-US")
-        page = await context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
-        requested: list[str] = []
-        page.on("request", lambda request: requested.append(request.url))
+        tab = await new_tab(browser)
+        page, context = tab.page, tab.context
 
         await page.goto(link, timeout=TIMEOUT_MS)
         assert await page.locator("h1").inner_text() == "Create the first administrator"
@@ -70,23 +54,20 @@ async def test_from_the_setup_link_to_signing_out(tmp_path: Path, browser):
 
         await page.goto(link, timeout=TIMEOUT_MS)  # the link worked once
         assert "cannot be used" in await page.locator(".error").inner_text()
-        assert errors == []
-        assert all(url.startswith(running.url + "/") for url in requested), requested  # nothing from a CDN
-        assert running.url + "/console/static/console.css" in requested
-        await context.close()
+        assert tab.errors == []
+        assert all(url.startswith(running.url + "/") for url in tab.requested), tab.requested  # nothing from a CDN
+        assert running.url + "/console/static/console.css" in tab.requested
+        await tab.close()
 
 
 async def test_the_console_speaks_chinese_to_a_chinese_browser(tmp_path: Path, browser):
     async with serve_console(tmp_path / "data") as running:
-        context = await browser.new_context(locale="zh-CN")
-        page = await context.new_page()
+        tab = await new_tab(browser, locale="zh-CN")
+        page = tab.page
         await page.goto(running.url + "/console/login", timeout=TIMEOUT_MS)
         assert await page.locator("h1").inner_text() == "登录"
         assert await page.get_attribute("html", "lang") == "zh-Hans"
-        await page.fill("#username", "ada")
-        await page.fill("#password", "ada-pw-marble-4412")
-        await page.click("#sign-in")
-        await page.wait_for_url(running.url + "/console/", timeout=TIMEOUT_MS)
+        await sign_in(page, running.url, "ada", PASSWORDS["ada"])
         assert await page.locator("h1").inner_text() == "学伴"
         assert await page.locator("#partners tbody tr").count() == 2
-        await context.close()
+        await tab.close()

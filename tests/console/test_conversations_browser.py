@@ -8,33 +8,20 @@ from pathlib import Path
 import pytest
 
 from gateway.core.phrases import ENGLISH, Phrase, say
-from tests.channels.test_webchat_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
+from tests.browser import TIMEOUT_MS, new_tab, sign_in
 from tests.console.conversation_rig import classroom, ref
 from tests.console.rig import PASSWORDS
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-async def browser():
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
 async def test_a_teacher_takes_over_answers_and_hands_back_in_the_browser(relay_peer, tmp_path: Path, monkeypatch, browser):
     async with classroom(relay_peer, tmp_path / "data", monkeypatch) as room:
         await room.say("ada-kid", "I am stuck on fractions")
         await room.sees("ada-kid", "Echo: I am stuck on fractions")
-        context = await browser.new_context(locale="en-US")
-        page = await context.new_page()
-        errors: list[str] = []
-        page.on("pageerror", lambda error: errors.append(str(error)))
+        tab = await new_tab(browser)
+        page, errors = tab.page, tab.errors
+
         def console_error(message) -> None:  # a CSP refusal or a failed fetch of the script shows here
             if message.type == "error" and not message.location.get("url", "").endswith("/favicon.ico"):  # the browser's own ask
                 errors.append(f"{message.text} {message.location}")
@@ -43,11 +30,7 @@ async def test_a_teacher_takes_over_answers_and_hands_back_in_the_browser(relay_
         missing: list[str] = []
         page.on("response", lambda response: missing.append(response.url) if response.status == 404 else None)
 
-        await page.goto(room.url + "/console/login", timeout=TIMEOUT_MS)
-        await page.fill("#username", "ada")
-        await page.fill("#password", PASSWORDS["ada"])
-        await page.click("#sign-in")
-        await page.wait_for_url(room.url + "/console/", timeout=TIMEOUT_MS)
+        await sign_in(page, room.url, "ada", PASSWORDS["ada"])
         await page.click("text=Conversations")
         await page.wait_for_url(room.url + "/console/conversations", timeout=TIMEOUT_MS)
         row = page.locator(f'tr[data-conversation="{ref("ada-kid")}"]')
@@ -77,4 +60,4 @@ async def test_a_teacher_takes_over_answers_and_hands_back_in_the_browser(relay_
         assert "Echo: Is 3/4 bigger than 2/3?" not in seen
         assert await page.locator("#take-over").count() == 1  # the partner has it again
         assert missing == [] and errors == [], (missing, errors)  # no CSP refusal, no script error, nothing missing
-        await context.close()
+        await tab.close()

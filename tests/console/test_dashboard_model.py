@@ -13,30 +13,23 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import Gateway
-from gateway.configfile import parse_config
 from gateway.store.console import Role
+from tests.console.brain_rig import brain_console
 from tests.console.rig import signed_in, user
-from tests.e2e.rig import PARTNER, STUB_KEY_ENV, WebLearner, e2e_config, served
+from tests.e2e.rig import PARTNER, WebLearner
 from tests.peers.model_stub import ModelStub, Reply
 from tests.waits import HANG_S
 
-
-@pytest.fixture(autouse=True)
-def _model_env(monkeypatch):
-    monkeypatch.setenv(STUB_KEY_ENV, "sk-console-dash-3391")
-    monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)  # the gateway must build its real brain
+pytestmark = pytest.mark.usefixtures("real_brain")
 
 
 async def test_tokens_cost_and_model_errors_reach_the_dashboard(tmp_path: Path):
     async with ModelStub() as stub:
-        raw = e2e_config(tmp_path / "data", stub.api_base)
-        raw["partners"][0]["model"] |= {"input_cost_per_token": 0.001, "output_cost_per_token": 0.002}
-        raw["partners"][0]["owners"] = [{"channel": "telegram", "user": "700"}]
         stub.script(Reply.text("Plants make sugar from light.", usage={"prompt_tokens": 40, "completion_tokens": 10}),
                     *[Reply.unauthorized()] * 4)
-        async with Gateway(parse_config(raw)) as gateway, served(gateway) as url:
-            assert await gateway.store.add_console_user(user("root", Role.ADMINISTRATOR))
+        async with brain_console(tmp_path / "data", stub.api_base, user("root", Role.ADMINISTRATOR), owner="telegram:700",
+                                 model={"input_cost_per_token": 0.001, "output_cost_per_token": 0.002}) as running:
+            url = running.url
             learner = await WebLearner(url).open()
             try:
                 await learner.say("what is photosynthesis?")

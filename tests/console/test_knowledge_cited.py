@@ -13,33 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from gateway.app import Gateway
-from gateway.configfile import parse_config
 from gateway.store.console import Role
+from tests.console.brain_rig import brain_console
 from tests.console.rig import ADA_ID, csrf_of, signed_in, user
 from tests.console.test_knowledge import WORKSHEET
-from tests.e2e.rig import PARTNER, STUB_KEY_ENV, WebLearner, e2e_config, served
+from tests.e2e.rig import PARTNER, WebLearner
 from tests.peers.model_stub import ModelStub, Reply
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")
+pytestmark = [pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*"), pytest.mark.usefixtures("real_brain")]
 
 QUESTION = "What does the numerator count?"
 ANSWER = "It counts the parts you take [1]."
 """Citing the passage by the number the tool gave it, as the tool asks the model to."""
 
 
-@pytest.fixture(autouse=True)
-def _model_env(monkeypatch):
-    monkeypatch.setenv(STUB_KEY_ENV, "sk-console-e2e-heron")
-    monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)  # the gateway must build its real brain
-
-
 async def test_a_document_uploaded_in_the_console_is_what_the_answer_is_built_from(tmp_path: Path):
     async with ModelStub() as stub:
-        raw = e2e_config(tmp_path / "data", stub.api_base)
-        raw["partners"][0]["owners"] = [{"channel": "telegram", "user": "100"}]  # Ada's partner
-        async with Gateway(parse_config(raw)) as gateway, served(gateway) as url:
-            assert await gateway.store.add_console_user(user("ada", Role.TEACHER, ADA_ID))
+        async with brain_console(tmp_path / "data", stub.api_base, user("ada", Role.TEACHER, ADA_ID)) as running:
+            url = running.url
             async with aclosing(await signed_in(url, "ada")) as ada:
                 sent = await ada.post(f"/console/partners/{PARTNER}/knowledge", data={"csrf": await csrf_of(ada)},
                                       files={"file": ("Fractions Worksheet.md", WORKSHEET, "text/markdown")})

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.channels.test_webchat_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
+from tests.browser import TIMEOUT_MS, signed_in_tab
 from tests.console.rig import PASSWORDS, serve_console
 from tests.console.test_knowledge import WORKSHEET
 from tests.console.test_learners import X_NOTE, X_SAID, Y_NOTE, seed
@@ -15,36 +15,12 @@ from tests.console.test_learners import X_NOTE, X_SAID, Y_NOTE, seed
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-async def browser():
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
-async def signed_in_page(browser, url: str, username: str):
-    context = await browser.new_context(locale="en-US", accept_downloads=True)
-    page = await context.new_page()
-    errors: list[str] = []
-    page.on("pageerror", lambda error: errors.append(str(error)))
-    await page.goto(url + "/console/login", timeout=TIMEOUT_MS)
-    await page.fill("#username", username)
-    await page.fill("#password", PASSWORDS[username])
-    await page.click("#sign-in")
-    await page.wait_for_url(url + "/console/", timeout=TIMEOUT_MS)
-    return context, page, errors
-
-
 async def test_a_teacher_exports_a_learners_memory_and_forgets_them(tmp_path: Path, browser):
     async with serve_console(tmp_path / "data", own_brain=True) as running:
         people = await seed(running.gateway)
         xia = people["xia"]
-        context, page, errors = await signed_in_page(browser, running.url, "ada")
+        tab = await signed_in_tab(browser, running.url, "ada", PASSWORDS["ada"], accept_downloads=True)
+        page, errors = tab.page, tab.errors
 
         await page.click('#partners tr[data-partner="algebra"] >> text=Learners')
         await page.wait_for_url("**/console/partners/algebra/learners", timeout=TIMEOUT_MS)
@@ -74,7 +50,7 @@ async def test_a_teacher_exports_a_learners_memory_and_forgets_them(tmp_path: Pa
         assert await page.locator(f'#learners tr[data-learner="{xia}"]').count() == 0
         assert await page.locator("#learners tbody tr").count() == 1
         assert errors == []
-        await context.close()
+        await tab.close()
         assert xia not in {person.id for person in await running.gateway.memory_controls.people()}
 
 
@@ -84,7 +60,8 @@ async def test_a_teacher_uploads_a_document_and_reads_its_passages(tmp_path: Pat
     bad = tmp_path / "slides.pptx"
     bad.write_bytes(b"not a document it reads")
     async with serve_console(tmp_path / "data", own_brain=True) as running:
-        context, page, errors = await signed_in_page(browser, running.url, "ada")
+        tab = await signed_in_tab(browser, running.url, "ada", PASSWORDS["ada"], accept_downloads=True)
+        page, errors = tab.page, tab.errors
         page.on("console", lambda message: errors.append(message.text) if "Refused" in message.text else None)  # CSP refusals
         sent_by: list[str] = []
         page.on("request", lambda request: sent_by.append(request.resource_type) if request.method == "POST" else None)
@@ -118,4 +95,4 @@ async def test_a_teacher_uploads_a_document_and_reads_its_passages(tmp_path: Pat
         await page.wait_for_url("**/knowledge?removed=fractions-worksheet.md", timeout=TIMEOUT_MS)
         assert await page.locator("#documents").count() == 0
         assert errors == []
-        await context.close()
+        await tab.close()

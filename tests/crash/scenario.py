@@ -15,8 +15,12 @@ import random
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from tests.crash.gateway_process import GatewayProcess
+from tests.peers.tencent_api import TencentPeer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,6 +30,36 @@ def crash_seed() -> int:
     seed = int(os.environ.get("CRASH_SEED") or time.time())
     print(f"\nCRASH_SEED={seed}")
     return seed
+
+
+def write_config(workdir: Path, channel: str, account: str, settings: dict[str, Any]) -> Path:
+    """``partners.yaml`` of a crash test: one partner ("tutor") on one account, replies retried long enough
+    to outlast every kill, nothing coalesced; ``settings`` is the account's own part."""
+    config = {
+        "data_dir": str(workdir / "data"),
+        "http": {"host": "127.0.0.1", "port": 0},
+        "partners": [{"id": "tutor", "name": "Tutor"}],
+        "bindings": [{"partner": "tutor", "channel": channel, "account": account}],
+        "channels": {channel: {account: settings}},
+        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1, "delivery_max_attempts": 50},
+    }
+    path = workdir / "partners.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+class CallbackGateway(GatewayProcess):
+    """The gateway, and the emulated Tencent platform's callback URL pointed at it after each start
+    (it serves on a new port each time)."""
+
+    def __init__(self, peer: TencentPeer, webhook: str, workdir: Path, config: Path, env: dict[str, str]) -> None:
+        super().__init__(workdir, config, env)
+        self.peer, self.webhook = peer, webhook
+
+    async def start(self) -> float:
+        took = await super().start()
+        self.peer.callback_url = f"{self.url}{self.webhook}"
+        return took
 
 
 def gateway_env(*, delta_delay: float = 0.0, plugins: bool = False, **secrets: str) -> dict[str, str]:
@@ -71,3 +105,12 @@ async def wait_until(check: Callable[[], Awaitable[bool] | bool], *, within: flo
             return
         assert time.monotonic() < deadline, f"{what} within {within:g} s of the last restart"
         await asyncio.sleep(poll)
+
+
+async def until_settled(gateway: GatewayProcess, *, within: float, what: str) -> None:
+    """Wait until the gateway has nothing left to do: no message waiting for a turn, no reply for its send."""
+
+    async def settled() -> bool:
+        return await gateway.backlog() == 0
+
+    await wait_until(settled, within=within, what=what)

@@ -43,7 +43,7 @@ import yaml
 
 from tests.contract.email_harness import account_settings
 from tests.crash.gateway_process import GatewayProcess
-from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
+from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, until_settled, wait_until
 from tests.waits import HANG_S
 
 MAILS, LEARNERS, KILLS = 40, 10, 3
@@ -187,10 +187,7 @@ async def test_a_mail_the_server_took_is_not_sent_again_after_a_kill_while_it_sa
         email_peer.smtp.release_quit()
         await gateway.start()
 
-        async def settled() -> bool:
-            return await gateway.backlog() == 0
-
-        await wait_until(settled, within=HANG_S, what="the restarted gateway did not settle")
+        await until_settled(gateway, within=HANG_S, what="the restarted gateway did not settle")
         submissions = email_peer.smtp.relay.submissions[bot.lower()]
         await gateway.stop()
     finally:

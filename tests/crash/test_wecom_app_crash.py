@@ -35,13 +35,11 @@ import random
 import re
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.crash.gateway_process import GatewayProcess
-from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
+from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, until_settled, write_config
 from tests.peers.tencent_api import serving
 from tests.peers.wecom_app_server import WecomApp
 from tests.waits import HANG_S
@@ -56,36 +54,11 @@ TOKEN_RE = re.compile(r"msg-\d{4}")
 pytestmark = pytest.mark.slow
 
 
-class AppGateway(GatewayProcess):
-    """The gateway, and the app's callback URL pointed at it after each start (it serves on a new port)."""
-
-    def __init__(self, peer: WecomApp, workdir: Path, config: Path, env: dict[str, str]) -> None:
-        super().__init__(workdir, config, env)
-        self.peer = peer
-
-    async def start(self) -> float:
-        took = await super().start()
-        self.peer.callback_url = f"{self.url}/webhooks/wecom/school"
-        return took
-
-
-def write_config(workdir: Path, peer: WecomApp, api_base: str) -> Path:
-    config = {
-        "data_dir": str(workdir / "data"),
-        "http": {"host": "127.0.0.1", "port": 0},
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "wecom", "account": "school"}],
-        "channels": {"wecom": {"school": {
-            "mode": {"kind": "app", "corpid": peer.corpid, "corpsecret": "env:WECOM_APP_SECRET",
+def app_settings(peer: WecomApp, api_base: str) -> dict:
+    return {"mode": {"kind": "app", "corpid": peer.corpid, "corpsecret": "env:WECOM_APP_SECRET",
                      "agentid": peer.agentid, "token": "env:WECOM_APP_TOKEN",
                      "encoding_aes_key": "env:WECOM_APP_AES_KEY", "api_base": api_base},
-            "access": {"dm": "open"},
-        }}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1, "delivery_max_attempts": 50},
-    }
-    path = workdir / "partners.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+            "access": {"dm": "open"}}
 
 
 async def say_all(peer: WecomApp, rng: random.Random, stop: asyncio.Event) -> dict[str, tuple[str, str]]:
@@ -119,17 +92,15 @@ async def test_every_message_wecom_delivered_to_the_app_is_answered_once_across_
     async with serving(peer) as api_base:
         env = gateway_env(delta_delay=THINK_S, WECOM_APP_SECRET=peer.corpsecret, WECOM_APP_TOKEN=peer.token,
                           WECOM_APP_AES_KEY=peer.aes_key)
-        gateway = AppGateway(peer, tmp_path, write_config(tmp_path, peer, api_base), env)
+        config = write_config(tmp_path, "wecom", "school", app_settings(peer, api_base))
+        gateway = CallbackGateway(peer, "/webhooks/wecom/school", tmp_path, config, env)
         try:
             await gateway.start()
             began = time.monotonic()
             asked, ready = await asyncio.gather(say_all(peer, random.Random(seed), stop),
                                                 kill_all(gateway, random.Random(seed + 1), stop))
 
-            async def settled() -> bool:
-                return await gateway.backlog() == 0
-
-            await wait_until(settled, within=HANG_S, what="the gateway still had messages or replies waiting")
+            await until_settled(gateway, within=HANG_S, what="the gateway still had messages or replies waiting")
             elapsed = time.monotonic() - began
         finally:
             await gateway.stop()

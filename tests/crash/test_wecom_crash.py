@@ -27,13 +27,11 @@ import asyncio
 import random
 import re
 from collections import Counter
-from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.crash.gateway_process import GatewayProcess
-from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
+from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until, write_config
 from tests.peers.wecom_server import WecomServer
 from tests.waits import HANG_S
 
@@ -45,21 +43,9 @@ REPEATS_PER_KILL = 1
 TOKEN_RE = re.compile(r"msg-\d{4}")
 
 
-def write_config(workdir: Path, server: WecomServer) -> Path:
-    config = {
-        "data_dir": str(workdir / "data"),
-        "http": {"host": "127.0.0.1", "port": 0},
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "wecom", "account": "school"}],
-        "channels": {"wecom": {"school": {
-            "mode": {"kind": "ai_bot", "bot_id": server.bot_id, "secret": "env:WECOM_BOT_SECRET", "ws_url": server.url},
-            "access": {"dm": "open", "group": "mention"},
-        }}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1, "delivery_max_attempts": 50},
-    }
-    path = workdir / "partners.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+def bot_settings(server: WecomServer) -> dict:
+    return {"mode": {"kind": "ai_bot", "bot_id": server.bot_id, "secret": "env:WECOM_BOT_SECRET", "ws_url": server.url},
+            "access": {"dm": "open", "group": "mention"}}
 
 
 async def say_all(server: WecomServer, rng: random.Random) -> dict[str, str]:
@@ -84,7 +70,7 @@ async def test_every_message_is_answered_and_a_sigkill_repeats_at_most_one_answe
     async with WecomServer(bot_id=f"aibcrash{seed}") as server:
         server.hold = True
         env = gateway_env(delta_delay=0.01, WECOM_BOT_SECRET=server.secret)
-        gateway = GatewayProcess(tmp_path, write_config(tmp_path, server), env)
+        gateway = GatewayProcess(tmp_path, write_config(tmp_path, "wecom", "school", bot_settings(server)), env)
         try:
             await gateway.start()
             await server.connected()

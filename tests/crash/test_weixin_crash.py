@@ -46,13 +46,11 @@ import random
 import re
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
-import yaml
 
 from tests.crash.gateway_process import GatewayProcess
-from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until
+from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, until_settled, write_config
 from tests.peers.tencent_api import RETRIES, serving
 from tests.peers.weixin_oa_server import WechatOA
 from tests.waits import HANG_S
@@ -73,35 +71,10 @@ TOKEN_RE = re.compile(r"msg-\d{4}")
 pytestmark = pytest.mark.slow
 
 
-class WeixinGateway(GatewayProcess):
-    """The gateway, and WeChat's callback URL pointed at it after each start (it serves on a new port)."""
-
-    def __init__(self, oa: WechatOA, workdir: Path, config: Path, env: dict[str, str]) -> None:
-        super().__init__(workdir, config, env)
-        self.oa = oa
-
-    async def start(self) -> float:
-        took = await super().start()
-        self.oa.callback_url = f"{self.url}/webhooks/weixin/school"
-        return took
-
-
-def write_config(workdir: Path, oa: WechatOA, api_base: str) -> Path:
-    config = {
-        "data_dir": str(workdir / "data"),
-        "http": {"host": "127.0.0.1", "port": 0},
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "weixin", "account": "school"}],
-        "channels": {"weixin": {"school": {
-            "kind": "official_account", "appid": oa.appid, "appsecret": "env:WEIXIN_APPSECRET",
+def oa_settings(oa: WechatOA, api_base: str) -> dict:
+    return {"kind": "official_account", "appid": oa.appid, "appsecret": "env:WEIXIN_APPSECRET",
             "token": "env:WEIXIN_TOKEN", "encoding_aes_key": "env:WEIXIN_AES_KEY", "mode": oa.mode,
-            "api_base": api_base, "access": {"dm": "open"},
-        }}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1, "delivery_max_attempts": 50},
-    }
-    path = workdir / "partners.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path
+            "api_base": api_base, "access": {"dm": "open"}}
 
 
 async def say_all(oa: WechatOA, rng: random.Random, stop: asyncio.Event) -> dict[str, str]:
@@ -138,7 +111,8 @@ async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(t
     oa = WechatOA(mode="safe")
     async with serving(oa) as api_base:
         env = gateway_env(delta_delay=THINK_S, WEIXIN_APPSECRET=oa.appsecret, WEIXIN_TOKEN=oa.token, WEIXIN_AES_KEY=oa.aes_key)
-        gateway = WeixinGateway(oa, tmp_path, write_config(tmp_path, oa, api_base), env)
+        config = write_config(tmp_path, "weixin", "school", oa_settings(oa, api_base))
+        gateway = CallbackGateway(oa, "/webhooks/weixin/school", tmp_path, config, env)
         try:
             await gateway.start()
             began = time.monotonic()
@@ -149,10 +123,7 @@ async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(t
             def shown() -> Counter[str]:
                 return Counter(t for m in oa.sent for t in set(TOKEN_RE.findall(m["text"]["content"])))
 
-            async def settled() -> bool:
-                return await gateway.backlog() == 0
-
-            await wait_until(settled, within=HANG_S, what="the gateway still had messages or replies waiting")
+            await until_settled(gateway, within=HANG_S, what="the gateway still had messages or replies waiting")
             elapsed = time.monotonic() - began
         finally:
             await gateway.stop()

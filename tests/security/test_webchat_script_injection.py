@@ -26,15 +26,12 @@ from gateway.core.events import RuntimeEvent, StreamDelta, StreamEnd, TurnEnd
 from gateway.core.messages import Attachment
 from gateway.core.turns import Turn
 from gateway.defaults import default_config
+from tests.browser import TIMEOUT_MS
+from tests.browser import chromium as launch_chromium
 from tests.e2e.rig import served
-from tests.waits import HANG_S
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
-TIMEOUT_MS = int(HANG_S * 1000)
 
 LEARNER_SAYS = ('<script>window.__pwned="learner script"</script> <img src=x onerror="window.__pwned=\'learner img\'"> '
                 '[go](javascript:alert("learner link")) &lt;b&gt;bold?&lt;/b&gt; &#60;script&#62;')
@@ -99,14 +96,8 @@ async def running(tmp_path: Path) -> AsyncIterator[Running]:
 
 @pytest.fixture
 async def chromium() -> AsyncIterator[Any]:
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        browser = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield browser
-        finally:
-            await browser.close()
+    async with launch_chromium() as browser:
+        yield browser
 
 
 HOSTILE_DOM = """() => {
