@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.channels.test_webchat_browser import CHROMIUM, CHROMIUM_ARGS, TIMEOUT_MS
+from tests.browser import TIMEOUT_MS, signed_in_tab
 from tests.console.partners_rig import serve_file, write_config
 from tests.console.rig import PASSWORDS
 from tests.e2e.rig import STUB_KEY_ENV
@@ -22,31 +22,12 @@ def _model_env(monkeypatch):
     monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)
 
 
-@pytest.fixture
-async def browser():
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as playwright:
-        launched = await playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
-
-
 async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_path: Path, browser):
     async with ModelStub() as stub:
         path = write_config(tmp_path, stub.api_base)
         async with serve_file(path, own_brain=True) as running:
-            context = await browser.new_context(locale="en-US")
-            page = await context.new_page()
-            errors: list[str] = []
-            page.on("pageerror", lambda error: errors.append(str(error)))
-            await page.goto(running.url + "/console/login", timeout=TIMEOUT_MS)
-            await page.fill("#username", "ada")
-            await page.fill("#password", PASSWORDS["ada"])
-            await page.click("#sign-in")
-            await page.wait_for_url(running.url + "/console/", timeout=TIMEOUT_MS)
+            tab = await signed_in_tab(browser, running.url, "ada", PASSWORDS["ada"])
+            page = tab.page
 
             await page.click("#new-partner")
             await page.wait_for_url("**/console/new-partner", timeout=TIMEOUT_MS)
@@ -73,5 +54,6 @@ async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_
             await page.wait_for_selector("#chat-reply", timeout=TIMEOUT_MS)
             assert await page.locator("#chat-reply").inner_text() == "The Magna Carta was sealed in 1215 (capybara)."
             assert "sk-browser-jasper-3348" not in await page.content()
-            assert errors == []
-            await context.close()
+            assert tab.errors == []
+            assert all(url.startswith(running.url + "/") for url in tab.requested)  # nothing from a CDN
+            await tab.close()
