@@ -86,6 +86,8 @@ class ModelTest(BaseModel):
 
     ok: bool
     model: str
+    configured: bool = True
+    """False when neither the partner nor its persona names a model: it answers from its notes."""
     latency_ms: int | None = None
     problems: list[str] = []
 
@@ -223,7 +225,8 @@ class Partners:
             except ConfigError as error:
                 return ModelTest(ok=False, model="", problems=[str(error)])
         if settings is None:
-            return ModelTest(ok=False, model="", problems=["no model is configured: the partner answers from its notes"])
+            return ModelTest(ok=False, model="", configured=False,
+                             problems=["no model is configured, here or in the persona: the partner answers from its notes"])
         started = time.perf_counter()
         try:
             result = await probe_model(settings.model_copy(update={"backup": None}))

@@ -287,3 +287,15 @@ async def test_two_saves_from_the_same_page_land_once(served):
     assert sorted(a.status_code for a in answers) == [201, 409]
     ids = [p["id"] for p in on_disk(path)["partners"]]
     assert len([i for i in ids if i.startswith("twin-")]) == 1
+
+
+async def test_testing_a_partner_without_a_model_says_so_in_the_readers_language(served):
+    running, _ = served
+    async with aclosing(await signed_in(running.url, "ada")) as ada:
+        page = await ada.get("/console/partners/algebra")
+        tested = await ada.post("/console/partners/algebra/test-model", data={"csrf": hidden(page.text, "csrf")},
+                                headers={"accept-language": "zh-CN"})
+        assert tested.status_code == 200 and "这里和人设中都没有配置模型" in tested.text
+        api = await ada.post("/console/api/partners/algebra/test-model", headers={"x-csrf-token": hidden(page.text, "csrf")})
+        assert api.json() == {"ok": False, "model": "", "configured": False, "latency_ms": None,
+                              "problems": ["no model is configured, here or in the persona: the partner answers from its notes"]}
