@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import logging
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ValidationError
@@ -51,6 +50,7 @@ from gateway.configedit import (
     fields_in,
 )
 from gateway.console.access import Viewer
+from gateway.console.partner_forms import Refused, fields_of_form, form_values, shape_error
 from gateway.console.signin import read_form
 from gateway.core.config import Config, OwnerRef, PartnerConfig, teacher_account
 from gateway.core.errors import ConfigError, InvalidEvent
@@ -58,8 +58,6 @@ from gateway.http.body import read_limited
 from gateway.http.responses import error_response
 from gateway.jsonbody import decode_json
 from gateway.store.console import ConsoleSession
-from gateway.validation import problems
-from gateway.yamlfile import parse_yaml
 
 if TYPE_CHECKING:
     from gateway.console.pages import Console
@@ -94,19 +92,6 @@ class ModelTest(BaseModel):
 
 class TrialAnswer(BaseModel):
     reply: str
-
-
-class Refused(Exception):
-    """An edit refused before or while it reached the file: the status and the message to show."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
-def shape_error(error: ValidationError, raw: Any) -> str:
-    """A form's or body's shape problems, worded as the config file's are."""
-    return str(ConfigError.of(problems(error, PartnerFields, raw=raw)))
 
 
 class Partners:
@@ -250,48 +235,6 @@ class Partners:
 
     # ------------------------------------------------------------------ forms
 
-    def fields_of_form(self, form: dict[str, str], partner_id: str) -> PartnerFields:
-        """The form's fields; :class:`Refused` 400 with the problems worded as the file's would be."""
-        raw: dict[str, Any] = {"id": partner_id, "name": form.get("name", ""), "persona": form.get("persona", "").strip(),
-                               "greeting": form.get("greeting", "")}
-        if form.get("model", "").strip():
-            model = {key: form.get(key, "").strip() for key in ("model", "api_base", "api_key", "temperature",
-                                                                 "max_tokens", "timeout_s")}
-            raw["model"] = {key: value for key, value in model.items() if value}
-        rules_text = form.get("tool_rules", "")
-        if rules_text.strip():
-            try:
-                raw["tool_rules"] = parse_yaml(rules_text, Path("tool_rules"))
-            except ConfigError as error:
-                raise Refused(400, str(error)) from None
-        if "owners" in form:
-            raw["owners"] = [self.owner_of(line) for line in form["owners"].splitlines() if line.strip()]
-        try:
-            return PartnerFields.model_validate(raw)
-        except ValidationError as error:
-            raise Refused(400, shape_error(error, raw)) from None
-
-    @staticmethod
-    def owner_of(line: str) -> dict[str, str]:
-        channel, _, user = line.strip().partition(":")
-        return {"channel": channel, "user": user}
-
-    def values(self, fields: PartnerFields) -> dict[str, str]:
-        """The form's text fields for ``fields``."""
-        model = fields.model
-        as_text = "" if not fields.tool_rules else _yaml_text([r.model_dump(mode="json", exclude_none=True)
-                                                              for r in fields.tool_rules])
-        return {
-            "id": fields.id, "name": fields.name, "persona": fields.persona, "greeting": fields.greeting,
-            "model": model.model if model else "", "api_base": (model.api_base or "") if model else "",
-            "api_key": (model.api_key or "") if model else "",
-            "temperature": "" if model is None or model.temperature is None else f"{model.temperature:g}",
-            "max_tokens": "" if model is None or model.max_tokens is None else str(model.max_tokens),
-            "timeout_s": "" if model is None or model.timeout_s is None else f"{model.timeout_s:g}",
-            "tool_rules": as_text,
-            "owners": "\n".join(f"{o.channel}:{o.user}" for o in fields.owners or []),
-        }
-
     def page(self, request: Request, viewer: Viewer, session: ConsoleSession, partner: PartnerConfig | None, *,
              status: int = 200, values: dict[str, str] | None = None, version: str | None = None,
              error: str | None = None, notice: str | None = None, test: ModelTest | None = None,
@@ -300,7 +243,7 @@ class Partners:
         from personas.loader import list_personas, persona_dirs
 
         fields = self.fields(partner) if partner is not None else None
-        shown = values or (self.values(fields) if fields is not None else
+        shown = values or (form_values(fields) if fields is not None else
                            {"persona": "study-buddy", "owners": "" if viewer.administers else (viewer.teacher or "")})
         return self.console.render(
             request, "partner.html", status, viewer=viewer, csrf=session.csrf, partner=partner, values=shown,
@@ -317,7 +260,7 @@ class Partners:
         form = await read_form(request) or {}
         try:
             partner_id = form.get("id", "").strip()
-            fields = self.fields_of_form(form if viewer.administers else {k: v for k, v in form.items() if k != "owners"},
+            fields = fields_of_form(form if viewer.administers else {k: v for k, v in form.items() if k != "owners"},
                                          partner_id)
             saved = await self.save(viewer, fields, form.get("version", ""), new=True)
         except Refused as refused:
@@ -333,7 +276,7 @@ class Partners:
             return self.page(request, viewer, session, partner, notice=notice)
         form = await read_form(request) or {}
         try:
-            fields = self.fields_of_form(form if viewer.administers else {k: v for k, v in form.items() if k != "owners"},
+            fields = fields_of_form(form if viewer.administers else {k: v for k, v in form.items() if k != "owners"},
                                          partner.id)
             await self.save(viewer, fields, form.get("version", ""), new=False)
         except Refused as refused:
@@ -460,12 +403,6 @@ class Partners:
         except Refused as refused:
             return error_response(refused.status, refused.message)
         return JSONResponse(answer.model_dump(mode="json"))
-
-
-def _yaml_text(value: Any) -> str:
-    import yaml
-
-    return str(yaml.safe_dump(value, sort_keys=False, allow_unicode=True, default_flow_style=None))
 
 
 def routes(console: Console) -> list[BaseRoute]:
