@@ -299,3 +299,18 @@ async def test_testing_a_partner_without_a_model_says_so_in_the_readers_language
         api = await ada.post("/console/api/partners/algebra/test-model", headers={"x-csrf-token": hidden(page.text, "csrf")})
         assert api.json() == {"ok": False, "model": "", "configured": False, "latency_ms": None,
                               "problems": ["no model is configured, here or in the persona: the partner answers from its notes"]}
+
+
+async def test_a_partner_a_binding_routes_to_is_not_deleted(tmp_path: Path, monkeypatch):
+    from tests.e2e.rig import STUB_KEY_ENV
+
+    monkeypatch.setenv(STUB_KEY_ENV, "sk-unused-basalt-4471")
+    path = write_config(tmp_path, "http://127.0.0.1:9/v1")  # algebra is bound to the web chat
+    before = path.read_bytes()
+    async with serve_file(path) as running, aclosing(await signed_in(running.url, "root")) as root:
+        version = await version_of(root, "algebra")
+        answer = await root.delete(f"/console/api/partners/algebra?version={version}", headers={"x-csrf-token": await csrf_of(root)})
+        assert answer.status_code == 400
+        assert "bindings.0.partner: no partner with id 'algebra'" in answer.json()["error"]
+        assert running.gateway.router.partner("algebra") is not None
+    assert path.read_bytes() == before
