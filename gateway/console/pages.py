@@ -136,7 +136,7 @@ class Console:
 
     def render(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         language = language_of(request.headers.get("accept-language"))
-        body = _templates.get_template(template).render(t=words(language), lang=language, **values)
+        body = _templates.get_template(template).render(t=words(language), lang=language, path=request.url.path, **values)
         return HTMLResponse(body, status_code=status, headers={**HEADERS, "Content-Language": language})
 
     def refuse(self, request: Request, status: int, *, api: bool, detail: str, message: str) -> Response:
