@@ -121,8 +121,13 @@ class Console:
 
     def __init__(self, config: Config, store: ConsoleStore, limit: SignInLimit | None = None, *,
                  gateway: ConsoleGateway | None = None) -> None:
-        self.config, self.store, self.gateway = config, store, gateway
+        self._config, self.store, self.gateway = config, store, gateway
         self.limit = limit or SignInLimit()
+
+    @property
+    def config(self) -> Config:
+        """The running gateway's config, so a partner added in the console is in sight at once (ADR 0039)."""
+        return self.gateway.config if self.gateway is not None else self._config
 
     # ------------------------------------------------------------------ rendering
 
