@@ -34,7 +34,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 
 from gateway.atomicfile import version, write_atomic
 from gateway.configfile import DEFAULT_CONFIG_NAME, config_from_text
-from gateway.core.config import Config, OwnerRef, Secrets, ToolRule
+from gateway.core.config import Binding, Config, OwnerRef, Secrets, ToolRule
 from gateway.core.errors import ConfigError, GatewayError
 from gateway.yamlfile import decode_utf8, parse_yaml
 
@@ -82,7 +82,21 @@ class DeletePartner:
     partner: str
 
 
-Change = SavePartner | DeletePartner
+@dataclass(frozen=True)
+class AddBinding:
+    """Route an account -- or one chat or thread of it -- to a partner; a place some binding routes already is refused."""
+
+    binding: Binding
+
+
+@dataclass(frozen=True)
+class RemoveBinding:
+    """Drop the file's binding equal to this one."""
+
+    binding: Binding
+
+
+Change = SavePartner | DeletePartner | AddBinding | RemoveBinding
 
 
 class NoConfigFile(GatewayError):
@@ -95,6 +109,14 @@ class StaleFile(GatewayError):
 
 class NoSuchPartner(GatewayError):
     pass
+
+
+class PlaceTaken(GatewayError):
+    """A binding routes that very place (account, chat, thread) already: two would leave the answer to the file's order."""
+
+
+class NoSuchBinding(GatewayError):
+    """The binding to remove is not in the file (removed by hand, or made with a console account)."""
 
 
 # ---------------------------------------------------------------------------- the editor
@@ -223,7 +245,47 @@ def _index(partners: CommentedSeq, partner_id: str) -> int | None:
     return next((i for i, entry in enumerate(partners) if isinstance(entry, dict) and entry.get("id") == partner_id), None)
 
 
+def _bindings(tree: CommentedMap) -> CommentedSeq:
+    bindings = tree.get("bindings")
+    if bindings is None:
+        bindings = tree["bindings"] = CommentedSeq()
+    if not isinstance(bindings, CommentedSeq):
+        raise ConfigError("bindings must be a list", field="bindings", fix="write each binding as `- partner: ...`")
+    return bindings
+
+
+def _binding_of(entry: Any) -> Binding | None:
+    try:
+        return Binding.model_validate(dict(entry)) if isinstance(entry, dict) else None
+    except ValueError:
+        return None  # left for the validation of the whole file to name
+
+
+def _where(binding: Binding) -> tuple[str, str, str | None, str | None]:
+    return binding.channel, binding.account, binding.chat, binding.thread
+
+
+def _change_binding(tree: CommentedMap, change: AddBinding | RemoveBinding) -> None:
+    bindings = _bindings(tree)
+    wanted = change.binding
+    if isinstance(change, RemoveBinding):
+        index = next((i for i, entry in enumerate(bindings) if _binding_of(entry) == wanted), None)
+        if index is None:
+            raise NoSuchBinding("that binding is not in the config file")
+        del bindings[index]
+        return
+    taken = next((found for found in map(_binding_of, bindings) if found is not None and _where(found) == _where(wanted)), None)
+    if taken is not None:
+        raise PlaceTaken(f"partner {taken.partner!r} answers there already; remove that binding first, or bind one chat"
+                         " of the account instead")
+    spelled = wanted.model_dump(mode="json", exclude_defaults=True, exclude={"partner"})  # as a person writes it
+    bindings.append(CommentedMap({"partner": wanted.partner, **spelled}))
+
+
 def _change(tree: CommentedMap, change: Change) -> None:
+    if isinstance(change, AddBinding | RemoveBinding):
+        _change_binding(tree, change)
+        return
     partners = _partners(tree)
     if isinstance(change, DeletePartner):
         index = _index(partners, change.partner)

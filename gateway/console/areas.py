@@ -34,9 +34,9 @@ def _channel_accounts(console: Console) -> list[BaseRoute]:
 
     return accounts.routes(console)
 def _partners(console: Console) -> list[BaseRoute]:
-    from gateway.console import partners, personas
+    from gateway.console import bindings, partners, personas
 
-    return [*partners.routes(console), *personas.routes(console)]
+    return [*partners.routes(console), *personas.routes(console), *bindings.routes(console)]
 
 
 AREAS: tuple[Area, ...] = (

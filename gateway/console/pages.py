@@ -39,6 +39,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from gateway.configedit import ConfigEditor
 from gateway.console import passwords
 from gateway.console.access import Viewer
 from gateway.console.areas import AREAS
@@ -123,6 +124,8 @@ class Console:
                  gateway: ConsoleGateway | None = None) -> None:
         self._config, self.store, self.gateway = config, store, gateway
         self.limit = limit or SignInLimit()
+        self.editor = ConfigEditor(config.source, config.secrets)
+        """The one writer of the config file: every area's edits queue on its lock (ADR 0039)."""
 
     @property
     def config(self) -> Config:

@@ -39,7 +39,6 @@ from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from gateway.configedit import (
-    ConfigEditor,
     DeletePartner,
     ModelFields,
     NoConfigFile,
@@ -99,8 +98,7 @@ class Partners:
 
     def __init__(self, console: Console) -> None:
         self.console = console
-        source = console.config.source
-        self.editor = ConfigEditor(source, console.config.secrets)
+        self.editor = console.editor
 
     @property
     def config(self) -> Config:

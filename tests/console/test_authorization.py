@@ -94,7 +94,7 @@ def _learners_and_knowledge(viewer: str, method: str, path: str) -> int:
 
 
 PARTNERS_AREA = re.compile(r"^/console/(new-partner|(api/)?personas/[^/]+|api/partners|"
-                           r"(api/)?partners/[^/]+(/(delete|test-model|chat|settings))?)$")
+                           r"(api/)?partners/[^/]+(/(delete|test-model|chat|settings|bindings|bindings/remove))?)$")
 PERSONA_USERS = {"study-buddy": {"root", "ada", "ben"}, "socratic-math": {"root"}}
 """Who sees each persona in this walk: every partner of the walk speaks with study-buddy; none with socratic-math."""
 
@@ -122,7 +122,10 @@ PARTNERS_WALK = [
         ("POST", "/console/partners/{p}/test-model"), ("POST", "/console/partners/{p}/chat"),
         ("PUT", "/console/api/partners/{p}"), ("DELETE", "/console/api/partners/{p}"),
         ("GET", "/console/api/partners/{p}/settings"), ("POST", "/console/api/partners/{p}/test-model"),
-        ("POST", "/console/api/partners/{p}/chat"))],
+        ("POST", "/console/api/partners/{p}/chat"),
+        ("GET", "/console/partners/{p}/bindings"), ("POST", "/console/partners/{p}/bindings"),
+        ("POST", "/console/partners/{p}/bindings/remove"), ("GET", "/console/api/partners/{p}/bindings"),
+        ("POST", "/console/api/partners/{p}/bindings"), ("POST", "/console/api/partners/{p}/bindings/remove"))],
     *[(method, f"{prefix}/{persona}") for persona in ("study-buddy", "socratic-math", "no-such-persona")
       for prefix, methods in (("/console/personas", ("GET", "POST")), ("/console/api/personas", ("GET", "PUT")))
       for method in methods],
