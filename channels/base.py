@@ -195,6 +195,11 @@ class Channel(ABC, Generic[ConfigT]):
         under ``/channels/{name}/{account}``.  Most channels serve none."""
         return []
 
+    def login_page(self) -> str | None:
+        """The gateway path of a page where a person completes this account's login while it waits for one
+        (personal WeChat's QR code), None otherwise.  The console links it for the account's operators."""
+        return None
+
     @classmethod
     def check(cls, settings: ConfigT) -> list[Problem]:
         """Problems the validated settings show without asking the platform: a token that cannot be one,

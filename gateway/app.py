@@ -10,15 +10,17 @@ finish in-flight work within the drain budget, then close.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import importlib
 import logging
 import os
 import signal
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from brain.health import ModelHealth
 from brain.tools.services import ScheduleResult
@@ -26,16 +28,33 @@ from brain.usage import DayUsage
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
+from gateway.accounts import AccountRefused, model_for_kind, seal, secrets_of, unseal, validate_settings
 from gateway.activity import ActivityLog
 from gateway.blob_gc import BlobCollector
 from gateway.blobs import BlobStore, LocalBlobs
 from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
-from gateway.core.config import AccessPolicy, Config, MidTurn, ModelSettings, PartnerConfig
+from gateway.core.config import AccessPolicy, Binding, Config, MidTurn, ModelSettings, PartnerConfig
 from gateway.core.errors import ChannelUnavailable, ConfigError
-from gateway.core.messages import AccountId, Address, OutboundReply
+from gateway.core.events import StreamEnd
+from gateway.core.messages import (
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    OutboundReply,
+    Sender,
+    Text,
+    UserId,
+)
 from gateway.core.phrases import catalogued, language_for
-from gateway.core.turns import Responder
+from gateway.core.probes import ProbeResult
+from gateway.core.turns import Responder, Turn
+from gateway.core.turns import Role as TurnRole
 from gateway.http.limits import HttpLoad
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
@@ -47,9 +66,12 @@ from gateway.pipeline.media import MediaFetch
 from gateway.pipeline.outbox import Outbox
 from gateway.pipeline.resume import StoreWatch, resume
 from gateway.pipeline.routing import Router
+from gateway.redaction import register_secret
 from gateway.reminders import ReminderDesk
+from gateway.secretbox import KEY_ENV, MAKE_ONE, OLD_KEY_ENV, SecretBox
 from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
 from gateway.store import QueueDepths, Store
+from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
 from gateway.store.health import StoreState
 from gateway.store.sqlite import SqliteStore
@@ -63,6 +85,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from gateway.console.services import ConsoleGateway, UsageToday
 
 log = logging.getLogger(__name__)
+TRIAL_CHANNEL = "console"
+"""The channel the console's chat panel speaks on (``Gateway.trial_turn``): its learners are ``console:<username>``."""
 
 RESPONDER_ENV = "PARTNERS_RESPONDER"
 """``module:callable`` returning a Responder; lets tests and operators plug one in without code changes."""
@@ -167,6 +191,8 @@ class Gateway:
         self.unavailable: list[UnavailableChannel] = []
         self._disabled: dict[tuple[str, str], str] = {}
         """Accounts an operator disabled -> the reason shown; loaded from the store at start."""
+        self._stored: dict[tuple[str, str], StoredAccount] = {}
+        """Channel accounts added in the console (ADR 0040), loaded from the store at start."""
         self._tasks: list[asyncio.Task[None]] = []
         self.started_at = datetime.now(UTC)
         self.ready = False
@@ -204,6 +230,41 @@ class Gateway:
         return partner.model_copy(update={"mid_turn": partner.mid_turn or persona.policies.mid_turn,
                                           "greeting": partner.greeting or (persona.greeting if in_its_words else ""),
                                           "languages": languages})
+
+    def apply(self, config: Config) -> None:
+        """Take a new set of partners and bindings live, without restarting a channel (docs/adr/0039).
+
+        ``config`` is the whole validated file (``gateway.configedit``); only its partners and bindings
+        are taken -- the data dir, the HTTP listener and the channel accounts are what the gateway was
+        started on, and changing those needs a restart.  Turns already running finish with the partner
+        they began with; the next message is routed, and answered, by the new one."""
+        self.config = self.config.model_copy(update={"partners": config.partners, "bindings": config.bindings})
+        # The console-made accounts' bindings live in the store, not the file: they are kept (ADR 0040).
+        self.router.replace([self._with_persona_defaults(p) for p in config.partners], self.account_bindings())
+        if self.brain is not None:
+            self.brain.knowledge.follow(self.config)  # the one brain part that reads partners from the config
+        log.info("partners applied partners=%s bindings=%d", ",".join(p.id for p in config.partners), len(config.bindings))
+
+    async def trial_turn(self, partner_id: str, who: str, text: str) -> str:
+        """One turn of ``partner_id`` for the console's chat panel, answered here and now; the reply's Markdown.
+
+        The console user talks as the learner ``console:<who>`` on a channel of its own, straight to the
+        responder: nothing goes through the inbox or the outbox, no channel account is needed (the partner
+        may be bound nowhere yet), and the brain keeps the trial's memory apart from every real learner's.
+        KeyError for a partner the gateway does not run."""
+        partner = self.router.partner(partner_id)
+        if partner is None:
+            raise KeyError(partner_id)
+        address = Address(channel=ChannelName(TRIAL_CHANNEL), account=AccountId(TRIAL_CHANNEL),
+                          conversation=Conversation(chat=ChatId(who), kind=ConversationKind.DIRECT))
+        sender = Sender(user=UserId(who), display_name=who)
+        message = InboundMessage(event_id=EventId(f"{TRIAL_CHANNEL}:{who}:{uuid.uuid4().hex}"), address=address,
+                                 sender=sender, elements=(Text(text=text),), received_at=datetime.now(UTC), addressed=True)
+        reply = ""
+        async for event in self.responder.respond(Turn(partner, address, sender, TurnRole.LEARNER, [message])):
+            if isinstance(event, StreamEnd):
+                reply = event.markdown
+        return reply
 
     def _build_brain(self) -> BuiltBrain:
         """The brain, with the services only the gateway can give it: reminders, the teacher desk, the blob store's eraser."""
@@ -256,10 +317,12 @@ class Gateway:
     def running_channels(self) -> dict[tuple[str, str], Channel]:
         return dict(self._channels)
 
-    def _build_channel(self, name: str, account: str) -> Channel | None:
+    def _build_channel(self, name: str, account: str, raw: dict[str, Any] | None = None) -> Channel | None:
+        """Build a file account's channel, or with ``raw`` a console-made one's (validated by the same model)."""
         try:
             cls = self.channel_classes.get(name) or load_channel(name)
-            settings = validate_account(self.config, name, account, cls.config_model)
+            settings = (validate_account(self.config, name, account, cls.config_model) if raw is None
+                        else validate_settings(cls.config_model, raw, where=f"console account {name}/{account}"))
         except (ChannelUnavailable, ConfigError) as error:
             self.unavailable.append(UnavailableChannel(channel=name, account=account, reason=str(error)))
             log.error("channel unavailable platform=%s account=%s reason=%s", name, account, error)
@@ -294,9 +357,18 @@ class Gateway:
         self.config.data_dir.mkdir(parents=True, exist_ok=True)
         self._data_lock = datadir.hold_shared(self.config.data_dir)
         await self.store.open()
+        try:
+            stored = await self._open_stored_accounts()
+        except ConfigError:
+            await self.store.close()
+            datadir.release(self._data_lock)
+            self._data_lock = None
+            raise
         for name, accounts in self.config.channels.items():
             for account in accounts:
                 self._build_channel(name, account)
+        for (name, account), raw in stored.items():
+            self._build_channel(name, account, raw)
         await self.teacher.load()
         await self._recover()
         self._tasks.append(asyncio.create_task(self.dispatcher.run(), name="dispatcher"))
@@ -304,13 +376,59 @@ class Gateway:
         self._tasks.append(asyncio.create_task(self.store_watch.run(), name="store-watch"))
         self._disabled = {(s.channel, s.account): _disabled_reason(s.by) for s in await self.store.disabled_accounts()}
         for (name, account), channel in self._channels.items():
-            caps = channel.declared
-            stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
-            self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after,
-                                  stopped=self._disabled.get((name, account)))
+            self._supervise(name, account, channel)
         self.ready = True
         log.info("gateway started accounts=%d unavailable=%d responder=%s",
                  len(self._channels), len(self.unavailable), getattr(self.responder, "name", type(self.responder).__name__))
+
+    def _supervise(self, name: str, account: str, channel: Channel) -> None:
+        caps = channel.declared
+        stall_after = 90.0 if caps.inbound_modes and caps.inbound_modes[0].value in ("poll", "socket") else None
+        self.supervisor.start(f"{name}:{account}", channel.run, stall_after=stall_after,
+                              stopped=self._disabled.get((name, account)))
+
+    async def _open_stored_accounts(self) -> dict[tuple[str, str], dict[str, Any]]:
+        """The console-made accounts' settings, opened with the key; the ones that may run, bound to their partner.
+
+        Without the key, or with one that opens none of them, the gateway does not start (ConfigError: one
+        line naming the variable).  One that clashes with a file account of the same name, or whose partner
+        left the file, is listed unavailable with the reason and does not run; the file's account does."""
+        rows = await self.store.stored_accounts()
+        if not rows:
+            return {}
+        box = SecretBox.from_env()
+        if box is None:
+            raise ConfigError(f"the store holds {len(rows)} channel account(s) added in the console, sealed with a "
+                              f"key, and {KEY_ENV} is not set",
+                              fix=f"set {KEY_ENV} to the key they were added with")
+        opened: dict[tuple[str, str], dict[str, Any]] = {}
+        rotate = bool(os.environ.get(OLD_KEY_ENV, "").strip())
+        partners = {p.id for p in self.config.partners}
+        for row in rows:
+            what = f"the settings of console account {row.channel}/{row.account}"
+            raw = unseal(box, row.sealed, what=what)
+            self._stored[(row.channel, row.account)] = row
+            if rotate:
+                await self.store.reseal_stored_account(row.channel, row.account, box.reseal(row.sealed, what=what))
+            reason = (f"partners.yaml has an account {row.channel}/{row.account} too; rename that one, or delete this "
+                      "one in the console" if row.account in self.config.channels.get(row.channel, {})
+                      else f"its partner {row.partner} is no longer in partners.yaml; delete it in the console"
+                      if row.partner not in partners else None)
+            if reason is not None:
+                self.unavailable.append(UnavailableChannel(channel=row.channel, account=row.account, reason=reason))
+                log.error("console account not started platform=%s account=%s reason=%s", row.channel, row.account, reason)
+                continue
+            self._register_secrets(row.channel, raw)
+            self.router.bind(Binding(partner=row.partner, channel=row.channel, account=row.account))
+            opened[(row.channel, row.account)] = raw
+        return opened
+
+    def _register_secrets(self, channel: str, raw: dict[str, Any]) -> None:
+        """Hand a console-made account's secrets to the log scrubber before anything may log them."""
+        with suppress(ChannelUnavailable, KeyError):
+            cls = self.channel_classes.get(channel) or load_channel(channel)
+            for value in secrets_of(model_for_kind(cls.config_model, raw.get("kind")), raw):
+                register_secret(value, f"{channel} secret (console)")
 
     async def _recover(self) -> None:
         """Resume what a previous run left: unsent replies first, then unanswered messages."""
@@ -421,6 +539,130 @@ class Gateway:
             return False
         await self.supervisor.restart(unit)
         return True
+
+    # ------------------------------------------------------------------ accounts added in the console (ADR 0040)
+
+    def login_page(self, channel: str, account: str) -> str | None:
+        """The page where a person completes the account's login while it waits for one (a QR code)."""
+        running = self._channels.get((channel, account))
+        return running.login_page() if running is not None else None
+
+    def stored_accounts(self) -> dict[tuple[str, str], StoredAccount]:
+        """The console-made accounts (running or not), by channel and account."""
+        return dict(self._stored)
+
+    def account_bindings(self) -> tuple[Binding, ...]:
+        """The file's bindings and those of the console-made accounts that run (each bound whole to its partner);
+        one shadowed by a file account of its name, or whose partner left the file, binds nothing."""
+        partners = {p.id for p in self.config.partners}
+        made = tuple(Binding(partner=row.partner, channel=row.channel, account=row.account) for row in self._stored.values()
+                     if row.partner in partners and row.account not in self.config.channels.get(row.channel, {}))
+        return (*self.config.bindings, *made)
+
+    async def add_account(self, channel: str, account: str, partner: str, raw: dict[str, Any], by: str) -> ProbeResult:
+        """Validate, probe, seal, store, bind and start a channel account; a failed probe stores nothing.
+
+        :class:`AccountRefused` for a name already taken or no key; ConfigError for settings the channel's
+        model refuses (each problem with its field)."""
+        from gateway.doctor import probe_settings
+
+        if account in self.config.channels.get(channel, {}) or (channel, account) in self._stored:
+            raise AccountRefused(f"there is already a {channel} account named {account}: choose another name")
+        box = SecretBox.from_env()
+        if box is None:
+            raise AccountRefused(f"adding accounts needs {KEY_ENV}: {MAKE_ONE}, then restart the gateway", 503)
+        try:
+            cls = self.channel_classes.get(channel) or load_channel(channel)
+        except ChannelUnavailable as error:
+            raise AccountRefused(str(error), 400) from None
+        self._register_secrets(channel, raw)
+        settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
+        result = await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)
+        if not result.ok:
+            log.info("console account refused by its probe platform=%s account=%s by=%s", channel, account, by)
+            return result
+        row = StoredAccount(channel, account, partner, seal(box, raw), by, time.time())
+        if not await self.store.add_stored_account(row):
+            raise AccountRefused(f"there is already a {channel} account named {account}: choose another name")
+        self._stored[(channel, account)] = row
+        self.router.bind(Binding(partner=partner, channel=channel, account=account))
+        built = self._build_channel(channel, account, raw)
+        if built is not None:
+            self._supervise(channel, account, built)
+        log.info("console account added platform=%s account=%s partner=%s by=%s", channel, account, partner, by)
+        return result
+
+    def stored_settings(self, channel: str, account: str) -> dict[str, Any]:
+        """A console-made account's settings, opened (KeyError: not one; ConfigError: no key or not its key).
+        For the console to tell which secrets are set -- it shows that they are, never what they are."""
+        box = SecretBox.from_env()
+        if box is None:
+            raise ConfigError(f"{KEY_ENV} is not set", fix=MAKE_ONE)
+        row = self._stored[(channel, account)]
+        return unseal(box, row.sealed, what=f"the settings of console account {channel}/{account}")
+
+    async def replace_secrets(self, channel: str, account: str, secrets: dict[str, str], by: str) -> ProbeResult:
+        """Probe the account with ``secrets`` in place of its stored ones; only when the probe passes, seal and
+        store them and start the account again with them (a disabled one stays stopped).  KeyError: not a
+        console-made account; AccountRefused: no key; ConfigError: settings the channel's model refuses."""
+        from gateway.doctor import probe_settings
+
+        if (channel, account) not in self._stored:
+            raise KeyError(f"no console account {channel}/{account}")
+        box = SecretBox.from_env()
+        if box is None:
+            raise AccountRefused(f"replacing secrets needs {KEY_ENV}: {MAKE_ONE}, then restart the gateway", 503)
+        try:
+            cls = self.channel_classes.get(channel) or load_channel(channel)
+        except ChannelUnavailable as error:
+            raise AccountRefused(str(error), 400) from None
+        row = self._stored[(channel, account)]
+        raw = {**unseal(box, row.sealed, what=f"the settings of console account {channel}/{account}"), **secrets}
+        self._register_secrets(channel, raw)
+        settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
+        result = await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)
+        if not result.ok:
+            log.info("console secrets refused by the probe platform=%s account=%s by=%s", channel, account, by)
+            return result
+        sealed = seal(box, raw)
+        await self.store.reseal_stored_account(channel, account, sealed)
+        self._stored[(channel, account)] = dataclasses.replace(row, sealed=sealed)
+        if account not in self.config.channels.get(channel, {}):  # a clashing row does not run
+            old = self._channels.pop((channel, account), None)
+            if old is not None:
+                await self.supervisor.remove(f"{channel}:{account}")
+                try:
+                    await old.close()
+                except Exception:
+                    log.exception("channel close failed platform=%s account=%s", channel, account)
+            self.unavailable = [u for u in self.unavailable if (u.channel, u.account) != (channel, account)]
+            built = self._build_channel(channel, account, raw)
+            if built is not None:
+                self._supervise(channel, account, built)
+        log.info("console secrets replaced platform=%s account=%s by=%s", channel, account, by)
+        return result
+
+    async def remove_account(self, channel: str, account: str, by: str) -> None:
+        """Stop a console-made account, close it and forget it (KeyError: no such console-made account)."""
+        if (channel, account) not in self._stored:
+            raise KeyError(f"no console account {channel}/{account}")
+        await self.store.remove_stored_account(channel, account)
+        self.unavailable = [u for u in self.unavailable if (u.channel, u.account) != (channel, account)]
+        if account not in self.config.channels.get(channel, {}):  # a clashing row never ran: the file's account stays
+            built = self._channels.pop((channel, account), None)
+            if built is not None:
+                await self.supervisor.remove(f"{channel}:{account}")
+                try:
+                    await built.close()
+                except Exception:
+                    log.exception("channel close failed platform=%s account=%s", channel, account)
+            self._outlets.pop((channel, account), None)
+            self._policies.pop((channel, account), None)
+            if self._disabled.pop((channel, account), None) is not None:
+                await self.store.set_account_disabled(channel, account, None)
+            self.router.unbind_account(channel, account)
+        del self._stored[(channel, account)]
+        log.info("console account removed platform=%s account=%s by=%s", channel, account, by)
 
     def disabled_reason(self, channel: str, account: str) -> str | None:
         """Why the account is off, while an operator has it disabled (its webhooks and pages answer 503)."""

@@ -35,6 +35,8 @@ from gateway.core.probes import Gravity, ProbeResult, Problem
 from gateway.extras import install_command
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
+    from channels.base import Channel
+    from gateway.core.config import AccountConfig
     from gateway.store.schema import Schema
 
 VALID = "channel loads and its settings are valid"
@@ -388,17 +390,24 @@ async def _bounded(probe: Callable[[], Any], checked: str, timeout: float) -> Pr
 
 async def probe_account(config: Config, channel: str, account: str, timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
     """Build the account's channel as the gateway would, ask it to probe, and close it again."""
-    from channels.base import ChannelContext
     from channels.registry import load_channel
-    from gateway.core.messages import AccountId
 
     cls = load_channel(channel)
     settings = validate_account(config, channel, account, cls.config_model)
+    return await probe_settings(cls, settings, account, config.data_dir / "channels" / channel / account, timeout)
+
+
+async def probe_settings(cls: type[Channel], settings: AccountConfig, account: str, data_dir: Path,
+                         timeout: float = PROBE_TIMEOUT_S) -> ProbeResult:
+    """Probe an account of ``cls`` with validated ``settings`` (the file's, or a form's in the console)."""
+    from channels.base import ChannelContext
+    from gateway.core.messages import AccountId
+
     inert = _NoInbound()
     instance = cls(ChannelContext(account=AccountId(account), config=settings, sink=inert, cursors=inert,
-                                  data_dir=config.data_dir / "channels" / channel / account))
+                                  data_dir=data_dir))
     try:
-        return await _bounded(instance.probe, f"{channel}/{account}", timeout)
+        return await _bounded(instance.probe, f"{cls.name}/{account}", timeout)
     finally:
         try:
             await asyncio.wait_for(instance.close(), timeout)

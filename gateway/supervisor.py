@@ -274,6 +274,11 @@ class Supervisor:
         unit.set_state(ChannelState.STOPPED, reason)
         log.info("unit halted unit=%s reason=%r", name, reason)
 
+    async def remove(self, name: str) -> None:
+        """Halt one unit and forget it (a channel account deleted in the console); KeyError for an unknown one."""
+        await self.halt(name, "removed")
+        del self._units[name]
+
     async def restart(self, name: str) -> None:
         """Start a unit again now, whatever its state, with fresh backoff; the old run ends first."""
         if self._closed:

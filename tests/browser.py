@@ -5,7 +5,7 @@ gives) through Playwright, with the same switches: headless, no sandbox (a conta
 nothing of its own on the network (no updates, no sync, no QUIC), since the loopback guard fails any
 connection beyond 127.0.0.1.  :func:`chromium` is that launch; the ``browser`` fixture of
 ``tests/console/conftest.py`` and the web chat tests' ``page`` fixture are built on it, and so is
-``bench/screenshots.py``.
+``docs/screenshots.py``.
 
 A console test opens a :class:`Tab` (a fresh context, so no cookie leaks between tests) and usually
 signs in first with :func:`signed_in_tab`; the tab records every uncaught script error and every URL

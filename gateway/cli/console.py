@@ -99,3 +99,14 @@ def users(ctx: click.Context) -> None:
     rows = [(u.username, u.display_name, u.role.value, u.teacher or "-", "disabled" if u.disabled else "active",
              time.strftime("%Y-%m-%d", time.localtime(u.created_at))) for u in found]
     click.echo(format_table(("USERNAME", "NAME", "ROLE", "TEACHER", "STATE", "CREATED"), rows))
+
+
+@console.command("new-key")
+def new_key() -> None:
+    """Print a fresh PARTNERS_SECRET_KEY: the key that seals the channel accounts added in the console."""
+    from gateway.secretbox import KEY_ENV
+    from gateway.secretbox import new_key as make
+
+    click.echo(make())
+    click.echo(f"Set it as {KEY_ENV} in the gateway's environment and keep a copy: without it the accounts "
+               "added in the console cannot be opened.", err=True)

@@ -29,6 +29,16 @@ def _channels(console: Console) -> list[BaseRoute]:
     return [*channels.routes(console), *dashboard.routes(console)]
 
 
+def _channel_accounts(console: Console) -> list[BaseRoute]:
+    from gateway.console import accounts
+
+    return accounts.routes(console)
+def _partners(console: Console) -> list[BaseRoute]:
+    from gateway.console import bindings, partners, personas
+
+    return [*partners.routes(console), *personas.routes(console), *bindings.routes(console)]
+
+
 # A JSON route (``/api/...``) also states what it takes and answers with ``gateway.console.openapi.describe``
 # (ADR 0041): the OpenAPI document and the fuzzer read it, and tests/console/test_openapi.py fails without it.
 AREAS: tuple[Area, ...] = (
@@ -37,5 +47,7 @@ AREAS: tuple[Area, ...] = (
     conversations.routes,
     pairing.routes,
     _channels,
+    _channel_accounts,
+    _partners,
     tokens.routes,
 )

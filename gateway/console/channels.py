@@ -32,6 +32,7 @@ from gateway.console.access import Viewer, bound_partners
 from gateway.console.openapi import Operation, describe
 from gateway.console.pages import HEADERS, Console
 from gateway.console.services import ConsoleGateway
+from gateway.core.config import Config
 from gateway.http.responses import error_response
 from gateway.store.console import ConsoleSession
 
@@ -56,6 +57,16 @@ class ChannelAccount(BaseModel):
     disabled_by: str | None
     operable: bool
     """Whether this viewer may disable, enable and restart it."""
+    added_in_console: bool = False
+    """Added in the console (its settings sealed in the store, ADR 0040): deleted there too; else a file account."""
+    login: str | None = None
+    """For its operators, the login page of an account that waits for a scan (personal WeChat's QR code), else None."""
+
+
+def seen_config(console: Console, gateway: ConsoleGateway) -> Config:
+    """The config with the console-made accounts' bindings (ADR 0040), so :class:`Viewer` judges those accounts
+    by the same rules as the file's."""
+    return console.config.model_copy(update={"bindings": gateway.account_bindings()})
 
 
 class ChannelList(BaseModel):
@@ -71,19 +82,30 @@ class AccountAction(BaseModel):
 async def accounts_for(console: Console, gateway: ConsoleGateway, viewer: Viewer) -> list[ChannelAccount]:
     status = await gateway.status()
     disabled = await gateway.disabled_accounts()
-    config = console.config
+    made = gateway.stored_accounts()
+    config = seen_config(console, gateway)  # with the console-made accounts' bindings
     found = [
         ChannelAccount(channel=a.channel, account=a.account, partners=sorted(bound_partners(config, a.channel, a.account)),
                        state=a.state, reason=a.reason, since=a.since, restarts=a.restarts,
                        disabled_by=disabled.get((a.channel, a.account)),
-                       operable=viewer.operates_account(config, a.channel, a.account))
+                       operable=viewer.operates_account(config, a.channel, a.account),
+                       added_in_console=(a.channel, a.account) in made and a.account not in config.channels.get(a.channel, {}),
+                       login=gateway.login_page(a.channel, a.account)
+                       if a.state == "action_required" and viewer.operates_account(config, a.channel, a.account) else None)
         for a in status.accounts if viewer.sees_account(config, a.channel, a.account)
     ]
-    found += [
-        ChannelAccount(channel=u.channel, account=u.account, partners=sorted(bound_partners(config, u.channel, u.account)),
-                       state="unavailable", reason=u.reason, since=None, restarts=0, disabled_by=None, operable=False)
-        for u in status.unavailable if viewer.sees_account(config, u.channel, u.account)
-    ]
+    for u in status.unavailable:
+        row = made.get((u.channel, u.account))
+        if row is not None:  # a console-made account that does not run: judged by the partner it was made for
+            if viewer.acts_for(console.config, row.partner):
+                found.append(ChannelAccount(channel=u.channel, account=u.account, partners=[row.partner],
+                                            state="unavailable", reason=u.reason, since=None, restarts=0,
+                                            disabled_by=None, operable=True, added_in_console=True))
+        elif viewer.sees_account(config, u.channel, u.account):
+            found.append(ChannelAccount(channel=u.channel, account=u.account,
+                                        partners=sorted(bound_partners(config, u.channel, u.account)),
+                                        state="unavailable", reason=u.reason, since=None, restarts=0, disabled_by=None,
+                                        operable=False))
     return sorted(found, key=lambda a: (a.channel, a.account))
 
 
@@ -95,7 +117,8 @@ def routes(console: Console) -> list[BaseRoute]:
     async def page(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         return console.render(request, "channels.html", viewer=viewer, csrf=session.csrf,
                               accounts=await accounts_for(console, running(), viewer),
-                              refused=request.query_params.get("refused"))
+                              refused=request.query_params.get("refused"), added=request.query_params.get("added"),
+                              replaced=request.query_params.get("replaced"))
 
     async def listing(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         accounts = await accounts_for(console, running(), viewer)

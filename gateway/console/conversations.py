@@ -46,9 +46,11 @@ from gateway.console.access import Viewer
 from gateway.console.openapi import Operation, describe
 from gateway.console.services import ConsoleGateway
 from gateway.console.signin import read_form
+from gateway.core.capabilities import Dialect
 from gateway.core.config import PartnerConfig
 from gateway.core.messages import Address, ReplyAuthor
 from gateway.http.responses import error_response
+from gateway.render import render_markdown
 from gateway.store import InboundState, ReplyState, Takeover
 from gateway.store.console import ConsoleSession
 from gateway.store.transcripts import ConversationActivity, Heard, Said
@@ -167,7 +169,7 @@ def _state(activity: ConversationActivity, takeover: Takeover | None) -> Convers
 def _summary(activity: ConversationActivity, partner: PartnerConfig, takeover: Takeover | None) -> ConversationSummary:
     heard, said = activity.last_heard, activity.last_said
     address = heard.message.address
-    last_text, last_at = ((said.reply.markdown, said.at) if said is not None and said.at >= heard.at
+    last_text, last_at = ((render_markdown(said.reply.markdown, Dialect.PLAIN), said.at) if said is not None and said.at >= heard.at
                           else (heard.message.text, heard.at))
     return ConversationSummary(
         ref=ref_of(activity.key), partner=partner.id, partner_name=partner.name, channel=address.channel,
@@ -181,7 +183,9 @@ def _line(entry: Heard | Said, partner: PartnerConfig) -> Line:
         sender = entry.message.sender
         return Line(heard=True, who=sender.display_name or sender.user, text=entry.message.text, at=entry.at,
                     state=entry.state.value)
-    return Line(heard=False, who=partner.name, author=entry.reply.author, text=entry.reply.markdown, at=entry.at,
+    # What the learner read, not the Markdown the model wrote: ``**4**`` shows as 4.
+    text = render_markdown(entry.reply.markdown, Dialect.PLAIN)
+    return Line(heard=False, who=partner.name, author=entry.reply.author, text=text, at=entry.at,
                 state=entry.state.value)
 
 

@@ -64,6 +64,8 @@ class Operation:
     """Path parameters with a narrower shape than any string (a closed set of actions), one field each."""
     media: str = "application/json"
     """The success's content type."""
+    outcome: type[BaseModel] | None = None
+    """A refusal's body where it is not an :class:`ErrorBody` (an account the channel's probe refused lists its problems)."""
 
 
 _DESCRIBED: dict[Callable[..., Any], dict[str, Operation]] = {}
@@ -95,8 +97,7 @@ def openapi(routes: Sequence[BaseRoute], title: str, version: str) -> dict[str, 
     wanted: list[tuple[type[BaseModel], JsonSchemaMode]] = [(ErrorBody, "serialization")]
     for _, _, op in found:
         wanted += [(model, "validation") for model in (op.body, op.form, op.upload, op.query) if model is not None]
-        if op.answers is not None:
-            wanted.append((op.answers, "serialization"))
+        wanted += [(model, "serialization") for model in (op.answers, op.outcome) if model is not None]
     wanted = list(dict.fromkeys(wanted))
     refs, defs = models_json_schema(wanted, ref_template=REF)
     schemas = defs.get("$defs", {})
@@ -135,8 +136,10 @@ def _operation(path: str, method: str, op: Operation, ref: Callable[[type[BaseMo
                        for name, schema in shape.get("properties", {}).items()]
     success: dict[str, Any] = {"schema": ref(op.answers, "serialization")} if op.answers is not None else {}
     responses: dict[str, Any] = {str(status): {"description": op.summary, "content": {op.media: success}} for status in op.status}
-    responses["default"] = {"description": "an error, in one sentence",
-                            "content": {"application/json": {"schema": ref(ErrorBody, "serialization")}}}
+    refusal = ref(ErrorBody, "serialization")
+    if op.outcome is not None:
+        refusal = {"anyOf": [refusal, ref(op.outcome, "serialization")]}
+    responses["default"] = {"description": "an error, in one sentence", "content": {"application/json": {"schema": refusal}}}
     operation: dict[str, Any] = {"summary": op.summary, "operationId": _operation_id(method, path), "responses": responses}
     if parameters:
         operation["parameters"] = parameters

@@ -43,6 +43,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from gateway.configedit import ConfigEditor
 from gateway.console import passwords
 from gateway.console.access import Viewer
 from gateway.console.areas import AREAS
@@ -145,9 +146,16 @@ class Console:
 
     def __init__(self, config: Config, store: Store, limit: SignInLimit | None = None, *,
                  gateway: ConsoleGateway | None = None) -> None:
-        self.config, self.store, self.gateway = config, store, gateway
+        self._config, self.store, self.gateway = config, store, gateway
         self.limit = limit or SignInLimit()
         self._openapi: dict[str, Any] | None = None
+        self.editor = ConfigEditor(config.source, config.secrets)
+        """The one writer of the config file: every area's edits queue on its lock (ADR 0039)."""
+
+    @property
+    def config(self) -> Config:
+        """The running gateway's config, so a partner added in the console is in sight at once (ADR 0039)."""
+        return self.gateway.config if self.gateway is not None else self._config
 
     # ------------------------------------------------------------------ rendering
 
@@ -156,7 +164,7 @@ class Console:
 
     def render(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         language = language_of(request.headers.get("accept-language"))
-        body = _templates.get_template(template).render(t=words(language), lang=language, **values)
+        body = _templates.get_template(template).render(t=words(language), lang=language, path=request.url.path, **values)
         return HTMLResponse(body, status_code=status, headers={**HEADERS, "Content-Language": language})
 
     def refuse(self, request: Request, status: int, *, api: bool, detail: str, message: str) -> Response:

@@ -9,20 +9,23 @@ console adds the members it reads here, with a docstring saying why, and nothing
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from brain.usage import DayUsage
+from gateway.core.config import Binding
+from gateway.core.probes import ProbeResult
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.routing import Router
 from gateway.status import StatusReport
 from gateway.store import Store
+from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
 from gateway.takeover import TeacherDesk
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.knowledge.service import KnowledgeService
     from brain.memory.guarded import GuardedControls
-    from gateway.core.config import PartnerConfig
+    from gateway.core.config import Config, PartnerConfig
 
 
 @dataclass(frozen=True)
@@ -95,6 +98,38 @@ class ConsoleGateway(Protocol):
         """Model tokens and cost per UTC day and partner (the brain's usage ledger)."""
         ...
 
+    # ------------------------------------------------------------------ accounts added in the console (gateway.console.accounts)
+
+    def login_page(self, channel: str, account: str) -> str | None:
+        """The page (path and its token) where the account's login is completed while it waits for one: personal
+        WeChat's QR code; None for every other account."""
+        ...
+
+    def stored_accounts(self) -> dict[tuple[str, str], StoredAccount]:
+        """The channel accounts added in the console (their settings sealed): which ones the console may delete."""
+        ...
+
+    def account_bindings(self) -> tuple[Binding, ...]:
+        """The file's bindings and the console-made accounts' -- who answers an account, for :class:`Viewer`."""
+        ...
+
+    async def add_account(self, channel: str, account: str, partner: str, raw: dict[str, Any], by: str) -> ProbeResult:
+        """Probe the settings; only when the probe passes, store them sealed and start the account bound to
+        ``partner`` (``gateway.accounts.AccountRefused``: a name taken or no key; ConfigError: bad settings)."""
+        ...
+
+    def stored_settings(self, channel: str, account: str) -> dict[str, Any]:
+        """A console-made account's settings opened, so the console can say which secrets are set (never show them)."""
+        ...
+
+    async def replace_secrets(self, channel: str, account: str, secrets: dict[str, str], by: str) -> ProbeResult:
+        """Probe with the new secrets; only when it passes, seal them and start the account again with them."""
+        ...
+
+    async def remove_account(self, channel: str, account: str, by: str) -> None:
+        """Stop and forget a console-made account (KeyError: not one)."""
+        ...
+
     # ------------------------------------------------------------------ learners and knowledge (gateway.console.learners, .knowledge)
 
     @property
@@ -111,4 +146,19 @@ class ConsoleGateway(Protocol):
 
     async def usage_today(self, partner: PartnerConfig, person: str) -> UsageToday | None:
         """A learner's tokens today with ``partner``, from the brain's usage ledger; None without the brain."""
+        ...
+
+    # ------------------------------------------------------------------ partners (gateway.console.partners, .personas)
+
+    @property
+    def config(self) -> Config:
+        """The config the gateway runs now: what it started with, with the partners a console edit applied."""
+        ...
+
+    def apply(self, config: Config) -> None:
+        """Take an edited file's partners and bindings live, without restarting a channel (docs/adr/0039)."""
+        ...
+
+    async def trial_turn(self, partner_id: str, who: str, text: str) -> str:
+        """One turn of the partner for the console's chat panel, as the learner ``console:<who>``; the reply."""
         ...

@@ -17,6 +17,7 @@ from enum import Enum
 from typing import Protocol
 
 from gateway.core.messages import Address, InboundMessage, Media, MessageId, OutboundReply
+from gateway.store.accounts import AccountStore
 from gateway.store.activity import ActivityStore
 from gateway.store.console import ConsoleStore
 from gateway.store.health import StoreHealth
@@ -115,7 +116,7 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
 from gateway.store.transcripts import TranscriptStore  # noqa: E402
 
 
-class Store(ConsoleStore, TranscriptStore, ActivityStore, ApiTokenStore, Protocol):
+class Store(ConsoleStore, TranscriptStore, ActivityStore, AccountStore, ApiTokenStore, Protocol):
     health: StoreHealth
     """Whether writes work (:mod:`gateway.store.health`)."""
 

@@ -155,8 +155,21 @@ MIGRATIONS: list[list[str]] = [
         )""",
     ],
     [
-        # Migration 9 (ADR 0041; migration 8 is another branch's, independent of this one): the console's API
-        # tokens (gateway.store.tokens).  Kept only as SHA-256 digests; a token goes with its user.
+        # Channel accounts added in the console (gateway.store.accounts, ADR 0040): the partner bound to the whole
+        # account, who added it, and its settings as one value sealed with PARTNERS_SECRET_KEY (never in the clear).
+        """CREATE TABLE IF NOT EXISTS channel_accounts (
+            channel TEXT NOT NULL,
+            account TEXT NOT NULL,
+            partner TEXT NOT NULL,
+            settings BLOB NOT NULL,
+            created_by TEXT NOT NULL,
+            created_at REAL NOT NULL,
+            PRIMARY KEY (channel, account)
+        )""",
+    ],
+    [
+        # The console's API tokens (gateway.store.tokens, ADR 0041).  Kept only as SHA-256 digests; a token goes
+        # with its user.
         """CREATE TABLE IF NOT EXISTS console_tokens (
             id TEXT PRIMARY KEY,
             digest TEXT NOT NULL UNIQUE,

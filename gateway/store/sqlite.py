@@ -36,6 +36,7 @@ from gateway.store import (
     blob_keys,
     without_files,
 )
+from gateway.store.accounts import AccountRows
 from gateway.store.activity import ActivityRows
 from gateway.store.console import ConsoleRows
 from gateway.store.health import StoreHealth, is_store_failure
@@ -55,7 +56,7 @@ def _pairing_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
 
 
-class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, ApiTokenRows):
+class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTokenRows):
     def __init__(self, path: Path, *, synchronous: str = "FULL", max_batch: int = 512) -> None:
         self.path = Path(path)
         self.synchronous = synchronous

@@ -181,3 +181,16 @@ async def test_strangers_get_nothing(relay_peer, tmp_path: Path, monkeypatch, pa
 
     async with classroom(relay_peer, tmp_path / "data", monkeypatch) as room, aclosing(client(room.url)) as stranger:
         assert (await stranger.get(path)).status_code == 401
+
+
+def test_a_transcript_shows_a_reply_as_the_learner_read_it_not_its_markdown():
+    from gateway.console.conversations import _line
+    from gateway.core.config import PartnerConfig
+    from gateway.core.messages import Address, Conversation, ConversationKind, OutboundReply
+    from gateway.store import ReplyState
+    from gateway.store.transcripts import Said
+
+    target = Address(channel="webchat", account="default", conversation=Conversation(kind=ConversationKind.DIRECT, chat="c1"))
+    reply = OutboundReply(idempotency_key="k", target=target, markdown="The answer is **4**, see [page 2](https://example.org/2).")
+    line = _line(Said(reply, ReplyState.DELIVERED, 1.0), PartnerConfig(id="algebra", name="Algebra"))
+    assert line.text == "The answer is 4, see page 2 (https://example.org/2)."

@@ -95,6 +95,10 @@ class IlinkChannel(WeixinChannel):
                                  account=str(self.account))
         return self._api
 
+    def login_page(self) -> str | None:
+        """The QR login page with its token, while the account waits for a scan."""
+        return self.page.path if self.page.waiting and self.page.token else None
+
     def http_routes(self) -> list[BaseRoute]:
         """The login page (``/channels/weixin/<account>/login``), answering only while the account waits for one."""
         return self.page.routes()
