@@ -178,12 +178,13 @@ async def test_sign_ins_run_side_by_side(served):
     ("/console/", "/console/"),
     ("/console/conversations", "/console/conversations"), ("/console/pairing", "/console/pairing"),
     ("/console/channels", "/console/channels"), ("/console/channel-accounts/new", "/console/channels"),
-    ("/console/dashboard", "/console/dashboard"),
+    ("/console/dashboard", "/console/dashboard"), ("/console/tokens", "/console/tokens"),
 ])
 async def test_every_page_leads_to_every_area_and_marks_the_one_it_is_in(served, page: str, current: str):
     async with aclosing(await signed_in(served.url, "ada")) as ada:
         html = (await ada.get(page)).text
     nav = html.split('<nav class="area"', 1)[1].split("</nav>", 1)[0]
     links = re.findall(r'<a href="([^"]+)"', nav)
-    assert links == ["/console/", "/console/conversations", "/console/pairing", "/console/channels", "/console/dashboard"]
+    assert links == ["/console/", "/console/conversations", "/console/pairing", "/console/channels", "/console/dashboard",
+                     "/console/tokens"]
     assert re.findall(r'<a href="([^"]+)" aria-current="page"', nav) == [current]
