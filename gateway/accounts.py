@@ -8,7 +8,7 @@ secret is ``env:NAME``, here it is the value the teacher pasted.  It is handed t
 scrubber, so no log line can show it from then on.
 
 The form's fields come from the model too (:func:`form_fields`): one input per setting of a plain
-type -- text, number, a choice of a ``Literal``, a checkbox -- and a password input for each secret.
+type -- text, number, a choice of a ``Literal`` or an ``Enum``, a checkbox -- and a password input for each secret.
 Settings of richer types (the access policy, command menus) keep their defaults here; an account
 that needs them is written in the file instead.  The settings are stored as one JSON object sealed
 by :mod:`gateway.secretbox`; nothing here touches the store.
@@ -84,6 +84,8 @@ def _kind_of(annotation: Any) -> tuple[InputKind, tuple[str, ...]] | None:
         return InputKind.SECRET, ()
     if typing.get_origin(plain) is Literal:
         return InputKind.CHOICE, tuple(str(arg) for arg in typing.get_args(plain))
+    if isinstance(plain, type) and issubclass(plain, Enum):  # a choice named in the model (email's imap_security)
+        return InputKind.CHOICE, tuple(str(member.value) for member in plain)
     if plain is bool:
         return InputKind.CHECKBOX, ()
     if plain in (int, float):
@@ -100,7 +102,8 @@ def form_fields(model: type[BaseModel]) -> list[FormField]:
         kind = _kind_of(info.annotation)
         if name in LEFT_OUT or kind is None:
             continue
-        default = "" if info.is_required() or kind[0] is InputKind.SECRET or info.default is None else str(info.default)
+        shown = info.default.value if isinstance(info.default, Enum) else info.default
+        default = "" if info.is_required() or kind[0] is InputKind.SECRET or shown is None else str(shown)
         if kind[0] is InputKind.CHECKBOX:
             default = "on" if info.default is True else ""
         found.append(FormField(name, kind[0], info.is_required(), default, kind[1]))
