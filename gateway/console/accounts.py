@@ -34,8 +34,8 @@ from __future__ import annotations
 
 import logging
 import re
-from importlib import resources
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel
