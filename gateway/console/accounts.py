@@ -49,9 +49,11 @@ from gateway.accounts import (
     AccountRefused,
     FormField,
     InputKind,
-    form_fields,
-    model_for_kind,
+    account_fields,
+    kind_of,
+    secret_settings,
     settings_from_form,
+    with_kind,
 )
 from gateway.console.access import Viewer
 from gateway.console.channels import seen_config
@@ -132,6 +134,13 @@ _GUIDES: tuple[Guide, ...] = (
           help={"appid": "help_weixin_oa_appid", "appsecret": "help_weixin_oa_appsecret", "token": "help_weixin_oa_token",
                 "encoding_aes_key": "help_weixin_oa_encoding_aes_key", "mode": "help_weixin_oa_mode",
                 "passive_reply": "help_weixin_oa_passive_reply", "api_base": "help_endpoint_test", "dm": "help_dm"}),
+    Guide("wecom", "guide_wecom_ai_bot_title", "guide_wecom_ai_bot_steps", kind="ai_bot", first=("dm",),
+          help={"bot_id": "help_wecom_bot_id", "secret": "help_wecom_secret", "ws_url": "help_endpoint_test",
+                "connect_timeout_s": "help_default", "dm": "help_dm"}),
+    Guide("wecom", "guide_wecom_app_title", "guide_wecom_app_steps", kind="app", slug="wecom-app", first=("dm",),
+          help={"corpid": "help_wecom_corpid", "corpsecret": "help_wecom_corpsecret", "agentid": "help_wecom_agentid",
+                "token": "help_wecom_token", "encoding_aes_key": "help_wecom_encoding_aes_key",
+                "api_base": "help_endpoint_test", "dm": "help_dm"}),
 )
 GUIDES: dict[str, Guide] = {guide.path: guide for guide in _GUIDES}
 """Every guided form by where it lives: one entry per channel, one per kind where a platform has two."""
@@ -154,7 +163,7 @@ def slack_manifest() -> str:
 
 
 def _fields(guide: Guide) -> list[FormField]:
-    return form_fields(model_for_kind(load_channel(guide.channel).config_model, guide.kind))
+    return account_fields(load_channel(guide.channel).config_model, guide.kind)
 
 
 class FormProblem(BaseModel):
@@ -260,7 +269,7 @@ def routes(console: Console) -> list[BaseRoute]:
         if not (isinstance(body, dict) and isinstance(body.get("account"), str) and isinstance(body.get("partner"), str)
                 and isinstance(body.get("settings", {}), dict)):
             return error_response(400, 'send JSON {"account": "...", "partner": "...", "settings": {...}}')
-        raw = {**body.get("settings", {}), **({"kind": guide.kind} if guide.kind else {})}  # the guide's kind only
+        raw = with_kind(load_channel(guide.channel).config_model, body.get("settings", {}), guide.kind)  # its kind only
         added = await add(console, running(), viewer, session, guide, body["account"], body["partner"], raw)
         return added.json("added")
 
@@ -316,7 +325,7 @@ def routes(console: Console) -> list[BaseRoute]:
             stored = running().stored_settings(channel, account)
         except ConfigError:
             stored = {}
-        guide = guide_for(channel, stored.get("kind"))
+        guide = guide_for(channel, _kind(channel, stored))
         if guide is None or not _loads(guide):
             return error_response(404, "no guided form for this channel")
         names = sorted(_secret_names(guide))
@@ -336,13 +345,14 @@ def routes(console: Console) -> list[BaseRoute]:
         return console.render(request, "account_secrets.html", status, viewer=viewer, csrf=session.csrf, guide=guide,
                               channel=channel, account=account, names=names, problems=problems,
                               keyed=SecretBox.from_env() is not None, key_env=KEY_ENV,
-                              set={name: bool(stored.get(name)) for name in names})
+                              set=_set(guide, stored, names))
 
     async def secrets_api(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         if (refusal := refused(request, viewer)) is not None:
             return refusal
         try:
-            kind = running().stored_settings(request.path_params["channel"], request.path_params["account"]).get("kind")
+            kind = _kind(request.path_params["channel"],
+                         running().stored_settings(request.path_params["channel"], request.path_params["account"]))
         except ConfigError:
             kind = None
         guide = guide_for(request.path_params["channel"], kind)
@@ -375,6 +385,20 @@ def routes(console: Console) -> list[BaseRoute]:
         Route("/api/channel-accounts/{channel}/{account}", console.guarded(remove_api, api=True), methods=["DELETE"]),
         Route("/api/channel-accounts/{channel}/{account}/secrets", console.guarded(secrets_api, api=True), methods=["PUT"]),
     ]
+
+
+def _set(guide: Guide, stored: dict[str, Any], names: list[str]) -> dict[str, bool]:
+    """Which of the account's secrets are set (never what they are)."""
+    given = secret_settings(load_channel(guide.channel).config_model, stored)
+    return {name: bool(given.get(name)) for name in names}
+
+
+def _kind(channel: str, stored: dict[str, Any]) -> str | None:
+    """The kind a stored account names (None for one without, or a channel not installed)."""
+    try:
+        return kind_of(load_channel(channel).config_model, stored)
+    except ChannelUnavailable:
+        return None
 
 
 def _loads(guide: Guide) -> bool:

@@ -1,10 +1,12 @@
 """The guided forms beyond Telegram and Slack, over real HTTP, each against its channel's own peer.
 
 For each of Discord (the Gateway + REST emulator), Matrix (the session's real Synapse), email (Dovecot
-and the SMTP server) and the WeChat Official Account (the WeChat emulator): the form shows its steps
-and a password input for each secret; a bad credential comes back with the probe's own reason and
-stores nothing; a good account is probed, stored and runs.  The "new account" page lists one entry
-per guide -- two for WeChat, one per kind -- and says why the web chat is not among them.
+and the SMTP server), the WeChat Official Account (the WeChat emulator) and the WeCom self-built app
+(the WeCom emulator): the form shows its steps and a password input for each secret; a bad credential
+comes back with the probe's own reason and stores nothing; a good account is probed, stored and runs.
+The WeCom AI bot's probe checks settings only, so its bad case is a bad setting.  The "new account"
+page lists one entry per guide -- two for WeChat and two for WeCom, one per kind -- and says why the
+web chat is not among them.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ async def refused_then_added(running: Any, http: httpx.AsyncClient, guide: str, 
 async def test_the_new_account_page_lists_each_kind_and_says_why_the_web_chat_is_not_there(tmp_path: Path, key):
     async with serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ada")) as ada:
         page = (await ada.get("/console/channel-accounts/new")).text
-        for path in ("telegram", "slack", "weixin", "weixin-official-account", "discord", "matrix", "email"):
+        for path in ("telegram", "slack", "weixin", "weixin-official-account", "discord", "matrix", "email", "wecom",
+                     "wecom-app"):
             assert f'href="/console/channel-accounts/new/{path}"' in page, path
         assert 'id="built-in"' in page and "web chat" in page and "no account and no password" in page
         assert (await ada.get("/console/channel-accounts/new/webchat")).status_code == 404
@@ -123,3 +126,57 @@ async def test_an_official_account_is_checked_at_the_wechat_emulator_and_runs(tm
         [row] = await running.gateway.store.stored_accounts()
         assert row.channel == "weixin" and row.account == "main"
     assert oa.appsecret.encode() not in stored_bytes(tmp_path / "data")
+
+
+async def test_a_wecom_self_built_app_is_checked_with_gettoken_and_its_secrets_nest_under_mode(tmp_path: Path, key):
+    from tests.peers.tencent_api import serving
+    from tests.peers.wecom_app_server import WecomApp
+
+    app = WecomApp()
+    async with serving(app) as api, serve_console(tmp_path / "data") as running, \
+            aclosing(await signed_in(running.url, "ada")) as ada:
+        form = (await ada.get("/console/channel-accounts/new/wecom-app")).text
+        assert 'type="password" name="corpsecret"' in form and 'type="password" name="encoding_aes_key"' in form
+        assert "企业可信IP" in form
+        mode = {"corpid": app.corpid, "agentid": app.agentid, "token": app.token, "encoding_aes_key": app.aes_key,
+                "api_base": api}
+        reason, _ = await refused_then_added(running, ada, "wecom-app", "wecom",
+                                             {"mode": {**mode, "corpsecret": "not-the-quartz-5531"}},
+                                             {"mode": {**mode, "corpsecret": app.corpsecret}})
+        assert reason.startswith("cgi-bin/gettoken failed"), reason
+        stored = running.gateway.stored_settings("wecom", "main")
+        assert stored["mode"]["kind"] == "app" and "kind" not in stored  # the guide's kind, where the model reads it
+        secrets = (await ada.get("/console/channel-accounts/wecom/main/secrets")).text
+        assert '<span class="state" data-secret="corpsecret">set</span>' in secrets
+        csrf = await csrf_of(ada)
+        wrong = await ada.put("/console/api/channel-accounts/wecom/main/secrets", headers={"X-CSRF-Token": csrf},
+                              json={"secrets": {"corpsecret": "still-not-quartz-5531"}})
+        assert wrong.status_code == 400 and wrong.json()["problems"][0]["message"].startswith("cgi-bin/gettoken failed")
+        assert running.gateway.stored_settings("wecom", "main")["mode"]["corpsecret"] == app.corpsecret
+    assert app.corpsecret.encode() not in stored_bytes(tmp_path / "data")
+
+
+async def test_a_wecom_ai_bot_form_is_filled_and_subscribes_at_the_emulator(tmp_path: Path, key):
+    """The AI bot's probe checks the settings only (subscribing would take the running account's one long
+    connection), so a bad setting is what it can refuse; the secret is checked when the account subscribes."""
+    from tests.console.rig import hidden
+    from tests.peers.wecom_server import WecomServer
+
+    async with WecomServer(bot_id="aib-quartz", secret="sec-quartz-5531") as server, \
+            serve_console(tmp_path / "data") as running, aclosing(await signed_in(running.url, "ada")) as ada:
+        page = await ada.get("/console/channel-accounts/new/wecom")
+        assert 'type="password" name="secret"' in page.text and "智能机器人" in page.text
+
+        async def post(**fields: str) -> httpx.Response:
+            return await ada.post("/console/channel-accounts/new/wecom", data={
+                "csrf": hidden(page.text, "csrf"), "account": "main", "partner": "algebra", "dm": "open", **fields})
+
+        bad = await post(bot_id="aib-quartz", secret="sec-quartz-5531", ws_url="http://127.0.0.1:9/")
+        assert bad.status_code == 400 and "ws_url" in bad.text and "sec-quartz-5531" not in bad.text
+        assert await running.gateway.store.stored_accounts() == []
+        good = await post(bot_id="aib-quartz", secret="sec-quartz-5531", ws_url=server.url)
+        assert good.status_code == 303, good.text
+        await server.connected()
+        found = await until_running(ada, "wecom:main")
+        assert found["partners"] == ["algebra"]
+    assert b"sec-quartz-5531" not in stored_bytes(tmp_path / "data")
