@@ -28,6 +28,10 @@ bound whole to that partner; an administrator for any partner.  Secrets are pass
 shown back: the channels page says an account's secrets are set (sealed), and its secrets page takes
 new ones, probed before they replace the old.  Without ``PARTNERS_SECRET_KEY`` the form says that adding
 accounts needs it, and how to make one.
+
+The ``{channel}`` of the ``new`` routes is a guide's path: the channel's name, or a slug for a platform's
+second kind (``weixin-official-account``, ``wecom-app``), so each kind has its own entry and form.  The
+built-in channels (web chat, console) need no account and have none.
 """
 
 from __future__ import annotations

@@ -21,13 +21,13 @@ from tests.console.test_channel_accounts import new_token
 from tests.peers.telegram_peer import TelegramUsers
 
 
-def seed(data: Path, key: str, accounts: dict[str, dict]) -> None:
+def seed(data: Path, key: str, accounts: dict[str, dict], partner: str = "tutor") -> None:
     async def run() -> None:
         store = SqliteStore(data / "gateway.db")
         await store.open()
         for account, settings in accounts.items():
             sealed = seal(SecretBox(key), settings)
-            assert await store.add_stored_account(StoredAccount("telegram", account, "tutor", sealed, "root", 0.0))
+            assert await store.add_stored_account(StoredAccount("telegram", account, partner, sealed, "root", 0.0))
         await store.close()
 
     asyncio.run(run())
@@ -98,3 +98,20 @@ def test_a_key_that_does_not_open_them_is_named_per_account(invoke, seeded, monk
     for account in ("good", "bad"):
         [line] = [line for line in out if line.startswith(f"error  telegram/{account} (console): ")]
         assert f"{KEY_ENV} does not open" in line
+
+
+def test_serve_preflight_warns_about_a_console_account_that_cannot_run_and_goes_on(workdir, telegram_api, monkeypatch,
+                                                                                    capsys):
+    from gateway.cli.serve import _preflight
+    from gateway.configfile import load_config
+
+    key = new_key()
+    seed(workdir / "data", key, {"orphan": {"token": new_token(), "api_url": telegram_api}}, partner="gone")
+    (workdir / "partners.yaml").write_text(GOOD, encoding="utf-8")
+    monkeypatch.setenv(KEY_ENV, key)
+    monkeypatch.delenv(OLD_KEY_ENV, raising=False)
+
+    _preflight(load_config(workdir / "partners.yaml"))
+
+    [line] = [line for line in capsys.readouterr().err.splitlines() if "(console)" in line]
+    assert line.startswith("warning: telegram/orphan (console): does not run: its partner gone is no longer in")
