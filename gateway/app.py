@@ -16,6 +16,7 @@ import logging
 import os
 import signal
 import time
+import uuid
 from collections.abc import Callable, Mapping
 from contextlib import suppress
 from datetime import UTC, datetime
@@ -35,10 +36,25 @@ from gateway.configfile import validate_account
 from gateway.core.capabilities import ChannelCapabilities, authenticates_senders
 from gateway.core.config import AccessPolicy, Binding, Config, MidTurn, ModelSettings, PartnerConfig
 from gateway.core.errors import ChannelUnavailable, ConfigError
-from gateway.core.messages import AccountId, Address, OutboundReply
+from gateway.core.events import StreamEnd
+from gateway.core.messages import (
+    AccountId,
+    Address,
+    ChannelName,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    EventId,
+    InboundMessage,
+    OutboundReply,
+    Sender,
+    Text,
+    UserId,
+)
 from gateway.core.phrases import catalogued, language_for
 from gateway.core.probes import ProbeResult
-from gateway.core.turns import Responder
+from gateway.core.turns import Responder, Turn
+from gateway.core.turns import Role as TurnRole
 from gateway.http.limits import HttpLoad
 from gateway.metrics import Metrics
 from gateway.pacing import Pacer, RetryPolicy
@@ -69,6 +85,8 @@ if TYPE_CHECKING:  # pragma: no cover - typing only
     from gateway.console.services import ConsoleGateway, UsageToday
 
 log = logging.getLogger(__name__)
+TRIAL_CHANNEL = "console"
+"""The channel the console's chat panel speaks on (``Gateway.trial_turn``): its learners are ``console:<username>``."""
 
 RESPONDER_ENV = "PARTNERS_RESPONDER"
 """``module:callable`` returning a Responder; lets tests and operators plug one in without code changes."""
@@ -212,6 +230,41 @@ class Gateway:
         return partner.model_copy(update={"mid_turn": partner.mid_turn or persona.policies.mid_turn,
                                           "greeting": partner.greeting or (persona.greeting if in_its_words else ""),
                                           "languages": languages})
+
+    def apply(self, config: Config) -> None:
+        """Take a new set of partners and bindings live, without restarting a channel (docs/adr/0039).
+
+        ``config`` is the whole validated file (``gateway.configedit``); only its partners and bindings
+        are taken -- the data dir, the HTTP listener and the channel accounts are what the gateway was
+        started on, and changing those needs a restart.  Turns already running finish with the partner
+        they began with; the next message is routed, and answered, by the new one."""
+        self.config = self.config.model_copy(update={"partners": config.partners, "bindings": config.bindings})
+        # The console-made accounts' bindings live in the store, not the file: they are kept (ADR 0040).
+        self.router.replace([self._with_persona_defaults(p) for p in config.partners], self.account_bindings())
+        if self.brain is not None:
+            self.brain.knowledge.follow(self.config)  # the one brain part that reads partners from the config
+        log.info("partners applied partners=%s bindings=%d", ",".join(p.id for p in config.partners), len(config.bindings))
+
+    async def trial_turn(self, partner_id: str, who: str, text: str) -> str:
+        """One turn of ``partner_id`` for the console's chat panel, answered here and now; the reply's Markdown.
+
+        The console user talks as the learner ``console:<who>`` on a channel of its own, straight to the
+        responder: nothing goes through the inbox or the outbox, no channel account is needed (the partner
+        may be bound nowhere yet), and the brain keeps the trial's memory apart from every real learner's.
+        KeyError for a partner the gateway does not run."""
+        partner = self.router.partner(partner_id)
+        if partner is None:
+            raise KeyError(partner_id)
+        address = Address(channel=ChannelName(TRIAL_CHANNEL), account=AccountId(TRIAL_CHANNEL),
+                          conversation=Conversation(chat=ChatId(who), kind=ConversationKind.DIRECT))
+        sender = Sender(user=UserId(who), display_name=who)
+        message = InboundMessage(event_id=EventId(f"{TRIAL_CHANNEL}:{who}:{uuid.uuid4().hex}"), address=address,
+                                 sender=sender, elements=(Text(text=text),), received_at=datetime.now(UTC), addressed=True)
+        reply = ""
+        async for event in self.responder.respond(Turn(partner, address, sender, TurnRole.LEARNER, [message])):
+            if isinstance(event, StreamEnd):
+                reply = event.markdown
+        return reply
 
     def _build_brain(self) -> BuiltBrain:
         """The brain, with the services only the gateway can give it: reminders, the teacher desk, the blob store's eraser."""

@@ -22,7 +22,7 @@ from gateway.core.config import AccountConfig, Config, Secrets, on_secret_resolv
 from gateway.core.errors import ConfigError, Problem
 from gateway.redaction import register_secret
 from gateway.validation import place, problems
-from gateway.yamlfile import read_yaml
+from gateway.yamlfile import decode_utf8, parse_yaml
 
 on_secret_resolved(register_secret)
 
@@ -90,9 +90,15 @@ def load_config(path: Path, *, secrets: Secrets = Secrets.RESOLVE) -> Config:
     ``secrets``: :attr:`Secrets.DEFER` for commands that never use the secrets (see :class:`Secrets`).
     """
     try:
-        raw = read_yaml(path)
+        data = path.read_bytes()
     except FileNotFoundError:
         raise ConfigError("file not found", file=str(path), fix="run `partners init` to write one") from None
-    config = parse_config(raw, source=str(path), secrets=secrets)
+    return config_from_text(decode_utf8(data, path), path, secrets=secrets)
+
+
+def config_from_text(text: str, path: Path, *, secrets: Secrets = Secrets.RESOLVE) -> Config:
+    """The config ``path`` would hold with ``text`` in it: what :func:`load_config` reads, and what the
+    console checks an edit with before it writes one (:mod:`gateway.configedit`), so both see one error."""
+    config = parse_config(parse_yaml(text, path), source=str(path), secrets=secrets)
     data_dir = config.data_dir if config.data_dir.is_absolute() else (path.parent / config.data_dir)
     return config.model_copy(update={"data_dir": data_dir.resolve(), "source": path})

@@ -29,8 +29,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from gateway.core.config import Config, MidTurn, ModelSettings, Secrets, ToolRule
 from gateway.core.errors import ConfigError
-from gateway.yamlfile import read_yaml
-from personas.files import MAX_SOUL_BYTES, confined, note_files, read_capped
+from gateway.yamlfile import parse_yaml, read_yaml
+from personas.files import MAX_SOUL_BYTES, confined, note_files, read_capped, too_large
 
 PACKAGED_DIR = Path(__file__).resolve().parent
 """The shipped personas; always searched last."""
@@ -240,6 +240,10 @@ def _read_spec(path: Path) -> dict[str, Any]:
         raise ConfigError(
             "missing", file=str(path), fix=f"write {SPEC_FILE} with at least `name:` (copy one from a shipped persona)"
         ) from None
+    return _spec_of(raw, path)
+
+
+def _spec_of(raw: Any, path: Path) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError("must hold a mapping of settings", file=str(path), fix="start with `name: Your Persona`")
     for key, why in _RESERVED.items():
@@ -256,6 +260,10 @@ def _read_soul(folder: Path) -> str:
         raise ConfigError(
             "missing", file=str(path), fix="write the persona's voice, teaching style and boundaries in SOUL.md"
         ) from None
+    return _soul_of(soul, path)
+
+
+def _soul_of(soul: str, path: Path) -> str:
     if not soul:
         raise ConfigError("is empty", file=str(path), fix="write the persona's voice, teaching style and boundaries in it")
     return soul
@@ -277,8 +285,24 @@ def _check_knowledge(persona: Persona, spec: Path) -> None:
 
 def _parse(folder: Path, secrets: Secrets) -> Persona:
     spec = confined(folder, folder / SPEC_FILE)
-    raw = _read_spec(spec)
-    soul = _read_soul(folder)
+    return _build(folder, spec, _read_spec(spec), _read_soul(folder), secrets)
+
+
+def check_persona(folder: Path, spec_text: str, soul_text: str, *, secrets: Secrets = Secrets.RESOLVE) -> Persona:
+    """What :func:`load_persona` would make of ``folder`` if its persona.yaml and SOUL.md held these texts.
+
+    The console checks an edit with it before writing the files, so a teacher sees the very error the
+    files would get -- same reader, same checks, same file names -- and a persona that would not load is
+    never written.  The folder's other files (its notes) are read as they are."""
+    spec = folder / SPEC_FILE
+    raw = _spec_of(parse_yaml(spec_text, spec), spec)
+    data = soul_text.encode("utf-8")
+    if len(data) > MAX_SOUL_BYTES:
+        raise too_large(folder / SOUL_FILE, len(data), MAX_SOUL_BYTES, SOUL_FIX)
+    return _build(folder, spec, raw, _soul_of(soul_text.strip(), folder / SOUL_FILE), secrets)
+
+
+def _build(folder: Path, spec: Path, raw: dict[str, Any], soul: str, secrets: Secrets) -> Persona:
     if "knowledge" not in raw:
         raw["knowledge"] = ["notes/"] if (folder / "notes").is_dir() else []
     try:

@@ -87,6 +87,13 @@ class KnowledgeService:
     @classmethod
     def from_config(cls, config: Config, *, notes: NotesIndex | None = None) -> KnowledgeService:
         """Knowledge under ``<data_dir>/knowledge/``; personas and models found as the brain finds them."""
+        service = cls(config.data_dir / KNOWLEDGE_DIR, notes=notes)
+        service.follow(config)
+        return service
+
+    def follow(self, config: Config) -> None:
+        """Find partners' personas and models in ``config`` from now on: the gateway calls this when a console
+        edit changes the partners (``Gateway.apply``, ADR 0039), so a partner created there has its knowledge."""
         search = persona_dirs(config)
 
         def persona_of(partner_id: str) -> Persona:
@@ -95,7 +102,7 @@ class KnowledgeService:
         def model_for(partner_id: str) -> ModelSettings | None:
             return config.partner(partner_id).model or persona_of(partner_id).model
 
-        return cls(config.data_dir / KNOWLEDGE_DIR, notes=notes, persona_of=persona_of, model_for=model_for)
+        self.persona_of, self.model_for = persona_of, model_for
 
     def folder(self, partner: str) -> Path:
         return folder_of(self.root, partner)

@@ -99,3 +99,26 @@ class Viewer:
 def bound_partners(config: Config, channel: str, account: str) -> set[str]:
     """The partners the config's bindings route any of this account's messages to."""
     return {b.partner for b in config.bindings if b.channel == channel and b.account == account}
+
+
+# ------------------------------------------------------------------ personas (gateway.console.personas)
+
+def persona_users(config: Config, persona: str) -> list[PartnerConfig]:
+    """The partners that speak with this persona."""
+    return [partner for partner in config.partners if partner.persona == persona]
+
+
+def sees_persona(viewer: Viewer, config: Config, persona: str) -> bool:
+    """An administrator sees every persona; a teacher those their own partners use (any other is 404)."""
+    if viewer.administers:
+        return True
+    return any(viewer.sees(partner) for partner in persona_users(config, persona))
+
+
+def edits_persona(viewer: Viewer, config: Config, persona: str) -> bool:
+    """Who may change a persona: an administrator, or a teacher when every partner using it is theirs --
+    a persona is shared, and changing one another teacher's partner speaks with changes that partner too."""
+    if viewer.administers:
+        return True
+    users = persona_users(config, persona)
+    return bool(users) and all(viewer.sees(partner) for partner in users)

@@ -33,6 +33,10 @@ def _channel_accounts(console: Console) -> list[BaseRoute]:
     from gateway.console import accounts
 
     return accounts.routes(console)
+def _partners(console: Console) -> list[BaseRoute]:
+    from gateway.console import bindings, partners, personas
+
+    return [*partners.routes(console), *personas.routes(console), *bindings.routes(console)]
 
 
 AREAS: tuple[Area, ...] = (
@@ -42,4 +46,5 @@ AREAS: tuple[Area, ...] = (
     pairing.routes,
     _channels,
     _channel_accounts,
+    _partners,
 )

@@ -39,6 +39,7 @@ from starlette.responses import HTMLResponse, JSONResponse, RedirectResponse, Re
 from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 
+from gateway.configedit import ConfigEditor
 from gateway.console import passwords
 from gateway.console.access import Viewer
 from gateway.console.areas import AREAS
@@ -121,8 +122,15 @@ class Console:
 
     def __init__(self, config: Config, store: ConsoleStore, limit: SignInLimit | None = None, *,
                  gateway: ConsoleGateway | None = None) -> None:
-        self.config, self.store, self.gateway = config, store, gateway
+        self._config, self.store, self.gateway = config, store, gateway
         self.limit = limit or SignInLimit()
+        self.editor = ConfigEditor(config.source, config.secrets)
+        """The one writer of the config file: every area's edits queue on its lock (ADR 0039)."""
+
+    @property
+    def config(self) -> Config:
+        """The running gateway's config, so a partner added in the console is in sight at once (ADR 0039)."""
+        return self.gateway.config if self.gateway is not None else self._config
 
     # ------------------------------------------------------------------ rendering
 

@@ -25,7 +25,7 @@ from gateway.takeover import TeacherDesk
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from brain.knowledge.service import KnowledgeService
     from brain.memory.guarded import GuardedControls
-    from gateway.core.config import PartnerConfig
+    from gateway.core.config import Config, PartnerConfig
 
 
 @dataclass(frozen=True)
@@ -146,4 +146,19 @@ class ConsoleGateway(Protocol):
 
     async def usage_today(self, partner: PartnerConfig, person: str) -> UsageToday | None:
         """A learner's tokens today with ``partner``, from the brain's usage ledger; None without the brain."""
+        ...
+
+    # ------------------------------------------------------------------ partners (gateway.console.partners, .personas)
+
+    @property
+    def config(self) -> Config:
+        """The config the gateway runs now: what it started with, with the partners a console edit applied."""
+        ...
+
+    def apply(self, config: Config) -> None:
+        """Take an edited file's partners and bindings live, without restarting a channel (docs/adr/0039)."""
+        ...
+
+    async def trial_turn(self, partner_id: str, who: str, text: str) -> str:
+        """One turn of the partner for the console's chat panel, as the learner ``console:<who>``; the reply."""
         ...

@@ -12,11 +12,24 @@ class Router:
     """Most specific binding wins: conversation (chat + thread) > chat > whole account."""
 
     def __init__(self, partners: Iterable[PartnerConfig], bindings: Iterable[Binding]) -> None:
-        self._partners = {p.id: p for p in partners}
+        self._partners: dict[str, PartnerConfig] = {}
         self._by_key: dict[tuple[str, str, str | None, str | None], PartnerConfig] = {}
+        self.replace(partners, bindings)
+
+    def replace(self, partners: Iterable[PartnerConfig], bindings: Iterable[Binding]) -> None:
+        """Route by a new partner set from now on (a console edit, ``Gateway.apply``).
+
+        Everyone who routes holds this one router, so they all see the new set at once; the table is
+        built whole and then swapped, so no message is ever routed by half of each."""
+        known = {p.id: p for p in partners}
+        table: dict[tuple[str, str, str | None, str | None], PartnerConfig] = {}
         for binding in bindings:
-            key = (binding.channel, binding.account, binding.chat, binding.thread)
-            self._by_key[key] = self._partners[binding.partner]
+            table[(binding.channel, binding.account, binding.chat, binding.thread)] = known[binding.partner]
+        self._partners, self._by_key = known, table
+
+    def partner(self, partner_id: str) -> PartnerConfig | None:
+        """The partner with this id as the gateway runs it (its persona's defaults filled in), bound or not."""
+        return self._partners.get(partner_id)
 
     def bind(self, binding: Binding) -> None:
         """Add a binding while the gateway runs (a channel account added in the console); KeyError: unknown partner."""

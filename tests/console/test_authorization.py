@@ -8,6 +8,7 @@ partner that is not yours is 404, like one that does not exist; the users list i
 
 from __future__ import annotations
 
+import re
 import secrets
 from contextlib import aclosing
 from pathlib import Path
@@ -31,6 +32,8 @@ STRANGERS = ("no cookie", "forged cookie", "expired session", "disabled user")
 def expected(viewer: str, method: str, path: str) -> int:
     """The status a viewer gets; the one statement of who may do what that this test holds the app to."""
     stranger = viewer in STRANGERS
+    if PARTNERS_AREA.match(path) and not (method == "GET" and re.fullmatch(r"/console/api/partners(/[^/]+)?", path)):
+        return _partners_and_personas(viewer, method, path)
     if path.startswith(AREA_PAGES) or path.startswith(AREA_API):  # conversations and pairing
         if stranger:
             return 303 if path.startswith(AREA_PAGES) else 401
@@ -90,6 +93,44 @@ def _learners_and_knowledge(viewer: str, method: str, path: str) -> int:
     return 503 if partner in SEEN[viewer] else 404  # no memory or knowledge to show; not theirs is not there
 
 
+PARTNERS_AREA = re.compile(r"^/console/(new-partner|(api/)?personas/[^/]+|api/partners|"
+                           r"(api/)?partners/[^/]+(/(delete|test-model|chat|settings|bindings|bindings/remove))?)$")
+PERSONA_USERS = {"study-buddy": {"root", "ada", "ben"}, "socratic-math": {"root"}}
+"""Who sees each persona in this walk: every partner of the walk speaks with study-buddy; none with socratic-math."""
+
+
+def _partners_and_personas(viewer: str, method: str, path: str) -> int:
+    """The Partners area and the persona editor (gateway.console.partners, .personas), in a gateway with no config file."""
+    api = path.startswith("/console/api/")
+    if viewer in STRANGERS:
+        return 401 if api else 303
+    if method not in ("GET", "HEAD"):
+        return 403  # the walk sends no CSRF token
+    if path == "/console/new-partner":
+        return 200
+    name = path.split("/")[4 if api else 3]
+    if "/personas/" in path:
+        return 200 if viewer in PERSONA_USERS.get(name, set()) else 404
+    return 200 if name in SEEN[viewer] else 404
+
+
+PARTNERS_WALK = [
+    ("GET", "/console/new-partner"), ("POST", "/console/new-partner"), ("POST", "/console/api/partners"),
+    *[(method, path.format(p=partner)) for partner in (*ALL_PARTNERS, "no-such-partner") for method, path in (
+        ("GET", "/console/partners/{p}"), ("POST", "/console/partners/{p}"),
+        ("GET", "/console/partners/{p}/delete"), ("POST", "/console/partners/{p}/delete"),
+        ("POST", "/console/partners/{p}/test-model"), ("POST", "/console/partners/{p}/chat"),
+        ("PUT", "/console/api/partners/{p}"), ("DELETE", "/console/api/partners/{p}"),
+        ("GET", "/console/api/partners/{p}/settings"), ("POST", "/console/api/partners/{p}/test-model"),
+        ("POST", "/console/api/partners/{p}/chat"),
+        ("GET", "/console/partners/{p}/bindings"), ("POST", "/console/partners/{p}/bindings"),
+        ("POST", "/console/partners/{p}/bindings/remove"), ("GET", "/console/api/partners/{p}/bindings"),
+        ("POST", "/console/api/partners/{p}/bindings"), ("POST", "/console/api/partners/{p}/bindings/remove"))],
+    *[(method, f"{prefix}/{persona}") for persona in ("study-buddy", "socratic-math", "no-such-persona")
+      for prefix, methods in (("/console/personas", ("GET", "POST")), ("/console/api/personas", ("GET", "PUT")))
+      for method in methods],
+]
+
 AREA_PATHS = ("/console/partners/{p}/learners", "/console/partners/{p}/learners/{person}",
               "/console/partners/{p}/learners/{person}/export", "/console/partners/{p}/learners/{person}/forget",
               "/console/api/partners/{p}/learners", "/console/api/partners/{p}/learners/{person}",
@@ -137,6 +178,7 @@ WALK = [
     ("POST", "/console/channel-accounts/telegram/main/secrets"),
     ("PUT", "/console/api/channel-accounts/telegram/main/secrets"),
     *AREA_WALK,
+    *PARTNERS_WALK,
 ]
 
 
@@ -158,6 +200,8 @@ def test_the_walk_covers_every_console_route(tmp_path: Path):
                "/console/channel-accounts/{channel}/{account}/secrets",
                "/console/api/channel-accounts/{channel}/{account}/secrets"}
     walked |= {path.replace("{p}", "{partner}") for _, path in (*(("GET", p) for p in AREA_PATHS), *AREA_WRITES)}
+    walked |= {re.sub(r"/partners/[^/]+", "/partners/{partner}", re.sub(r"/personas/[^/]+", "/personas/{persona}", path))
+               for _, path in PARTNERS_WALK}
     assert app_paths <= walked, app_paths - walked
 
 

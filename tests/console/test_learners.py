@@ -187,8 +187,11 @@ async def test_a_co_owner_sees_the_learners_chats_with_the_partners_they_own_onl
             await built.files.log.append(person_history_key(person, partner),
                                          UserSaid(turn="t", event_id="e", sender="Lin", text=f"said to {partner}"))
 
+        running_config = config
+
         class Running:
             memory_controls = built.memory
+            config = running_config  # the console reads the running gateway's config (ADR 0039)
 
         learners = Learners(Console(config, store=None, gateway=Running()))  # type: ignore[arg-type]
         [found] = await learners.learners(built.memory, config.partner("shared"))

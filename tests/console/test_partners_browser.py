@@ -1,0 +1,59 @@
+"""The Partners area in headless Chromium: sign in, create a partner with its model on the stub, talk to it in the panel."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.browser import TIMEOUT_MS, signed_in_tab
+from tests.console.partners_rig import serve_file, write_config
+from tests.console.rig import PASSWORDS
+from tests.e2e.rig import STUB_KEY_ENV
+from tests.peers.model_stub import ModelStub, Reply
+
+pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
+
+
+@pytest.fixture(autouse=True)
+def _model_env(monkeypatch):
+    monkeypatch.setenv(STUB_KEY_ENV, "sk-browser-jasper-3348")
+    monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)
+
+
+async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_path: Path, browser):
+    async with ModelStub() as stub:
+        path = write_config(tmp_path, stub.api_base)
+        async with serve_file(path, own_brain=True) as running:
+            tab = await signed_in_tab(browser, running.url, "ada", PASSWORDS["ada"])
+            page = tab.page
+
+            await page.click("#new-partner")
+            await page.wait_for_url("**/console/new-partner", timeout=TIMEOUT_MS)
+            await page.fill("#partner-id", "history")
+            await page.fill("#partner-name", "History")
+            await page.select_option("#partner-persona", "homework-helper")
+            await page.fill("#model-name", "openai/stub-model")
+            await page.fill("#model-api-base", stub.api_base)
+            await page.fill("#model-api-key", f"env:{STUB_KEY_ENV}")
+            await page.click("#save-partner")
+            await page.wait_for_url("**/console/partners/history?saved=1", timeout=TIMEOUT_MS)
+            assert "Saved to the config file" in await page.locator(".notice").inner_text()
+            entry = next(p for p in yaml.safe_load(path.read_text(encoding="utf-8"))["partners"] if p["id"] == "history")
+            assert entry["owners"] == [{"channel": "telegram", "user": "100"}] and entry["persona"] == "homework-helper"
+
+            await page.click("#test-model")
+            await page.wait_for_selector("#model-test", timeout=TIMEOUT_MS)
+            assert await page.locator("#model-test").get_attribute("data-ok") == "yes"
+            assert "stub-model answered in" in await page.locator("#model-test").inner_text()
+
+            stub.script(Reply.text("The Magna Carta was sealed in 1215 (capybara)."))
+            await page.fill("#chat-text", "When was the Magna Carta sealed?")
+            await page.click("#chat-send")
+            await page.wait_for_selector("#chat-reply", timeout=TIMEOUT_MS)
+            assert await page.locator("#chat-reply").inner_text() == "The Magna Carta was sealed in 1215 (capybara)."
+            assert "sk-browser-jasper-3348" not in await page.content()
+            assert tab.errors == []
+            assert all(url.startswith(running.url + "/") for url in tab.requested)  # nothing from a CDN
+            await tab.close()
