@@ -28,7 +28,7 @@ from brain.usage import DayUsage
 from channels.base import Channel, ChannelContext
 from channels.registry import load_channel
 from gateway import __version__, datadir
-from gateway.accounts import AccountRefused, model_for_kind, seal, secrets_of, unseal, validate_settings
+from gateway.accounts import AccountRefused, model_for_kind, seal, secrets_of, unseal, validate_settings, with_secrets
 from gateway.activity import ActivityLog
 from gateway.blob_gc import BlobCollector
 from gateway.blobs import BlobStore, LocalBlobs
@@ -617,7 +617,8 @@ class Gateway:
         except ChannelUnavailable as error:
             raise AccountRefused(str(error), 400) from None
         row = self._stored[(channel, account)]
-        raw = {**unseal(box, row.sealed, what=f"the settings of console account {channel}/{account}"), **secrets}
+        raw = with_secrets(cls.config_model, unseal(box, row.sealed, what=f"the settings of console account {channel}/{account}"),
+                           secrets)
         self._register_secrets(channel, raw)
         settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
         result = await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)

@@ -12,6 +12,10 @@ each account's settings validate and show no placeholder or impossible value.
 :meth:`~channels.base.Channel.probe` and a one-token request to each partner's
 model (:func:`brain.probe.probe_model`) -- all at once, each bounded by
 ``PROBE_TIMEOUT_S``.  No secret the config resolves ever appears in a result.
+
+The accounts added in the console (sealed in ``gateway.db``, ADR 0040) are checked the same way,
+named ``channel/account (console)``, once ``PARTNERS_SECRET_KEY`` opens them; without the key
+doctor lists them as there and unchecked, the reason serve would not start.
 """
 
 from __future__ import annotations
@@ -462,6 +466,122 @@ async def run_probes(config: Config, probable: list[tuple[str, str]], timeout: f
     return results
 
 
+# --------------------------------------------------------------------------- accounts added in the console
+
+CONSOLE = "(console)"
+"""Marks an account added in the console in doctor's names (``telegram/main (console)``): its fix is there."""
+
+
+@dataclass(frozen=True)
+class ConsoleAccounts:
+    """What doctor found of the accounts added in the console: each one's findings, the ones to probe, their secrets."""
+
+    results: list[CheckResult]
+    probable: list[tuple[str, type[Channel], AccountConfig]]
+    """Account name, its channel class and its validated settings: the ones whose shape passed."""
+    secrets: list[str]
+    shut: bool = False
+    """The key is missing or opens not all of them: serve's start stops with one line naming the variable."""
+
+
+def _stored_rows(config: Config) -> list[Any]:
+    """The console-made rows of ``gateway.db``, read through the store's own query on a read-only connection
+    (doctor changes no file); none when there is no store yet or it predates them (check_stores says why)."""
+    import sqlite3
+
+    from gateway.store.accounts import AccountRows
+
+    path = config.database_path
+    if not path.is_file():
+        return []
+
+    class ReadOnly(AccountRows):
+        def __init__(self, conn: sqlite3.Connection) -> None:
+            self.conn = conn
+
+        async def _run(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
+            return op(self.conn)
+
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return []
+    try:
+        return asyncio.run(ReadOnly(conn).stored_accounts())
+    except sqlite3.Error:
+        return []
+    finally:
+        conn.close()
+
+
+def check_console_accounts(config: Config) -> ConsoleAccounts:
+    """Each account added in the console, opened with ``PARTNERS_SECRET_KEY`` and validated as serve would.
+
+    Without the key they are listed by name, unchecked: serve will not start without it either."""
+    from channels.registry import load_channel
+    from gateway.accounts import model_for_kind, secrets_of, unseal, validate_settings
+    from gateway.secretbox import KEY_ENV, SecretBox
+
+    rows = _stored_rows(config)
+    if not rows:
+        return ConsoleAccounts([], [], [])
+    names = ", ".join(f"{r.channel}/{r.account}" for r in rows)
+    try:
+        box = SecretBox.from_env()
+    except ConfigError as error:
+        return ConsoleAccounts([CheckResult("console accounts", Severity.ERROR, _problem(error), error.fix or "")], [], [],
+                               shut=True)
+    if box is None:
+        return ConsoleAccounts([CheckResult(
+            "console accounts", Severity.ERROR,
+            f"{len(rows)} account(s) added in the console ({names}) cannot be checked: their settings are sealed "
+            f"and {KEY_ENV} is not set", f"set {KEY_ENV} to the key they were added with; serve needs it too")], [], [],
+            shut=True)
+    results: list[CheckResult] = []
+    probable: list[tuple[str, type[Channel], AccountConfig]] = []
+    secrets: list[str] = []
+    partners = {p.id for p in config.partners}
+    shut = False
+    for row in rows:
+        name = f"{row.channel}/{row.account} {CONSOLE}"
+        try:
+            raw = unseal(box, row.sealed, what=f"the settings of console account {row.channel}/{row.account}")
+        except ConfigError as error:
+            results.append(CheckResult(name, Severity.ERROR, _problem(error), error.fix or ""))
+            shut = True
+            continue
+        try:
+            cls = load_channel(row.channel)
+            secrets += secrets_of(model_for_kind(cls.config_model, raw.get("kind")), raw)
+            settings = validate_settings(cls.config_model, raw, where=f"console account {row.channel}/{row.account}")
+        except ChannelUnavailable as error:
+            results.append(CheckResult(name, Severity.ERROR, f"will not run: {error}", _unavailable_fix(row.channel)))
+            continue
+        except ConfigError as error:
+            results.append(CheckResult(name, Severity.ERROR, _problem(error), error.fix or "delete it in the console and add it again"))
+            continue
+        if row.account in config.channels.get(row.channel, {}):
+            results.append(CheckResult(name, Severity.WARN, f"does not run: partners.yaml has an account {row.channel}/"
+                                       f"{row.account} too", "rename that one, or delete this one in the console"))
+            continue
+        if row.partner not in partners:
+            results.append(CheckResult(name, Severity.WARN, f"does not run: its partner {row.partner} is no longer in "
+                                       "partners.yaml", "delete it in the console, or put the partner back"))
+            continue
+        found = [_from_problem(name, p) for p in cls.check(settings)]
+        results.extend(found or [CheckResult(name, Severity.OK, VALID)])
+        if all(r.severity is Severity.OK for r in found):
+            probable.append((row.account, cls, settings))
+    return ConsoleAccounts(results, probable, secrets, shut=shut)
+
+
+async def probe_console_accounts(config: Config, accounts: ConsoleAccounts, timeout: float) -> list[CheckResult]:
+    found = await asyncio.gather(*(probe_settings(cls, settings, account, config.data_dir / "channels" / cls.name / account,
+                                                  timeout) for account, cls, settings in accounts.probable))
+    return [r for (account, cls, _), result in zip(accounts.probable, found, strict=True)
+            for r in _from_probe(f"{cls.name}/{account} {CONSOLE}", result)]
+
+
 # --------------------------------------------------------------------------- secrets
 
 
@@ -571,13 +691,22 @@ def run_checks(load: Callable[[], Config], *, offline: bool = False, timeout: fl
             results.extend(found)
             if account_enabled(config, channel, account) and all(r.severity is Severity.OK for r in found):
                 probable.append((channel, account))
+    console = check_console_accounts(config)
+    results.extend(console.results)
     results.extend(check_bindings(config))
     results.extend(check_group_reach(config))
     results.extend(check_models(config))
     results.extend(check_knowledge(config))
     if not offline:
-        results = _merge(results, asyncio.run(run_probes(config, probable, timeout)))
-    return redact(results, _secrets(config))
+        results = _merge(results, asyncio.run(_all_probes(config, probable, console, timeout)))
+    return redact(results, sorted({*_secrets(config), *(v for v in console.secrets if len(v) >= 4)}, key=len, reverse=True))
+
+
+async def _all_probes(config: Config, probable: list[tuple[str, str]], console: ConsoleAccounts,
+                      timeout: float) -> list[CheckResult]:
+    """The file's accounts and models, and the console's accounts, probed at once."""
+    filed, made = await asyncio.gather(run_probes(config, probable, timeout), probe_console_accounts(config, console, timeout))
+    return [*filed, *made]
 
 
 def _merge(shape: list[CheckResult], probed: list[CheckResult]) -> list[CheckResult]:

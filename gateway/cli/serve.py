@@ -84,13 +84,22 @@ class PreflightError(click.ClickException):
 def _preflight(config: Config) -> None:
     """Stop on a broken account (ConfigError) or one whose settings cannot work (an empty token, a
     placeholder host: the shape problems doctor --offline reports), and on a port another program,
-    another gateway or this data dir's own running gateway holds; then warn about channels and
-    knowledge bases that cannot run here."""
+    another gateway or this data dir's own running gateway holds; then warn about channels,
+    accounts added in the console and knowledge bases that cannot run here (a console account's
+    problem is its teacher's to fix on the channels page, so it warns and does not stop the rest)."""
     from channels.registry import load_channel
     from gateway.configfile import account_enabled, validate_account
     from gateway.core.errors import ChannelUnavailable
     from gateway.core.probes import Gravity
-    from gateway.doctor import PortHolder, Severity, check_knowledge, check_stores, client_host, port_holder
+    from gateway.doctor import (
+        PortHolder,
+        Severity,
+        check_console_accounts,
+        check_knowledge,
+        check_stores,
+        client_host,
+        port_holder,
+    )
 
     for result in check_stores(config, thorough=False):  # a damaged file: one line and its fix, not a traceback later
         if result.severity is Severity.ERROR:
@@ -110,6 +119,9 @@ def _preflight(config: Config) -> None:
                 if problem.gravity is Gravity.ERROR:
                     raise PreflightError(f"{channel}/{account}: {problem.message} (fix: {problem.fix})", EXIT_CONFIG)
                 warnings.append(f"warning: {channel}/{account}: {problem.message} (fix: {problem.fix})")
+    console = check_console_accounts(config)
+    if not console.shut:  # shut, the gateway's start stops with one line naming the key's variable
+        warnings += [f"warning: {r.name}: {r.message} (fix: {r.fix})" for r in console.results if r.severity is not Severity.OK]
     for result in check_knowledge(config):  # a knowledge base costs its documents, not the gateway: warn, go on
         if result.severity is not Severity.OK:
             warnings.append(f"warning: {result.name}: {result.message} (fix: {result.fix})")

@@ -28,6 +28,10 @@ bound whole to that partner; an administrator for any partner.  Secrets are pass
 shown back: the channels page says an account's secrets are set (sealed), and its secrets page takes
 new ones, probed before they replace the old.  Without ``PARTNERS_SECRET_KEY`` the form says that adding
 accounts needs it, and how to make one.
+
+The ``{channel}`` of the ``new`` routes is a guide's path: the channel's name, or a slug for a platform's
+second kind (``weixin-official-account``, ``wecom-app``), so each kind has its own entry and form.  The
+built-in channels (web chat, console) need no account and have none.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from __future__ import annotations
 import logging
 import re
 from dataclasses import dataclass, field
+from importlib import resources
 from typing import Any
 
 from pydantic import BaseModel
@@ -48,9 +53,11 @@ from gateway.accounts import (
     AccountRefused,
     FormField,
     InputKind,
-    form_fields,
-    model_for_kind,
+    account_fields,
+    kind_of,
+    secret_settings,
     settings_from_form,
+    with_kind,
 )
 from gateway.console.access import Viewer
 from gateway.console.channels import seen_config
@@ -88,26 +95,80 @@ class Guide:
     """field -> texts.toml key; a field without one reads ``help_default``."""
     manifest: bool = False
     """Show the Slack app manifest to paste."""
+    slug: str = ""
+    """Where the form lives (``/console/channel-accounts/new/<slug>``) when it is not the channel's name: the
+    second kind of a platform with two (``weixin-official-account``) has its own entry and its own form."""
+
+    @property
+    def path(self) -> str:
+        return self.slug or self.channel
 
 
-GUIDES: dict[str, Guide] = {
-    "telegram": Guide("telegram", "guide_telegram_title", "guide_telegram_steps", first=("token", "dm"),
-                      help={"token": "help_telegram_token", "api_url": "help_telegram_api_url",
-                            "mode": "help_telegram_mode", "webhook_url": "help_telegram_webhook_url",
-                            "webhook_secret": "help_telegram_webhook_secret", "poll_timeout": "help_telegram_poll_timeout",
-                            "drafts": "help_telegram_drafts", "dm": "help_dm"}),
-    "slack": Guide("slack", "guide_slack_title", "guide_slack_steps", first=("bot_token", "app_token", "dm"),
-                   help={"bot_token": "help_slack_bot_token", "app_token": "help_slack_app_token",
-                         "signing_secret": "help_slack_signing_secret", "mode": "help_slack_mode",
-                         "api_base": "help_slack_api_base", "streaming": "help_slack_streaming",
-                         "read_locale": "help_slack_read_locale", "dm": "help_dm"}, manifest=True),
-    "weixin": Guide("weixin", "guide_weixin_title", "guide_weixin_steps", kind="ilink", first=("dm",),
-                    help={"base_url": "help_weixin_base_url", "bot_id": "help_weixin_bot_id", "dm": "help_dm"}),
-}
+_GUIDES: tuple[Guide, ...] = (
+    Guide("telegram", "guide_telegram_title", "guide_telegram_steps", first=("token", "dm"),
+          help={"token": "help_telegram_token", "api_url": "help_telegram_api_url",
+                "mode": "help_telegram_mode", "webhook_url": "help_telegram_webhook_url",
+                "webhook_secret": "help_telegram_webhook_secret", "poll_timeout": "help_telegram_poll_timeout",
+                "drafts": "help_telegram_drafts", "dm": "help_dm"}),
+    Guide("slack", "guide_slack_title", "guide_slack_steps", first=("bot_token", "app_token", "dm"),
+          help={"bot_token": "help_slack_bot_token", "app_token": "help_slack_app_token",
+                "signing_secret": "help_slack_signing_secret", "mode": "help_slack_mode",
+                "api_base": "help_slack_api_base", "streaming": "help_slack_streaming",
+                "read_locale": "help_slack_read_locale", "dm": "help_dm"}, manifest=True),
+    Guide("weixin", "guide_weixin_title", "guide_weixin_steps", kind="ilink", first=("dm",),
+          help={"base_url": "help_weixin_base_url", "bot_id": "help_weixin_bot_id", "dm": "help_dm"}),
+    Guide("discord", "guide_discord_title", "guide_discord_steps", first=("token", "message_content", "dm"),
+          help={"token": "help_discord_token", "message_content": "help_discord_message_content",
+                "slash_commands": "help_discord_slash_commands", "public_key": "help_discord_public_key",
+                "long_answer_thread": "help_discord_long_answer_thread", "api_base": "help_endpoint_test",
+                "gateway_url": "help_endpoint_test", "dm": "help_dm"}),
+    Guide("matrix", "guide_matrix_title", "guide_matrix_steps", first=("access_token", "password", "device_id", "dm"),
+          help={"homeserver": "help_matrix_homeserver", "user_id": "help_matrix_user_id",
+                "access_token": "help_matrix_access_token", "password": "help_matrix_password",
+                "device_id": "help_matrix_device_id", "invites": "help_matrix_invites", "dm": "help_dm"}),
+    Guide("email", "guide_email_title", "guide_email_steps",
+          first=("username", "imap_port", "imap_security", "smtp_port", "smtp_security", "dm"),
+          help={"address": "help_email_address", "password": "help_email_password", "username": "help_email_username",
+                "imap_host": "help_email_imap_host", "imap_port": "help_email_imap_port",
+                "imap_security": "help_email_imap_security", "smtp_host": "help_email_smtp_host",
+                "smtp_port": "help_email_smtp_port", "smtp_security": "help_email_smtp_security",
+                "smtp_username": "help_email_smtp_username", "smtp_password": "help_email_smtp_password",
+                "mailbox": "help_email_mailbox", "display_name": "help_email_display_name", "dm": "help_dm"}),
+    Guide("weixin", "guide_weixin_oa_title", "guide_weixin_oa_steps", kind="official_account",
+          slug="weixin-official-account", first=("encoding_aes_key", "mode", "dm"),
+          help={"appid": "help_weixin_oa_appid", "appsecret": "help_weixin_oa_appsecret", "token": "help_weixin_oa_token",
+                "encoding_aes_key": "help_weixin_oa_encoding_aes_key", "mode": "help_weixin_oa_mode",
+                "passive_reply": "help_weixin_oa_passive_reply", "api_base": "help_endpoint_test", "dm": "help_dm"}),
+    Guide("wecom", "guide_wecom_ai_bot_title", "guide_wecom_ai_bot_steps", kind="ai_bot", first=("dm",),
+          help={"bot_id": "help_wecom_bot_id", "secret": "help_wecom_secret", "ws_url": "help_endpoint_test",
+                "connect_timeout_s": "help_default", "dm": "help_dm"}),
+    Guide("wecom", "guide_wecom_app_title", "guide_wecom_app_steps", kind="app", slug="wecom-app", first=("dm",),
+          help={"corpid": "help_wecom_corpid", "corpsecret": "help_wecom_corpsecret", "agentid": "help_wecom_agentid",
+                "token": "help_wecom_token", "encoding_aes_key": "help_wecom_encoding_aes_key",
+                "api_base": "help_endpoint_test", "dm": "help_dm"}),
+)
+GUIDES: dict[str, Guide] = {guide.path: guide for guide in _GUIDES}
+"""Every guided form by where it lives: one entry per channel, one per kind where a platform has two."""
+
+
+def guide_for(channel: str, kind: Any) -> Guide | None:
+    """The guide an existing account was made with, by its stored ``kind`` (its secrets page asks what that form
+    asked); an account without a kind has its platform's first guide, the default kind."""
+    of_channel = [g for g in _GUIDES if g.channel == channel]
+    return next((g for g in of_channel if g.kind == kind), of_channel[0] if of_channel else None)
+
+
+SLACK_MANIFEST = "slack/manifest.yaml"
+"""The Slack app manifest, in the ``channels`` package: the one copy the form shows and docs/channels/slack.md embeds."""
+
+
+def slack_manifest() -> str:
+    """The manifest's text, read without importing the Slack channel (its extra may not be installed)."""
+    return resources.files("channels").joinpath(SLACK_MANIFEST).read_text(encoding="utf-8")
 
 
 def _fields(guide: Guide) -> list[FormField]:
-    return form_fields(model_for_kind(load_channel(guide.channel).config_model, guide.kind))
+    return account_fields(load_channel(guide.channel).config_model, guide.kind)
 
 
 class FormProblem(BaseModel):
@@ -202,17 +263,12 @@ def routes(console: Console) -> list[BaseRoute]:
                   **values: Any) -> Response:
         return console.render(request, "account_form.html", status, viewer=viewer, csrf=session.csrf, guide=guide,
                               fields=_fields(guide), partners=viewer.partners(console.config),
+                              manifest=slack_manifest() if guide.manifest else "",
                               keyed=SecretBox.from_env() is not None, key_env=KEY_ENV, **values)
 
     def guide_of(request: Request) -> Guide | None:
         guide = GUIDES.get(request.path_params["channel"])
-        if guide is None:
-            return None
-        try:
-            load_channel(guide.channel)
-        except ChannelUnavailable:
-            return None
-        return guide
+        return guide if guide is not None and _loads(guide) else None
 
     async def choose(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         return console.render(request, "account_new.html", viewer=viewer, csrf=session.csrf, guides=list(GUIDES.values()))
@@ -247,7 +303,7 @@ def routes(console: Console) -> list[BaseRoute]:
         if not (isinstance(body, dict) and isinstance(body.get("account"), str) and isinstance(body.get("partner"), str)
                 and isinstance(body.get("settings", {}), dict)):
             return error_response(400, 'send JSON {"account": "...", "partner": "...", "settings": {...}}')
-        raw = {**body.get("settings", {}), **({"kind": guide.kind} if guide.kind else {})}  # the guide's kind only
+        raw = with_kind(load_channel(guide.channel).config_model, body.get("settings", {}), guide.kind)  # its kind only
         added = await add(console, running(), viewer, session, guide, body["account"], body["partner"], raw)
         return added.json("added")
 
@@ -299,8 +355,12 @@ def routes(console: Console) -> list[BaseRoute]:
         channel, account = request.path_params["channel"], request.path_params["account"]
         if (refusal := refused(request, viewer)) is not None:
             return refusal
-        guide = GUIDES.get(channel)
-        if guide is None or guide_of(request) is None:
+        try:
+            stored = running().stored_settings(channel, account)
+        except ConfigError:
+            stored = {}
+        guide = guide_for(channel, _kind(channel, stored))
+        if guide is None or not _loads(guide):
             return error_response(404, "no guided form for this channel")
         names = sorted(_secret_names(guide))
         problems: list[FormProblem] = []
@@ -316,20 +376,21 @@ def routes(console: Console) -> list[BaseRoute]:
                     return RedirectResponse(f"/console/channels?replaced={channel}:{account}", status_code=303,
                                             headers=HEADERS)
                 problems, status = done.problems, done.status
-        try:
-            stored = running().stored_settings(channel, account)
-        except ConfigError:
-            stored = {}
         return console.render(request, "account_secrets.html", status, viewer=viewer, csrf=session.csrf, guide=guide,
                               channel=channel, account=account, names=names, problems=problems,
                               keyed=SecretBox.from_env() is not None, key_env=KEY_ENV,
-                              set={name: bool(stored.get(name)) for name in names})
+                              set=_set(guide, stored, names))
 
     async def secrets_api(request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         if (refusal := refused(request, viewer)) is not None:
             return refusal
-        guide = GUIDES.get(request.path_params["channel"])
-        names = _secret_names(guide) if guide is not None and guide_of(request) is not None else set()
+        try:
+            kind = _kind(request.path_params["channel"],
+                         running().stored_settings(request.path_params["channel"], request.path_params["account"]))
+        except ConfigError:
+            kind = None
+        guide = guide_for(request.path_params["channel"], kind)
+        names = _secret_names(guide) if guide is not None and _loads(guide) else set()
         body_bytes = await read_limited(request, MAX_BODY_BYTES)
         try:
             body = decode_json(body_bytes) if body_bytes is not None else None
@@ -363,6 +424,29 @@ def routes(console: Console) -> list[BaseRoute]:
             "Replace some of an account's secrets (probed first)", answers=ReplaceOutcome, body=NewSecrets,
             outcome=ReplaceOutcome)), methods=["PUT"]),
     ]
+
+
+def _set(guide: Guide, stored: dict[str, Any], names: list[str]) -> dict[str, bool]:
+    """Which of the account's secrets are set (never what they are)."""
+    given = secret_settings(load_channel(guide.channel).config_model, stored)
+    return {name: bool(given.get(name)) for name in names}
+
+
+def _kind(channel: str, stored: dict[str, Any]) -> str | None:
+    """The kind a stored account names (None for one without, or a channel not installed)."""
+    try:
+        return kind_of(load_channel(channel).config_model, stored)
+    except ChannelUnavailable:
+        return None
+
+
+def _loads(guide: Guide) -> bool:
+    """Whether the guide's channel is installed (its extra may not be)."""
+    try:
+        load_channel(guide.channel)
+    except ChannelUnavailable:
+        return False
+    return True
 
 
 def _secret_names(guide: Guide) -> set[str]:

@@ -87,7 +87,7 @@ def _channel_accounts(viewer: str, method: str, path: str) -> int:
         return 401 if api else 303
     if method != "GET":
         return 403
-    return 404 if path.endswith(("/matrix", "/secrets")) else 200  # no guide; no console-made account in this walk
+    return 404 if path.endswith(("/console", "/webchat", "/secrets")) else 200  # no guide; no console-made account in this walk
 
 
 def _learners_and_knowledge(viewer: str, method: str, path: str) -> int:
@@ -175,7 +175,9 @@ WALK = [
     ("GET", "/console/dashboard?span=week"),
     ("GET", "/console/api/dashboard"),
     ("GET", "/console/channel-accounts/new"),
-    *[("GET", f"/console/channel-accounts/new/{channel}") for channel in ("telegram", "slack", "weixin", "matrix")],
+    *[("GET", f"/console/channel-accounts/new/{channel}") for channel in ("telegram", "slack", "weixin", "console")],
+    *[("GET", f"/console/channel-accounts/new/{guide}")
+      for guide in ("discord", "matrix", "email", "weixin-official-account", "wecom", "wecom-app", "webchat")],
     ("POST", "/console/channel-accounts/new/telegram"),
     ("POST", "/console/channel-accounts/telegram/main/delete"),
     ("POST", "/console/api/channel-accounts/telegram"),
