@@ -1,4 +1,5 @@
-"""The Partners area in headless Chromium: sign in, create a partner with its model on the stub, talk to it in the panel."""
+"""The Partners area in headless Chromium: sign in, create a partner with its model on the stub, talk to it in the
+panel, bind it to the web chat, and a learner there is answered by it."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.browser import TIMEOUT_MS, signed_in_tab
+from tests.browser import TIMEOUT_MS, new_tab, signed_in_tab
 from tests.console.partners_rig import serve_file, write_config
 from tests.console.rig import PASSWORDS
 from tests.e2e.rig import STUB_KEY_ENV
@@ -34,7 +35,7 @@ async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_
             await page.fill("#partner-id", "history")
             await page.fill("#partner-name", "History")
             await page.select_option("#partner-persona", "homework-helper")
-            await page.fill("#model-name", "openai/stub-model")
+            await page.fill("#model-name", "openai/stub-model-history")
             await page.fill("#model-api-base", stub.api_base)
             await page.fill("#model-api-key", f"env:{STUB_KEY_ENV}")
             await page.click("#save-partner")
@@ -46,7 +47,7 @@ async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_
             await page.click("#test-model")
             await page.wait_for_selector("#model-test", timeout=TIMEOUT_MS)
             assert await page.locator("#model-test").get_attribute("data-ok") == "yes"
-            assert "stub-model answered in" in await page.locator("#model-test").inner_text()
+            assert "stub-model-history answered in" in await page.locator("#model-test").inner_text()
 
             stub.script(Reply.text("The Magna Carta was sealed in 1215 (capybara)."))
             await page.fill("#chat-text", "When was the Magna Carta sealed?")
@@ -54,6 +55,32 @@ async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_
             await page.wait_for_selector("#chat-reply", timeout=TIMEOUT_MS)
             assert await page.locator("#chat-reply").inner_text() == "The Magna Carta was sealed in 1215 (capybara)."
             assert "sk-browser-jasper-3348" not in await page.content()
-            assert tab.errors == []
+
+            # Bound to the web chat in place of Algebra, History answers a learner there: no restart.
+            await page.goto(running.url + "/console/partners/algebra/bindings", timeout=TIMEOUT_MS)
+            await page.click('#bindings tr[data-binding="webchat/default//"] .remove-binding')
+            await page.wait_for_url("**/console/partners/algebra/bindings?done=removed", timeout=TIMEOUT_MS)
+            await page.goto(running.url + "/console/partners/history", timeout=TIMEOUT_MS)
+            await page.click("#bindings-link")
+            await page.wait_for_url("**/console/partners/history/bindings", timeout=TIMEOUT_MS)
+            assert await page.locator("#no-bindings").count() == 1
+            await page.select_option("#binding-account", "webchat/default")
+            await page.click("#binding-add")
+            await page.wait_for_url("**/console/partners/history/bindings?done=added", timeout=TIMEOUT_MS)
+            assert await page.locator('#bindings tr[data-binding="webchat/default//"]').count() == 1
+
+            stub.script(Reply.text("History answers the web chat now (okapi)."))
+            learner = await new_tab(browser)
+            chat = learner.page
+            await chat.goto(running.url + "/channels/webchat/default/", timeout=TIMEOUT_MS)
+            await chat.fill("#text", "Who answers here?")
+            await chat.press("#text", "Enter")
+            answer = chat.locator(".bubble.partner:not(.streaming)", has_text="okapi")
+            await answer.wait_for(timeout=TIMEOUT_MS)
+            assert stub.requests[-1]["model"] == "stub-model-history"  # History's model, not Algebra's
+            assert [(b["partner"], b["channel"]) for b in yaml.safe_load(path.read_text(encoding="utf-8"))["bindings"]] == [
+                ("history", "webchat")]
+            assert tab.errors == [] and learner.errors == []
             assert all(url.startswith(running.url + "/") for url in tab.requested)  # nothing from a CDN
+            await learner.close()
             await tab.close()
