@@ -564,20 +564,12 @@ class Gateway:
 
         :class:`AccountRefused` for a name already taken or no key; ConfigError for settings the channel's
         model refuses (each problem with its field)."""
-        from gateway.doctor import probe_settings
-
         if account in self.config.channels.get(channel, {}) or (channel, account) in self._stored:
             raise AccountRefused(f"there is already a {channel} account named {account}: choose another name")
         box = SecretBox.from_env()
         if box is None:
             raise AccountRefused(f"adding accounts needs {KEY_ENV}: {MAKE_ONE}, then restart the gateway", 503)
-        try:
-            cls = self.channel_classes.get(channel) or load_channel(channel)
-        except ChannelUnavailable as error:
-            raise AccountRefused(str(error), 400) from None
-        self._register_secrets(channel, raw)
-        settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
-        result = await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)
+        result = await self._probe_console_account(self._console_channel(channel), channel, account, raw)
         if not result.ok:
             log.info("console account refused by its probe platform=%s account=%s by=%s", channel, account, by)
             return result
@@ -592,6 +584,21 @@ class Gateway:
         log.info("console account added platform=%s account=%s partner=%s by=%s", channel, account, partner, by)
         return result
 
+    def _console_channel(self, channel: str) -> type[Channel]:
+        """The class of a channel an account is being added to or changed in; AccountRefused when not installed."""
+        try:
+            return self.channel_classes.get(channel) or load_channel(channel)
+        except ChannelUnavailable as error:
+            raise AccountRefused(str(error), 400) from None
+
+    async def _probe_console_account(self, cls: type[Channel], channel: str, account: str, raw: dict[str, Any]) -> ProbeResult:
+        """Validate ``raw`` by the channel's own model and run its probe (its secrets scrubbed from logs first)."""
+        from gateway.doctor import probe_settings
+
+        self._register_secrets(channel, raw)
+        settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
+        return await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)
+
     def stored_settings(self, channel: str, account: str) -> dict[str, Any]:
         """A console-made account's settings, opened (KeyError: not one; ConfigError: no key or not its key).
         For the console to tell which secrets are set -- it shows that they are, never what they are."""
@@ -605,23 +612,16 @@ class Gateway:
         """Probe the account with ``secrets`` in place of its stored ones; only when the probe passes, seal and
         store them and start the account again with them (a disabled one stays stopped).  KeyError: not a
         console-made account; AccountRefused: no key; ConfigError: settings the channel's model refuses."""
-        from gateway.doctor import probe_settings
-
         if (channel, account) not in self._stored:
             raise KeyError(f"no console account {channel}/{account}")
         box = SecretBox.from_env()
         if box is None:
             raise AccountRefused(f"replacing secrets needs {KEY_ENV}: {MAKE_ONE}, then restart the gateway", 503)
-        try:
-            cls = self.channel_classes.get(channel) or load_channel(channel)
-        except ChannelUnavailable as error:
-            raise AccountRefused(str(error), 400) from None
+        cls = self._console_channel(channel)
         row = self._stored[(channel, account)]
         raw = with_secrets(cls.config_model, unseal(box, row.sealed, what=f"the settings of console account {channel}/{account}"),
                            secrets)
-        self._register_secrets(channel, raw)
-        settings = validate_settings(cls.config_model, raw, where=f"console account {channel}/{account}")
-        result = await probe_settings(cls, settings, account, self.config.data_dir / "channels" / channel / account)
+        result = await self._probe_console_account(cls, channel, account, raw)
         if not result.ok:
             log.info("console secrets refused by the probe platform=%s account=%s by=%s", channel, account, by)
             return result

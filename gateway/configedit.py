@@ -232,13 +232,18 @@ def _dump(yaml: YAML, tree: Any) -> str:
     return out.getvalue()
 
 
+def _list(tree: CommentedMap, key: str, spelled: str) -> CommentedSeq:
+    """The file's top-level list ``key`` (made when absent); ConfigError when the file holds something else there."""
+    found = tree.get(key)
+    if found is None:
+        found = tree[key] = CommentedSeq()
+    if not isinstance(found, CommentedSeq):
+        raise ConfigError(f"{key} must be a list", field=key, fix=f"write each entry as `- {spelled}: ...`")
+    return found
+
+
 def _partners(tree: CommentedMap) -> CommentedSeq:
-    partners = tree.get("partners")
-    if partners is None:
-        partners = tree["partners"] = CommentedSeq()
-    if not isinstance(partners, CommentedSeq):
-        raise ConfigError("partners must be a list", field="partners", fix="write each partner as `- id: ...`")
-    return partners
+    return _list(tree, "partners", "id")
 
 
 def _index(partners: CommentedSeq, partner_id: str) -> int | None:
@@ -246,12 +251,7 @@ def _index(partners: CommentedSeq, partner_id: str) -> int | None:
 
 
 def _bindings(tree: CommentedMap) -> CommentedSeq:
-    bindings = tree.get("bindings")
-    if bindings is None:
-        bindings = tree["bindings"] = CommentedSeq()
-    if not isinstance(bindings, CommentedSeq):
-        raise ConfigError("bindings must be a list", field="bindings", fix="write each binding as `- partner: ...`")
-    return bindings
+    return _list(tree, "bindings", "partner")
 
 
 def _binding_of(entry: Any) -> Binding | None:

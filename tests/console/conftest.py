@@ -1,4 +1,5 @@
-"""The console tests' fixtures: a headless Chromium for a browser test (:mod:`tests.browser`), the real brain."""
+"""The console tests' fixtures: a headless Chromium for a browser test (:mod:`tests.browser`), the real brain
+and the stub model server it reaches."""
 
 from __future__ import annotations
 
@@ -27,3 +28,12 @@ def real_brain(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setenv(STUB_KEY_ENV, STUB_KEY)
     monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)  # the gateway must build its real brain
+
+
+@pytest.fixture
+async def stub():
+    """The OpenAI-compatible stub model server on loopback, which litellm reaches over HTTP."""
+    from tests.peers.model_stub import ModelStub
+
+    async with ModelStub() as running:
+        yield running

@@ -20,19 +20,11 @@ from tests.console.rig import csrf_of, hidden, signed_in
 from tests.e2e.rig import STUB_KEY_ENV, WebLearner
 from tests.peers.model_stub import ModelStub, Reply
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")
+pytestmark = [pytest.mark.usefixtures("real_brain"), pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
 
 
-@pytest.fixture(autouse=True)
-def _model_env(monkeypatch):
-    monkeypatch.setenv(STUB_KEY_ENV, "sk-console-basalt-7314")
-    monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)
 
 
-@pytest.fixture
-async def stub():
-    async with ModelStub() as running:
-        yield running
 
 
 def bindings_in(path: Path) -> list[dict]:

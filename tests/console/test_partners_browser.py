@@ -9,18 +9,16 @@ import pytest
 import yaml
 
 from tests.browser import TIMEOUT_MS, new_tab, signed_in_tab
+from tests.console.brain_rig import STUB_KEY
 from tests.console.partners_rig import serve_file, write_config
 from tests.console.rig import PASSWORDS
 from tests.e2e.rig import STUB_KEY_ENV
 from tests.peers.model_stub import ModelStub, Reply
 
-pytestmark = [pytest.mark.browser, pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
+pytestmark = [pytest.mark.browser, pytest.mark.usefixtures("real_brain"),
+              pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
 
 
-@pytest.fixture(autouse=True)
-def _model_env(monkeypatch):
-    monkeypatch.setenv(STUB_KEY_ENV, "sk-browser-jasper-3348")
-    monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)
 
 
 async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_path: Path, browser):
@@ -54,7 +52,7 @@ async def test_a_teacher_creates_a_partner_and_it_answers_in_the_chat_panel(tmp_
             await page.click("#chat-send")
             await page.wait_for_selector("#chat-reply", timeout=TIMEOUT_MS)
             assert await page.locator("#chat-reply").inner_text() == "The Magna Carta was sealed in 1215 (capybara)."
-            assert "sk-browser-jasper-3348" not in await page.content()
+            assert STUB_KEY not in await page.content()
 
             # Bound to the web chat in place of Algebra, History answers a learner there: no restart.
             await page.goto(running.url + "/console/partners/algebra/bindings", timeout=TIMEOUT_MS)

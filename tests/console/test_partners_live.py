@@ -12,24 +12,17 @@ from pathlib import Path
 
 import pytest
 
+from tests.console.brain_rig import STUB_KEY
 from tests.console.partners_rig import serve_file, write_config
 from tests.console.rig import csrf_of, hidden, signed_in
 from tests.e2e.rig import STUB_KEY_ENV, WebLearner
 from tests.peers.model_stub import ModelStub, Reply
 
-pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")
+pytestmark = [pytest.mark.usefixtures("real_brain"), pytest.mark.filterwarnings("ignore::DeprecationWarning:litellm.*")]
 
 
-@pytest.fixture(autouse=True)
-def _model_env(monkeypatch):
-    monkeypatch.setenv(STUB_KEY_ENV, "sk-console-garnet-6120")
-    monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)
 
 
-@pytest.fixture
-async def stub():
-    async with ModelStub() as running:
-        yield running
 
 
 def closed_port() -> int:
@@ -112,7 +105,7 @@ async def test_a_model_that_is_not_there_is_shown_with_the_reason_and_no_secret(
         tested = await root.post("/console/partners/algebra/test-model", data={"csrf": hidden(page.text, "csrf")})
         assert tested.status_code == 200 and 'data-ok="no"' in tested.text
         assert "nothing answers at" in tested.text
-        assert "sk-console-garnet-6120" not in tested.text
+        assert STUB_KEY not in tested.text
 
 
 async def test_an_edited_soul_speaks_in_the_next_turn(tmp_path: Path, stub: ModelStub):
