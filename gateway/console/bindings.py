@@ -34,9 +34,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from gateway.configedit import AddBinding, NoConfigFile, NoSuchBinding, PlaceTaken, RemoveBinding, StaleFile
+from gateway.configedit import AddBinding, NoConfigFile, RemoveBinding
 from gateway.console.access import Viewer, bound_partners
 from gateway.console.channels import seen_config
+from gateway.console.edits import Refused, write_edit
 from gateway.console.openapi import Operation, describe
 from gateway.console.signin import read_form
 from gateway.core.config import Binding, Config, PartnerConfig
@@ -96,12 +97,6 @@ class PartnerBindings(BaseModel):
     """``channel/account`` of each account this viewer may bind the partner to."""
 
 
-class Refused(Exception):
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
-
-
 class Bindings:
     """The bindings routes of one console."""
 
@@ -124,20 +119,21 @@ class Bindings:
             known |= set(self.console.gateway.stored_accounts())
         return sorted(known)
 
-    def _may_bind(self, viewer: Viewer, channel: str, account: str) -> bool:
+    @staticmethod
+    def _may_bind(viewer: Viewer, routing: Config, channel: str, account: str) -> bool:
+        """An administrator anywhere; a teacher where every partner bound (at any level) is theirs, or none is."""
         if viewer.administers:
             return True
-        routing = self._routing()
         mine = {partner.id for partner in viewer.partners(routing)}
         return bound_partners(routing, channel, account) <= mine
 
     def shown(self, viewer: Viewer, partner: PartnerConfig) -> PartnerBindings:
-        made = set(self.console.gateway.stored_accounts()) if self.console.gateway is not None else set()
+        routing = self._routing()
         rows = [ShownBinding(channel=b.channel, account=b.account, chat=b.chat, thread=b.thread,
-                             kept_in="console_account" if (b.channel, b.account) in made and b not in self.config.bindings
-                             else "file")
-                for b in self._routing().bindings if b.partner == partner.id]
-        accounts = [f"{channel}/{account}" for channel, account in self._accounts() if self._may_bind(viewer, channel, account)]
+                             kept_in="file" if b in self.config.bindings else "console_account")  # the store holds the rest
+                for b in routing.bindings if b.partner == partner.id]
+        accounts = [f"{channel}/{account}" for channel, account in self._accounts()
+                    if self._may_bind(viewer, routing, channel, account)]
         try:
             version = self.console.editor.snapshot().version
         except (NoConfigFile, ConfigError):
@@ -149,28 +145,16 @@ class Bindings:
         if add:
             if (place.channel, place.account) not in self._accounts():
                 raise Refused(400, f"there is no channel account {place.channel}/{place.account}")
-            if not self._may_bind(viewer, place.channel, place.account):
+            routing = self._routing()
+            if not self._may_bind(viewer, routing, place.channel, place.account):
                 raise Refused(403, f"another teacher's partner answers on {place.channel}/{place.account}; ask an administrator")
             where = (place.channel, place.account, place.chat, place.thread)
-            taken = next((b for b in self._routing().bindings if (b.channel, b.account, b.chat, b.thread) == where), None)
+            taken = next((b for b in routing.bindings if (b.channel, b.account, b.chat, b.thread) == where), None)
             if taken is not None:  # the file's check alone would miss a console-made account's binding
                 raise Refused(409, f"partner {taken.partner!r} answers there already; remove that binding first, or bind"
                                    " one chat of the account instead")
         binding = place.bound_to(partner.id)
-        try:
-            config = await self.console.editor.apply(AddBinding(binding) if add else RemoveBinding(binding), version)
-        except NoConfigFile as error:
-            raise Refused(409, str(error)) from None
-        except StaleFile as error:
-            raise Refused(409, str(error)) from None
-        except NoSuchBinding as error:
-            raise Refused(404, str(error)) from None
-        except PlaceTaken as error:
-            raise Refused(409, str(error)) from None
-        except ConfigError as error:
-            raise Refused(400, str(error)) from None
-        if self.console.gateway is not None:
-            self.console.gateway.apply(config)
+        await write_edit(self.console, AddBinding(binding) if add else RemoveBinding(binding), version)
         log.info("console binding %s partner=%s channel=%s account=%s chat=%s thread=%s by=%s", "added" if add else "removed",
                  partner.id, place.channel, place.account, place.chat, place.thread, viewer.username)
 

@@ -14,17 +14,10 @@ from typing import Any
 from pydantic import ValidationError
 
 from gateway.configedit import PartnerFields
+from gateway.console.edits import Refused
 from gateway.core.errors import ConfigError
 from gateway.validation import problems
 from gateway.yamlfile import parse_yaml
-
-
-class Refused(Exception):
-    """An edit refused before or while it reached the file: the status and the message to show."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status, self.message = status, message
 
 
 def shape_error(error: ValidationError, raw: Any) -> str:

@@ -42,15 +42,14 @@ from gateway.configedit import (
     DeletePartner,
     ModelFields,
     NoConfigFile,
-    NoSuchPartner,
     PartnerFields,
     SavePartner,
-    StaleFile,
     fields_in,
 )
 from gateway.console.access import Viewer
+from gateway.console.edits import Refused, write_edit
 from gateway.console.openapi import Operation, describe
-from gateway.console.partner_forms import Refused, fields_of_form, form_values, shape_error
+from gateway.console.partner_forms import fields_of_form, form_values, shape_error
 from gateway.console.signin import read_form
 from gateway.core.config import Config, OwnerRef, PartnerConfig, teacher_account
 from gateway.core.errors import ConfigError, InvalidEvent
@@ -67,9 +66,6 @@ log = logging.getLogger(__name__)
 MAX_BODY_BYTES = 64 * 1024
 MAX_CHAT_CHARS = 4000
 OWNERS_ONLY_ADMIN = "only an administrator may change a partner's owners"
-NO_FILE = "edits need a config file: this gateway runs on its embedded default; start it with --config FILE"
-
-
 class PartnerDetail(BaseModel):
     """A partner's editable fields as its file spells them, the file's version, and what its persona gives it."""
 
@@ -207,19 +203,7 @@ class Partners:
         log.info("console partner deleted partner=%s by=%s", partner_id, viewer.username)
 
     async def write(self, change: SavePartner | DeletePartner, version: str) -> Config:
-        try:
-            config = await self.editor.apply(change, version)
-        except NoConfigFile:
-            raise Refused(409, NO_FILE) from None
-        except StaleFile as error:
-            raise Refused(409, str(error)) from None
-        except NoSuchPartner:
-            raise Refused(404, "no such partner") from None
-        except ConfigError as error:
-            raise Refused(400, str(error)) from None
-        if self.console.gateway is not None:
-            self.console.gateway.apply(config)
-        return config
+        return await write_edit(self.console, change, version)
 
     # ------------------------------------------------------------------ the model and the chat panel
 

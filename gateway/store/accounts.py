@@ -11,11 +11,10 @@ accounts, started and stopped) is the gateway's (:mod:`gateway.accounts`, ``gate
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Protocol
 
-T = TypeVar("T")
+from gateway.store.rows import OnWriter
 
 
 @dataclass(frozen=True)
@@ -53,11 +52,8 @@ class AccountStore(Protocol):
 _COLUMNS = "channel, account, partner, settings, created_by, created_at"
 
 
-class AccountRows:
+class AccountRows(OnWriter):
     """The SQLite side of :class:`AccountStore`, mixed into :class:`gateway.store.sqlite.SqliteStore`."""
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # pragma: no cover - SqliteStore provides it
 
     async def stored_accounts(self) -> list[StoredAccount]:
         def op(conn: sqlite3.Connection) -> list[StoredAccount]:

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import sqlite3
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.store.console import digest, normal_username
+from gateway.store.rows import OnWriter
 
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from gateway.store.console import ConsoleUser
 
-T = TypeVar("T")
 TOUCH_EVERY_S = 60.0
 MAX_TOKENS_PER_USER = 50
 """A teacher has a handful of scripts; a runaway loop making tokens stops here instead of filling the file."""
@@ -70,11 +69,8 @@ def _token(row: tuple[Any, ...]) -> ApiToken:
     return ApiToken(*row)
 
 
-class ApiTokenRows:
+class ApiTokenRows(OnWriter):
     """The SQLite side of :class:`ApiTokenStore`, mixed into the store with the console's rows."""
-
-    async def _run(self, op: Callable[[sqlite3.Connection], T]) -> T:
-        raise NotImplementedError  # pragma: no cover - SqliteStore provides it
 
     async def add_api_token(self, token: ApiToken, secret: str) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
