@@ -41,6 +41,7 @@ from gateway.extras import install_command
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from channels.base import Channel
     from gateway.core.config import AccountConfig
+    from gateway.store.accounts import StoredAccount
     from gateway.store.schema import Schema
 
 VALID = "channel loads and its settings are valid"
@@ -484,30 +485,22 @@ class ConsoleAccounts:
     """The key is missing or opens not all of them: serve's start stops with one line naming the variable."""
 
 
-def _stored_rows(config: Config) -> list[Any]:
+def _stored_rows(config: Config) -> list[StoredAccount]:
     """The console-made rows of ``gateway.db``, read through the store's own query on a read-only connection
     (doctor changes no file); none when there is no store yet or it predates them (check_stores says why)."""
     import sqlite3
 
-    from gateway.store.accounts import AccountRows
+    from gateway.store.accounts import read_stored_accounts
 
     path = config.database_path
     if not path.is_file():
         return []
-
-    class ReadOnly(AccountRows):
-        def __init__(self, conn: sqlite3.Connection) -> None:
-            self.conn = conn
-
-        async def _run(self, op: Callable[[sqlite3.Connection], Any]) -> Any:
-            return op(self.conn)
-
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:
         return []
     try:
-        return asyncio.run(ReadOnly(conn).stored_accounts())
+        return read_stored_accounts(conn)
     except sqlite3.Error:
         return []
     finally:

@@ -52,15 +52,17 @@ class AccountStore(Protocol):
 _COLUMNS = "channel, account, partner, settings, created_by, created_at"
 
 
+def read_stored_accounts(conn: sqlite3.Connection) -> list[StoredAccount]:
+    """Every console-made account on ``conn``: the store's read, and ``partners doctor``'s on a read-only connection."""
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM channel_accounts ORDER BY channel, account")
+    return [StoredAccount(c, a, p, bytes(s), by, at) for c, a, p, s, by, at in rows]
+
+
 class AccountRows(OnWriter):
     """The SQLite side of :class:`AccountStore`, mixed into :class:`gateway.store.sqlite.SqliteStore`."""
 
     async def stored_accounts(self) -> list[StoredAccount]:
-        def op(conn: sqlite3.Connection) -> list[StoredAccount]:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM channel_accounts ORDER BY channel, account")
-            return [StoredAccount(c, a, p, bytes(s), by, at) for c, a, p, s, by, at in rows]
-
-        return await self._run(op)
+        return await self._run(read_stored_accounts)
 
     async def add_stored_account(self, account: StoredAccount) -> bool:
         def op(conn: sqlite3.Connection) -> bool:
