@@ -21,6 +21,7 @@ body checked.  Routes are reached with the console's session cookie or an API to
 from __future__ import annotations
 
 import re
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
@@ -68,7 +69,8 @@ class Operation:
     """A refusal's body where it is not an :class:`ErrorBody` (an account the channel's probe refused lists its problems)."""
 
 
-_DESCRIBED: dict[Callable[..., Any], dict[str, Operation]] = {}
+_DESCRIBED: weakref.WeakKeyDictionary[Callable[..., Any], dict[str, Operation]] = weakref.WeakKeyDictionary()
+"""Held weakly: each console built (every served gateway, every test) makes its own endpoints, gone with it."""
 
 
 def describe(endpoint: F, **operations: Operation) -> F:
