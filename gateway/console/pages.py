@@ -162,6 +162,10 @@ class Console:
     def _secure(self, request: Request) -> bool:
         return secure(request, self.config.http.public_url)
 
+    def word(self, request: Request, key: str) -> str:
+        """One of the console's words in the language the browser asks for (a message a handler words itself)."""
+        return words(language_of(request.headers.get("accept-language")))[key]
+
     def render(self, request: Request, template: str, status: int = 200, **values: Any) -> HTMLResponse:
         language = language_of(request.headers.get("accept-language"))
         body = _templates.get_template(template).render(t=words(language), lang=language, path=request.url.path, **values)

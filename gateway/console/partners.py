@@ -306,17 +306,12 @@ class Partners:
             return confirmation()
         form = await read_form(request) or {}
         if form.get("confirm") != partner.id:
-            return confirmation(400, self.console_words(request, "delete_unconfirmed"))
+            return confirmation(400, self.console.word(request, "delete_unconfirmed"))
         try:
             await self.delete(viewer, partner.id, form.get("version", ""))
         except Refused as refused:
             return confirmation(refused.status, refused.message)
         return RedirectResponse("/console/", status_code=303)
-
-    def console_words(self, request: Request, key: str) -> str:
-        from gateway.console.texts import language_of, words
-
-        return words(language_of(request.headers.get("accept-language")))[key]
 
     async def test_page(self, request: Request, viewer: Viewer, session: ConsoleSession) -> Response:
         partner = viewer.partner(self.config, request.path_params["partner"])
@@ -331,7 +326,7 @@ class Partners:
         text = ((await read_form(request)) or {}).get("text", "").strip()
         if not text or len(text) > MAX_CHAT_CHARS:
             return self.page(request, viewer, session, partner, status=400,
-                             error=self.console_words(request, "chat_text_rule").format(limit=MAX_CHAT_CHARS))
+                             error=self.console.word(request, "chat_text_rule").format(limit=MAX_CHAT_CHARS))
         try:
             answer = await self.chat(viewer, partner, text)
         except Refused as refused:
