@@ -24,7 +24,7 @@ from tests.contract.harness import ContractResponder, eventually, settled
 pytest.importorskip("socketio")
 pytest.importorskip("msgpack")
 
-from tests.peers.mochat_server import MochatServer, Sent  # noqa: E402
+from tests.peers.mochat_server import MochatServer, Sent
 
 SESSIONS = ("s-learner1", "s-learner2")
 PANELS = ("p-class1",)
