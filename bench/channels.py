@@ -500,8 +500,30 @@ class WecomAppRig(HarnessRig):
         return [(m["text"]["content"], at) for m, at in zip(peer.sent, peer.sent_at, strict=True) if m["msgtype"] == "text"]
 
 
+class NapcatRig(HarnessRig):
+    """QQ through NapCat: the OneBot emulator's forward websocket, in this process; latency runs from the
+    message event pushed to ``send_private_msg`` taken (QQ's self-throttle, 1 a second per chat, applies)."""
+
+    name, channel, account = "napcat", "napcat", "qq"
+    chat_name = "7{:05d}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.napcat_harness import NapcatHarness
+
+        return NapcatHarness()
+
+    def settings(self) -> dict[str, Any]:
+        server = self.harness.server
+        return {"i_understand_the_ban_risk": True, "ws_url": server.url, "access_token": f"env:{self.harness.env}",
+                "self_id": str(server.self_id)}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.text, s.at) for s in self.harness.server.timeline]
+
+
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
-        "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig}
+        "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
+        "napcat": NapcatRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -621,7 +643,7 @@ async def main() -> None:
                                              ("email", 0.5, 10, 20, "learners"), ("discord", 20, 40, 10, "chats"),
                                              ("slack", 20, 40, 10, "chats"), ("weixin_oa", 20, 40, 10, "learners"),
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
-                                             ("wecom_app", 20, 40, 10, "members")):
+                                             ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")
