@@ -120,13 +120,12 @@ async def test_a_wrong_token_is_refused_by_napcat_and_the_account_stops_as_auth_
         from channels.base import ChannelContext
         from channels.napcat import NapcatChannel, NapcatConfig
         from gateway.core.messages import AccountId
-        from tests.channels.napcat.inert import Inert
+        from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
 
         settings = NapcatConfig.model_validate(account_settings(server, token_env))
-        inert = Inert()
-        channel = NapcatChannel(ChannelContext(account=AccountId("qq"), config=settings, sink=inert, cursors=inert,
-                                               data_dir=tmp_path))
+        channel = NapcatChannel(ChannelContext(account=AccountId("qq"), config=settings, sink=RecordingSink(),
+                                               cursors=MemoryCursors(), data_dir=tmp_path))
         with pytest.raises(AuthFailed) as refused:
-            await channel.run(inert)
+            await channel.run(RecordingHeartbeat())
         assert refused.value.code == 401 and server.refused == 1
         assert os.environ[token_env] not in str(refused.value)
