@@ -97,8 +97,7 @@ async def test_a_dropped_socket_reconnects_and_a_replayed_event_is_answered_once
 
 
 async def test_failed_retcodes_are_the_gateways_errors(rig: NapcatRig):
-    from gateway.core.messages import (AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Referrer,
-                                        RenderedPart)
+    from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind, Referrer, RenderedPart
 
     channel = rig.gateway.channel("napcat", "qq")
     target = Address(channel=ChannelName("napcat"), account=AccountId("qq"), conversation=Conversation(
