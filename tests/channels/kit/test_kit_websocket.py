@@ -109,6 +109,7 @@ class LoopbackProtocol:
 
     greets = True
     heartbeat_interval = 30.0
+    opens_ready = False
 
     def __init__(self, url: str) -> None:
         self.url = url
