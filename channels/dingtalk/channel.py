@@ -43,7 +43,7 @@ from channels.dingtalk.transport import PLATFORM, Api, open_ticket
 from channels.dingtalk.wire import StreamProtocol
 from gateway.core.capabilities import ChannelCapabilities, EditMode, capabilities_of
 from gateway.core.channel import Heartbeat
-from gateway.core.errors import BadRequest, NotFound, RateLimited, ReplyWindowClosed
+from gateway.core.errors import BadRequest, NotFound, RateLimited, ReplyWindowClosed, Unsupported
 from gateway.core.messages import (
     Address,
     ConversationKind,
@@ -124,6 +124,8 @@ class DingtalkChannel(Channel[DingtalkConfig]):
 
     async def start(self, target: Address, referrer: Referrer, key: str) -> StreamHandle:
         """An AI card in the chat, empty, under an ``outTrackId`` made from the reply's key."""
+        if not self.settings.streams_cards:
+            raise Unsupported(PLATFORM, "no AI card template is set (card_template_id): answers are sent complete")
         card = Card(track_id(key), self.settings.card_content_key)
         chat, group = str(target.conversation.chat), target.conversation.kind is ConversationKind.GROUP
         await self.api.call(CARD_CREATE, card_create(self.settings.card_template_id, card, self.settings.robot_code,
