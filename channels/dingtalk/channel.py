@@ -43,7 +43,7 @@ from channels.dingtalk.transport import PLATFORM, Api, open_ticket
 from channels.dingtalk.wire import StreamProtocol
 from gateway.core.capabilities import ChannelCapabilities, EditMode, capabilities_of
 from gateway.core.channel import Heartbeat
-from gateway.core.errors import BadRequest, NotFound, RateLimited, ReplyWindowClosed, Unsupported
+from gateway.core.errors import BadRequest, NotFound, PeerUnavailable, RateLimited, ReplyWindowClosed, Unsupported
 from gateway.core.messages import (
     Address,
     ConversationKind,
@@ -88,7 +88,11 @@ class DingtalkChannel(Channel[DingtalkConfig]):
 
     async def run(self, heartbeat: Heartbeat) -> None:
         async def endpoint() -> str:
-            return await open_ticket(self.settings)
+            try:
+                return await open_ticket(self.settings)
+            except PeerUnavailable:
+                await self.api.token()  # the SDK says only "failed": refused credentials are AuthFailed, for a human
+                raise
 
         protocol = StreamProtocol(self.account, endpoint, heartbeat_interval=PING_S, refused=self.context.sink.refused)
         log.info("dingtalk stream connecting account=%s client=%s", self.account, self.settings.client_id)

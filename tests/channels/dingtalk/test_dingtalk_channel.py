@@ -93,3 +93,31 @@ async def test_stopping_the_gateway_really_stops_the_stream(dingtalk_rig):
     await rig.gateway.stop()
     await asyncio.sleep(1.0)  # long enough for a loop that swallowed the cancel to dial again
     assert rig.server.tickets_opened == 1 and not rig.server.holding()
+
+
+async def test_a_refused_secret_waits_for_a_human_and_is_not_dialled_again(tmp_path):
+    pytest.importorskip("dingtalk_stream")
+    import os
+    import uuid
+
+    from gateway.app import Gateway
+    from tests.channels.dingtalk.conftest import config
+    from tests.contract.harness import ContractResponder
+    from tests.peers.dingtalk_server import DingtalkServer
+
+    env, wrong = f"DINGTALK_SECRET_{uuid.uuid4().hex[:8].upper()}", uuid.uuid4().hex
+    async with DingtalkServer(secret=uuid.uuid4().hex) as server:
+        os.environ[env] = wrong
+        gateway = Gateway(config(tmp_path / "data", server, env), responder=ContractResponder())
+        await gateway.start()
+        try:
+            async def parked():
+                [account] = (await gateway.status()).accounts
+                return account if account.state == "action_required" else None
+
+            account = await eventually(parked, what="the account to wait for a human")
+            assert wrong not in account.reason
+            assert server.tickets_opened == 0 and server.tokens_issued == 0
+        finally:
+            await gateway.stop()
+            os.environ.pop(env, None)
