@@ -4,6 +4,9 @@ What DingTalk's documentation promises and the channel must keep: a frame is ack
 message is durable; a message pushed again is answered once; answers go by the session webhook while
 it is open and by the robot's API after; AI cards stream where a template is set; frames the channel
 cannot read are recorded, acked where they can be, and the account goes on.
+
+The emulator serves on the test's own event loop, so the SDK's synchronous ticket call (``requests``)
+would deadlock every test here if it ran on the loop: it runs in a worker thread.
 """
 
 from __future__ import annotations

@@ -110,3 +110,18 @@ def test_a_card_is_delivered_to_the_learner_or_the_group_under_a_stable_track_id
     assert direct["openSpaceId"] == "dtv1.card//IM_ROBOT.staff9" and direct["imRobotOpenDeliverModel"]["robotCode"] == "robotA"
     group = card_create("tpl", card, "robotA", "cidG", group=True)
     assert group["openSpaceId"] == "dtv1.card//IM_GROUP.cidG" and "imGroupOpenDeliverModel" in group
+
+
+def test_the_group_budget_and_the_stream_mode_come_from_the_platform_row_and_the_settings(monkeypatch):
+    from channels.dingtalk.channel import DingtalkChannel
+    from channels.dingtalk.config import DingtalkConfig
+    from gateway.core.capabilities import EditMode
+
+    monkeypatch.setenv("DINGTALK_UNIT_SECRET", "Pq4Lx8Zt2Vm6Rw0n")
+    plain = DingtalkConfig(client_id="dingA", client_secret="env:DINGTALK_UNIT_SECRET")
+    carded = DingtalkConfig(client_id="dingA", client_secret="env:DINGTALK_UNIT_SECRET", card_template_id="tpl.schema")
+    assert DingtalkChannel.capabilities_for(plain).edit_mode is EditMode.NONE
+    assert DingtalkChannel.capabilities_for(carded).edit_mode is EditMode.NATIVE_STREAM
+    rate = DingtalkChannel.capabilities_for(plain).send_rate_chat
+    assert rate is not None and (rate.rate, rate.per) == (20, 60)  # what the outbound pacer reads per chat
+    assert plain.robot_code == "dingA" and DingtalkChannel.capabilities_for(plain).reply_window_s is None
