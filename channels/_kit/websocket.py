@@ -99,6 +99,9 @@ class Frame:
     """What to send back once ``messages`` are durable; None where the platform takes no acks."""
     answer: object = None
     """An ANSWER's decoded body, for ``on_answer``."""
+    invalid: str | None = None
+    """Why an EVENT whose envelope was read could not be decoded: recorded as ``sink.invalid`` and still acked,
+    so a platform that redelivers unacked frames does not send the unreadable one forever (DingTalk)."""
 
 
 @dataclass(frozen=True)
@@ -116,6 +119,9 @@ class WireProtocol(Protocol):
     """Whether the server speaks first (a HELLO with the heartbeat interval) before the client identifies."""
     heartbeat_interval: float
     """Seconds between heartbeats when no HELLO names them."""
+    opens_ready: bool
+    """Whether the open socket is itself the session (the URL carried a one-time ticket and no READY follows):
+    the account is running once connected (DingTalk's stream mode)."""
 
     async def endpoint(self, resume: Resume | None) -> str:
         """The ``ws(s)://`` URL to connect to (some platforms hand out a new one per session)."""
@@ -204,6 +210,10 @@ class Session:
             if first is not None:
                 await socket.send(first)
             self._answered = True
+            if self.protocol.opens_ready:
+                self._retries.succeeded()
+                self.heartbeat.set_state(ChannelState.RUNNING)
+                log.info("%s connected", self.what)
             pulse = asyncio.create_task(self._pulse(socket, interval), name=f"{self.what}:heartbeat")
             try:
                 await self._read(socket, resume)
@@ -261,6 +271,8 @@ class Session:
             raise PeerUnavailable(self.what, f"the connection closed ({error.rcvd.code if error.rcvd else 'no code'})") from None
 
     async def _event(self, socket: ClientConnection, frame: Frame) -> None:
+        if frame.invalid is not None:
+            self.sink.invalid(frame.invalid)
         if frame.messages:
             try:
                 await self.sink.accept(frame.messages)
