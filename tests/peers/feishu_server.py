@@ -164,7 +164,7 @@ class FeishuServer:
 
         sock = _bind()
         self.port = sock.getsockname()[1]
-        config = uvicorn.Config(self._app(), log_level="warning", lifespan="off", timeout_graceful_shutdown=1, ws="websockets")
+        config = uvicorn.Config(self._app(), log_level="warning", lifespan="off", timeout_graceful_shutdown=1)
         self._server = uvicorn.Server(config)
         self._task = asyncio.create_task(self._server.serve(sockets=[sock]))
         while not self._server.started:
