@@ -23,7 +23,7 @@ import importlib.util
 import json
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from concurrent.futures import Future
 from typing import Any
 
@@ -50,7 +50,7 @@ def _own_ws_module() -> Any:
 class LongConnection:
     """One account's long connection; ``on_event`` runs on the gateway's loop for every message event."""
 
-    def __init__(self, settings: FeishuConfig, on_event: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    def __init__(self, settings: FeishuConfig, on_event: Callable[[dict[str, Any]], Coroutine[Any, Any, None]]) -> None:
         self.settings, self.on_event = settings, on_event
         self.failure: PlatformError | None = None
         self._gateway: asyncio.AbstractEventLoop | None = None
@@ -90,7 +90,7 @@ class LongConnection:
                                                 "check app_id and app_secret, and that the app uses the long connection")
         except RuntimeError:  # the loop was stopped by close(): the normal end
             pass
-        except Exception as error:  # noqa: BLE001 - whatever ended the SDK's loop is the run's failure
+        except Exception as error:  # whatever ended the SDK's loop is the run's failure
             self.failure = PeerUnavailable(PLATFORM, f"the long connection failed ({type(error).__name__})")
         finally:  # the SDK's tasks end here; the loop stays open for the SDK's finalizers (its cache cancels on it)
             tasks = asyncio.all_tasks(loop)
@@ -114,7 +114,7 @@ class LongConnection:
         if client is not None:
             try:
                 await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client._disconnect(), loop))
-            except Exception as error:  # noqa: BLE001 - closing a dead socket is no news
+            except Exception as error:  # closing a dead socket is no news
                 log.debug("feishu ws close error=%s", type(error).__name__)
         with contextlib.suppress(RuntimeError):  # already stopped
             loop.call_soon_threadsafe(loop.stop)
