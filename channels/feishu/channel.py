@@ -196,6 +196,8 @@ class FeishuChannel(Channel[FeishuConfig]):
 
     async def start(self, target: Address, referrer: Referrer, key: str) -> StreamHandle:
         """The card (in streaming mode) and the reply showing it, both keyed by the reply: a restart finds them."""
+        if not self.settings.stream:
+            raise Unsupported(PLATFORM, "this account sends final answers only (stream: false)")
         card_id = await self.api.create_card(streaming_card("", mention=self._where(target, referrer)[2]))
         message = await self._send(target, referrer, "interactive", card_message(card_id), uuid_of(key, "card"))
         card = Card(id=card_id, message=message, born_ms=int(time.time() * 1000))

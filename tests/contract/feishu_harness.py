@@ -66,7 +66,12 @@ class FeishuHarness:
         await self.server.redeliver(said.ref)
 
     async def seen(self, chat: str) -> list[Seen]:
-        return [Seen(id=s.id, text=self.server.text_of(s), reply_to=s.reply_to) for s in self.server.shown(chat)]
+        def links(s: Any) -> tuple[str, ...]:
+            tags = [t for para in s.content.get("zh_cn", {}).get("content", []) for t in para] if s.msg_type == "post" else []
+            return tuple(t["href"] for t in tags if t.get("tag") == "a")
+
+        return [Seen(id=s.id, text=self.server.text_of(s), reply_to=s.reply_to, attachments=links(s))
+                for s in self.server.shown(chat)]
 
     async def stop(self) -> None:
         await self.server.__aexit__(None, None, None)
