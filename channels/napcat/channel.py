@@ -62,6 +62,7 @@ class OneBotWire:
 
     greets = False
     heartbeat_interval = 30.0
+    opens_ready = False  # READY is NapCat's lifecycle/connect event, not the open socket
 
     def __init__(self, channel: NapcatChannel) -> None:
         self.channel = channel

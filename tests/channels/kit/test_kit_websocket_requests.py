@@ -31,6 +31,7 @@ BEARER = "Bearer kq7Zr2xWm4"
 class Requests:
     greets = False
     heartbeat_interval = 30.0
+    opens_ready = False
 
     def __init__(self, url: str) -> None:
         self.url = url
