@@ -134,6 +134,7 @@ HARNESSES: dict[str, str] = {
     "wecom_app": "tests.contract.wecom_app_harness:WecomAppHarness",
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
     "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
+    "qq": "tests.contract.qq_harness:QQHarness",
 }
 """harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 

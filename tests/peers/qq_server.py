@@ -14,7 +14,8 @@ Written from the bot API's documentation (Q1-Q3), not from the gateway:
   a message QQ delivered (active push ended, Q1), within 60 min of it (5 for
   a group), at most :data:`REPLIES` per message (``22009 msg limit
   exceed``); a second post of one ``msg_id`` + ``msg_seq`` is refused as a
-  duplicate (``40054005``).  What was taken is recorded in ``sent``.
+  duplicate (``40054005``), and a text past :data:`TEXT_LIMIT` characters is
+  refused.  What was taken is recorded in ``sent``.
 - **Webhook.**  :meth:`QQPeer.say` posts ``C2C_MESSAGE_CREATE`` (or a group,
   guild event) as op 0, signed with Ed25519 over timestamp + body, the key
   seeded from the bot secret, and posts it again -- :data:`RETRIES` times,
@@ -44,6 +45,7 @@ from tests.waits import HTTP_S
 
 RETRIES = 3
 REPLIES = 5
+TEXT_LIMIT = 2000
 WINDOWS = {"user": 3600.0, "dms": 3600.0, "group": 300.0, "channel": 300.0}
 EVENTS = {"user": "C2C_MESSAGE_CREATE", "group": "GROUP_AT_MESSAGE_CREATE", "channel": "AT_MESSAGE_CREATE",
           "dms": "DIRECT_MESSAGE_CREATE"}
@@ -95,6 +97,7 @@ class QQPeer:
     _delivered: dict[str, Delivered] = field(default_factory=dict)
     _seqs: set[tuple[str, int]] = field(default_factory=set)
     _faults: list[tuple[int, int]] = field(default_factory=list)
+    _lose: int = 0
     _ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time()) * 1000))
 
     def app(self) -> Starlette:
@@ -118,6 +121,10 @@ class QQPeer:
 
     def fail_next(self, status: int, code: int) -> None:
         self._faults.append((status, code))
+
+    def lose_next_answer(self) -> None:
+        """The next message is taken and shown, but its answer is lost on the way (504)."""
+        self._lose += 1
 
     async def _token(self, request: Request) -> JSONResponse:
         asked = json.loads(await request.body() or b"{}")
@@ -158,12 +165,16 @@ class QQPeer:
                 return self.error(400, 40054005, "消息被去重，请检查请求msgseq")
             if origin.replies >= REPLIES or time.time() > origin.at + WINDOWS[kind]:
                 return self.error(400, 22009, "msg limit exceed")
-            if not str(body.get("content") or "").strip():
-                return self.error(400, 50006, "content empty")
+            content = str(body.get("content") or "")
+            if not content.strip() or len(content) > TEXT_LIMIT:
+                return self.error(400, 50006, "content empty or too long")
             origin.replies += 1
             self._seqs.add((msg_id, seq))
             self.sent.append({"chat": chat_of(kind, place), "content": body["content"], "msg_id": msg_id, "msg_seq": seq})
             self.sent_at.append(time.time())
+            if self._lose:
+                self._lose -= 1
+                return JSONResponse({"message": "gateway timeout"}, status_code=504)
             return JSONResponse({"id": f"R{next(self._ids)}", "timestamp": datetime.now(CST).isoformat()})
 
         return reply
