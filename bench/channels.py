@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-and the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), and qq.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk and qq.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -22,7 +22,7 @@ learner's Maildir, from Dovecot's file name (email); the emulator's clock when
 it took the reply (the WeChat family: weixin_oa a passive reply read from the
 callback's response or a customer-service message, how many of each is
 printed; weixin_ilink a ``sendmessage``; wecom the stream's finishing frame;
-wecom_app a ``message/send``).  Every reply is matched
+wecom_app a ``message/send``; dingtalk the session webhook's answer).  Every reply is matched
 to its message (the message's token in the echoed text; ``In-Reply-To`` for
 email), so a missing or doubled answer is named, not averaged away.
 
@@ -37,7 +37,7 @@ Every selected channel's peer is checked before any runs: matrix needs the
 Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
-Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,qq]
+Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -47,6 +47,8 @@ Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,
        [--weixin-ilink-rate 10] [--weixin-ilink-learners 40] [--weixin-ilink-seconds 10]
        [--wecom-rate 10] [--wecom-chats 60] [--wecom-seconds 10]
        [--wecom-app-rate 20] [--wecom-app-members 40] [--wecom-app-seconds 10]
+       [--napcat-rate 10] [--napcat-chats 60] [--napcat-seconds 10]
+       [--dingtalk-rate 10] [--dingtalk-chats 60] [--dingtalk-seconds 10]
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
 """
 
@@ -501,6 +503,44 @@ class WecomAppRig(HarnessRig):
         return [(m["text"]["content"], at) for m, at in zip(peer.sent, peer.sent_at, strict=True) if m["msgtype"] == "text"]
 
 
+class NapcatRig(HarnessRig):
+    """QQ through NapCat: the OneBot emulator's forward websocket, in this process; latency runs from the
+    message event pushed to ``send_private_msg`` taken (QQ's self-throttle, 1 a second per chat, applies)."""
+
+    name, channel, account = "napcat", "napcat", "qq"
+    chat_name = "7{:05d}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.napcat_harness import NapcatHarness
+
+        return NapcatHarness()
+
+    def settings(self) -> dict[str, Any]:
+        server = self.harness.server
+        return {"i_understand_the_ban_risk": True, "ws_url": server.url, "access_token": f"env:{self.harness.env}",
+                "self_id": str(server.self_id)}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.text, s.at) for s in self.harness.server.timeline]
+class DingtalkRig(HarnessRig):
+    """A DingTalk robot in Stream mode (the ticket through dingtalk-stream, the socket on the kit's session) with
+    Markdown answers (no card template, the product's default): latency runs from the callback frame pushed to
+    the answer taken by the learner's session webhook."""
+
+    name, channel = "dingtalk", "dingtalk"
+    chat_name = "learner{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.dingtalk_harness import DingtalkHarness
+
+        return DingtalkHarness()
+
+    def settings(self) -> dict[str, Any]:
+        server = self.harness.server
+        return {"client_id": server.client_id, "client_secret": f"env:{self.harness.env}", "api_base": server.url}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.text, s.finished_at) for s in self.harness.server.shown if s.finished]
 class QQRig(HarnessRig):
     """A QQ bot on its signed webhook: latency runs from the learner's event POST to the reply QQ's OpenAPI took."""
 
@@ -519,6 +559,7 @@ class QQRig(HarnessRig):
 
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
+        "napcat": NapcatRig, "dingtalk": DingtalkRig,
         "qq": QQRig}
 
 
@@ -639,7 +680,8 @@ async def main() -> None:
                                              ("email", 0.5, 10, 20, "learners"), ("discord", 20, 40, 10, "chats"),
                                              ("slack", 20, 40, 10, "chats"), ("weixin_oa", 20, 40, 10, "learners"),
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
-                                             ("wecom_app", 20, 40, 10, "members"), ("qq", 20, 40, 10, "learners")):
+                                             ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
+                                             ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")

@@ -832,7 +832,8 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
         gateway.warm_up()
 
     http = asyncio.create_task(
-        serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=listening, load=gateway.http_load)
+        serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=listening, load=gateway.http_load,
+                   websockets=any(a.get("mode") == "reverse" for a in config.channels.get("napcat", {}).values()))
     )
     stopper = asyncio.create_task(stop.wait())
     try:

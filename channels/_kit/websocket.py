@@ -28,7 +28,12 @@ owns the loop and its guarantees:
   place with the kit's one backoff (:mod:`channels._kit.retry`, which is
   :class:`gateway.core.retry.RetryPolicy`'s formula); websockets' own reconnecting
   iterator is not used.  When the waits run out the error goes to the
-  supervisor.
+  supervisor.  A handshake the server refuses with 401 or 403 is a wrong
+  credential, not a drop: :class:`~gateway.errors.AuthFailed`, at once.
+- **Requests on the socket.** A platform whose actions travel on the same
+  socket (OneBot) sends them with :meth:`Session.send` and gets their answers
+  back as ``ANSWER`` frames through ``on_answer``; headers the handshake needs
+  (``Authorization``) come from ``headers``.
 """
 
 from __future__ import annotations
@@ -36,17 +41,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
 from websockets.asyncio.client import ClientConnection, connect
-from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from channels._kit.retry import RECONNECT, Retries, Sleep
 from gateway.core.channel import ChannelState, CursorStore, Heartbeat, InboundSink
-from gateway.core.errors import InvalidEvent, PeerUnavailable
+from gateway.core.errors import AuthFailed, InvalidEvent, PeerUnavailable
 from gateway.core.messages import InboundMessage
 from gateway.core.retry import RetryPolicy
 
@@ -74,6 +79,8 @@ class FrameKind(str, Enum):
     """The server asks the client to reconnect (and resume)."""
     INVALID_SESSION = "invalid_session"
     """The session cannot be resumed; identify afresh."""
+    ANSWER = "answer"
+    """The answer to a request the client sent on the socket (an OneBot action's echo); goes to ``on_answer``."""
     IGNORED = "ignored"
 
 
@@ -90,6 +97,11 @@ class Frame:
     """The decoded messages of an EVENT (empty for events that carry none: a reaction, a presence)."""
     ack: Wire | None = None
     """What to send back once ``messages`` are durable; None where the platform takes no acks."""
+    answer: object = None
+    """An ANSWER's decoded body, for ``on_answer``."""
+    invalid: str | None = None
+    """Why an EVENT whose envelope was read could not be decoded: recorded as ``sink.invalid`` and still acked,
+    so a platform that redelivers unacked frames does not send the unreadable one forever (DingTalk)."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +119,9 @@ class WireProtocol(Protocol):
     """Whether the server speaks first (a HELLO with the heartbeat interval) before the client identifies."""
     heartbeat_interval: float
     """Seconds between heartbeats when no HELLO names them."""
+    opens_ready: bool
+    """Whether the open socket is itself the session (the URL carried a one-time ticket and no READY follows):
+    the account is running once connected (DingTalk's stream mode)."""
 
     async def endpoint(self, resume: Resume | None) -> str:
         """The ``ws(s)://`` URL to connect to (some platforms hand out a new one per session)."""
@@ -142,9 +157,11 @@ class Session:
 
     def __init__(self, protocol: WireProtocol, *, sink: InboundSink, cursors: CursorStore, heartbeat: Heartbeat,
                  policy: RetryPolicy = RECONNECT, sleep: Sleep = asyncio.sleep, what: str = "websocket",
-                 open_timeout: float = 10.0) -> None:
+                 open_timeout: float = 10.0, headers: Mapping[str, str] | None = None,
+                 on_answer: Callable[[Frame], None] | None = None) -> None:
         self.protocol, self.sink, self.cursors, self.heartbeat = protocol, sink, cursors, heartbeat
-        self.what, self.open_timeout = what, open_timeout
+        self.what, self.open_timeout, self.headers, self.on_answer = what, open_timeout, dict(headers or {}), on_answer
+        self._socket: ClientConnection | None = None
         self._retries = Retries(heartbeat, policy=policy, sleep=sleep, what=what)
         self._sequence: int | None = None
         self._answered = True
@@ -155,6 +172,12 @@ class Session:
                 await self._connect_once()
             except _NotDurable as failed:  # the socket is closed unacked; the restart resumes from the stored sequence
                 raise failed.error from None
+            except InvalidStatus as refused:
+                status = refused.response.status_code
+                if status in (401, 403):
+                    raise AuthFailed(self.what, "the server refused the handshake: check the access token",
+                                     code=status) from None
+                await self._retries.pause(PeerUnavailable(self.what, f"the handshake was answered {status}"))
             except _Reconnect as why:
                 log.info("%s reconnecting reason=%s", self.what, why)
             except (ConnectionClosed, OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
@@ -173,7 +196,9 @@ class Session:
         resume = await self._saved()
         self._sequence = resume.sequence if resume else None
         url = await self.protocol.endpoint(resume)
-        async with connect(url, open_timeout=self.open_timeout, ping_interval=None, proxy=None) as socket:
+        async with connect(url, open_timeout=self.open_timeout, ping_interval=None, proxy=None,
+                           additional_headers=self.headers or None) as socket:
+            self._socket = socket
             interval = self.protocol.heartbeat_interval
             if self.protocol.greets:
                 hello = self.protocol.read(await asyncio.wait_for(socket.recv(), self.open_timeout))
@@ -185,6 +210,10 @@ class Session:
             if first is not None:
                 await socket.send(first)
             self._answered = True
+            if self.protocol.opens_ready:
+                self._retries.succeeded()
+                self.heartbeat.set_state(ChannelState.RUNNING)
+                log.info("%s connected", self.what)
             pulse = asyncio.create_task(self._pulse(socket, interval), name=f"{self.what}:heartbeat")
             try:
                 await self._read(socket, resume)
@@ -193,6 +222,7 @@ class Session:
                     raise silent from None  # the heartbeat closed the socket: say that, not "closed"
                 raise
             finally:
+                self._socket = None
                 pulse.cancel()
                 with contextlib.suppress(asyncio.CancelledError, PeerUnavailable, ConnectionClosed):
                     await pulse
@@ -207,6 +237,9 @@ class Session:
                 continue
             if frame.kind is FrameKind.EVENT:
                 await self._event(socket, frame)
+            elif frame.kind is FrameKind.ANSWER:
+                if self.on_answer is not None:
+                    self.on_answer(frame)
             elif frame.kind is FrameKind.HEARTBEAT_ACK:
                 self._answered = True
             elif frame.kind is FrameKind.HEARTBEAT_REQUEST:
@@ -227,7 +260,19 @@ class Session:
         # the server closed the socket: ``async for`` ends on a clean close, raise so it counts as a drop
         raise PeerUnavailable(self.what, f"the server closed the connection ({socket.close_code})")
 
+    async def send(self, wire: Wire) -> None:
+        """Send a request on the open socket; PeerUnavailable while there is none (between connections)."""
+        socket = self._socket
+        if socket is None:
+            raise PeerUnavailable(self.what, "not connected")
+        try:
+            await socket.send(wire)
+        except ConnectionClosed as error:
+            raise PeerUnavailable(self.what, f"the connection closed ({error.rcvd.code if error.rcvd else 'no code'})") from None
+
     async def _event(self, socket: ClientConnection, frame: Frame) -> None:
+        if frame.invalid is not None:
+            self.sink.invalid(frame.invalid)
         if frame.messages:
             try:
                 await self.sink.accept(frame.messages)

@@ -146,6 +146,9 @@ _GUIDES: tuple[Guide, ...] = (
           help={"corpid": "help_wecom_corpid", "corpsecret": "help_wecom_corpsecret", "agentid": "help_wecom_agentid",
                 "token": "help_wecom_token", "encoding_aes_key": "help_wecom_encoding_aes_key",
                 "api_base": "help_endpoint_test", "dm": "help_dm"}),
+    Guide("dingtalk", "guide_dingtalk_title", "guide_dingtalk_steps", first=("dm",),
+          help={"client_id": "help_dingtalk_client_id", "client_secret": "help_dingtalk_client_secret",
+                "card_template_id": "help_dingtalk_card_template_id", "api_base": "help_endpoint_test", "dm": "help_dm"}),
 )
 GUIDES: dict[str, Guide] = {guide.path: guide for guide in _GUIDES}
 """Every guided form by where it lives: one entry per channel, one per kind where a platform has two."""

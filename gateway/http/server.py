@@ -41,6 +41,7 @@ async def serve_http(
     on_ready: Callable[[str], None] | None = None,
     shutdown_timeout: float = 5.0,
     load: HttpLoad | None = None,
+    websockets: bool = False,
 ) -> None:
     """Serve ``app`` on ``host:port`` until cancelled, then shut down gracefully.
 
@@ -49,6 +50,8 @@ async def serve_http(
     on this machine can open).  Open connections get ``shutdown_timeout`` seconds
     to finish -- long-lived streams end sooner when their channel closes.
     ``load`` carries the limits and counts what is held (default limits when none is given).
+    ``websockets`` lets a channel's websocket route upgrade (NapCat's reverse websocket); an upgraded
+    connection leaves the HTTP count, so it is on only when such an account is configured.
     """
     import uvicorn  # deferred: importing uvicorn costs start-up time every CLI command would pay
 
@@ -79,7 +82,7 @@ async def serve_http(
         # uvicorn annotates an int, but only hands the value to asyncio.wait_for, which takes seconds as a float
         timeout_graceful_shutdown=shutdown_timeout,  # type: ignore[arg-type]
         http=guarded_protocol(load),
-        ws="none",  # no route speaks WebSocket; an upgraded connection would leave the count
+        ws="websockets-sansio" if websockets else "none",  # an upgraded connection would leave the count
         h11_max_incomplete_event_size=MAX_HEADER_BYTES,
     )
     server = EmbeddedServer(config)

@@ -135,6 +135,9 @@ HARNESSES: dict[str, str] = {
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
     "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
     "qq": "tests.contract.qq_harness:QQHarness",
+    "napcat": "tests.contract.napcat_harness:NapcatHarness",
+    "dingtalk": "tests.contract.dingtalk_harness:DingtalkHarness",
+    "feishu": "tests.contract.feishu_harness:FeishuHarness",
 }
 """harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 

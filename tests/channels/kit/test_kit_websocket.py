@@ -109,6 +109,7 @@ class LoopbackProtocol:
 
     greets = True
     heartbeat_interval = 30.0
+    opens_ready = False
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -258,3 +259,54 @@ async def test_an_unreadable_frame_is_recorded_and_the_stream_goes_on(rig: Rig):
         await eventually(lambda: rig.server.acks == [1], what="the next event")
     assert rig.sink.invalid_reasons and "mystery" in rig.sink.invalid_reasons[0]
     assert rig.texts() == ["still here"]
+
+
+class TicketProtocol:
+    """A platform whose URL carries a one-time ticket: no hello, no identify, no ready (DingTalk's stream)."""
+
+    greets = False
+    heartbeat_interval = 30.0
+    opens_ready = True
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def endpoint(self, resume: Resume | None) -> str:
+        return self.url
+
+    def identify(self, resume: Resume | None) -> Wire | None:
+        return None
+
+    def heartbeat(self, sequence: int | None) -> Wire | None:
+        return None
+
+    def read(self, wire: Wire) -> Frame:
+        frame = json.loads(wire)
+        ack = json.dumps({"ack": frame["id"]})
+        if frame.get("text") is None:  # an envelope with nothing readable inside: acked, recorded
+            return Frame(FrameKind.EVENT, ack=ack, invalid=f"frame {frame['id']} has no text")
+        return Frame(FrameKind.EVENT, messages=(_message(frame["id"], frame["text"]),), ack=ack)
+
+
+async def test_a_ticket_socket_is_running_once_open_and_an_unreadable_frame_is_still_acked():
+    acks: list[str] = []
+    opened = asyncio.Event()
+
+    async def handle(ws: ServerConnection) -> None:
+        opened.set()
+        await ws.send(json.dumps({"id": "f1"}))
+        await ws.send(json.dumps({"id": "f2", "text": "hi"}))
+        with contextlib.suppress(ConnectionClosed):
+            async for raw in ws:
+                acks.append(json.loads(raw)["ack"])
+
+    sink, heartbeat = RecordingSink(), RecordingHeartbeat()
+    async with serve(handle, "127.0.0.1", 0) as listening:
+        host, port = next(iter(listening.sockets)).getsockname()[:2]
+        session = Session(TicketProtocol(f"ws://{host}:{port}"), sink=sink, cursors=MemoryCursors(),
+                          heartbeat=heartbeat, policy=FAST, what="ticket")
+        async with running(session):
+            await eventually(lambda: acks == ["f1", "f2"], what="both frames acked")
+    assert ChannelState.RUNNING in heartbeat.states  # no ready frame was ever sent
+    assert sink.invalid_reasons == ["frame f1 has no text"]
+    assert [m.text for m in sink.accepted] == ["hi"]

@@ -1,0 +1,81 @@
+"""A gateway with one DingTalk app on the loopback emulator, answering with the contract responder.
+
+The ticket is got through the real dingtalk-stream SDK (its ``open_connection``, the
+endpoint set from the account's ``api_base``); the socket is the kit's session; the
+gateway is the real one on the durable SQLite path.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.app import Gateway
+from gateway.configfile import parse_config
+from tests.contract.harness import ContractResponder, eventually, settled
+from tests.peers.dingtalk_server import DingtalkServer, Shown
+
+
+def account_settings(server: DingtalkServer, env: str, **settings: Any) -> dict[str, Any]:
+    return {"client_id": server.client_id, "client_secret": f"env:{env}", "api_base": server.url,
+            "access": {"dm": "open", "group": "mention"}, **settings}
+
+
+def config(data_dir: Path, server: DingtalkServer, env: str, **settings: Any) -> Any:
+    return parse_config({
+        "data_dir": str(data_dir),
+        "partners": [{"id": "tutor", "name": "Tutor"}],
+        "bindings": [{"partner": "tutor", "channel": "dingtalk", "account": "school"}],
+        "channels": {"dingtalk": {"school": account_settings(server, env, **settings)}},
+        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
+    })
+
+
+@dataclass
+class DingtalkRig:
+    server: DingtalkServer
+    gateway: Gateway
+    responder: ContractResponder
+
+    async def answers(self, chat: str, count: int) -> list[Shown]:
+        async def enough() -> list[Shown] | None:
+            shown = self.server.answers(chat)
+            return shown if len(shown) >= count and settled(self.gateway) else None
+
+        return await eventually(enough, what=f"{count} answers in {chat}")
+
+
+RigFactory = Callable[..., Any]
+
+
+@pytest.fixture
+async def dingtalk_rig(tmp_path) -> AsyncIterator[RigFactory]:
+    """``await dingtalk_rig(**settings)``: a started gateway on a fresh emulator; stopped after the test."""
+    pytest.importorskip("dingtalk_stream")
+    env = f"DINGTALK_SECRET_{uuid.uuid4().hex[:8].upper()}"
+    opened: list[tuple[DingtalkServer, Gateway]] = []
+
+    async def make(**settings: Any) -> DingtalkRig:
+        server = await DingtalkServer(secret=uuid.uuid4().hex).__aenter__()
+        os.environ[env] = server.secret
+        responder = ContractResponder()
+        gateway = Gateway(config(tmp_path / f"data{len(opened)}", server, env, **settings), responder=responder)
+        await gateway.start()
+        opened.append((server, gateway))
+        assert gateway.channel("dingtalk", "school") is not None, gateway.unavailable
+        await server.connected()
+        return DingtalkRig(server, gateway, responder)
+
+    try:
+        yield make
+    finally:
+        for server, gateway in opened:
+            await gateway.stop()
+            await server.__aexit__(None, None, None)
+        os.environ.pop(env, None)
