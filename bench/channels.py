@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat and dingtalk.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk and qq.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -37,7 +37,7 @@ Every selected channel's peer is checked before any runs: matrix needs the
 Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
-Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk]
+Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -49,6 +49,7 @@ Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,
        [--wecom-app-rate 20] [--wecom-app-members 40] [--wecom-app-seconds 10]
        [--napcat-rate 10] [--napcat-chats 60] [--napcat-seconds 10]
        [--dingtalk-rate 10] [--dingtalk-chats 60] [--dingtalk-seconds 10]
+       [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
 """
 
 from __future__ import annotations
@@ -540,11 +541,26 @@ class DingtalkRig(HarnessRig):
 
     def shown(self) -> list[tuple[str, float]]:
         return [(s.text, s.finished_at) for s in self.harness.server.shown if s.finished]
+class QQRig(HarnessRig):
+    """A QQ bot on its signed webhook: latency runs from the learner's event POST to the reply QQ's OpenAPI took."""
+
+    name, channel = "qq", "qq"
+    chat_name = "LEARNER{:04d}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.qq_harness import QQHarness
+
+        return QQHarness()
+
+    def shown(self) -> list[tuple[str, float]]:
+        peer = self.harness.peer
+        return [(m["content"], at) for m, at in zip(peer.sent, peer.sent_at, strict=True)]
 
 
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
-        "napcat": NapcatRig, "dingtalk": DingtalkRig}
+        "napcat": NapcatRig, "dingtalk": DingtalkRig,
+        "qq": QQRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -665,7 +681,7 @@ async def main() -> None:
                                              ("slack", 20, 40, 10, "chats"), ("weixin_oa", 20, 40, 10, "learners"),
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
                                              ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
-                                             ("dingtalk", 10, 60, 10, "chats")):
+                                             ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")

@@ -134,6 +134,7 @@ HARNESSES: dict[str, str] = {
     "wecom_app": "tests.contract.wecom_app_harness:WecomAppHarness",
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
     "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
+    "qq": "tests.contract.qq_harness:QQHarness",
     "napcat": "tests.contract.napcat_harness:NapcatHarness",
     "dingtalk": "tests.contract.dingtalk_harness:DingtalkHarness",
     "feishu": "tests.contract.feishu_harness:FeishuHarness",

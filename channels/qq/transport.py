@@ -1,0 +1,166 @@
+"""The wire to QQ's OpenAPI: the access token, the four reply paths, errors translated once.
+
+**The token.**  ``POST token_url {appId, clientSecret}`` hands out an
+``access_token`` good for ``expires_in`` seconds (7,200; QQ writes the number
+as a string).  It is kept until a minute before it ends, fetched under a lock
+so calls that start together fetch one, and fetched again once when QQ
+refuses it (401, 11244: another process may have fetched a newer one, which
+ends ours); a second refusal in a row is the account's problem, never a loop.
+Every call carries ``Authorization: QQBot <token>`` and ``X-Union-Appid``.
+
+**Replies.**  A message to a learner names the ``msg_id`` it answers (QQ
+refuses an unasked one: active push ended 2025-04-21, Q1) and a ``msg_seq``,
+QQ's dedup: a second post of one ``msg_id`` + ``msg_seq`` is refused as a
+duplicate (40054005), which here means "already shown" -- so a send retried
+after a lost answer is shown once.  ``msg_seq`` is derived from the reply
+part's idempotency key (:func:`msg_seq`), the same on every retry.
+
+**Errors** are ``{"code": N, "message": ...}`` with a 4xx/5xx (Q1)::
+
+    22009 msg limit exceed (the five replies, or the window)  -> ReplyWindowClosed
+    40054005 duplicate msg_seq                                -> already sent (not an error)
+    401 after the one refresh, 11241-11244 token/app problems -> AuthFailed
+    429, 20028 too often                                      -> RateLimited
+    5xx                                                       -> PeerUnavailable
+
+No header, token or secret is ever logged; errors name the API path only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+
+import httpx
+
+from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
+from channels.qq.config import QQConfig
+from gateway.core.errors import AuthFailed, BadRequest, PeerUnavailable, PeerUnreachable, PlatformError
+from gateway.endpoints import origin, why_unreachable
+
+log = logging.getLogger(__name__)
+PLATFORM = "qq"
+TIMEOUT = httpx.Timeout(10.0, connect=5.0)
+TOKEN_MARGIN_S = 60.0
+TOKEN_LIFE_S = 7200.0
+DUPLICATE = "40054005"
+"""QQ's word for "this msg_id + msg_seq was sent already"."""
+SEQ_SPAN = 2**31 - 1
+CODES = BodyCodes(code_field="code", kinds={
+    "22009": ErrorKind.REPLY_WINDOW_CLOSED, "20028": ErrorKind.RATE_LIMITED,
+    "11241": ErrorKind.AUTH_FAILED, "11242": ErrorKind.AUTH_FAILED, "11243": ErrorKind.AUTH_FAILED,
+    "11244": ErrorKind.AUTH_FAILED, "100016": ErrorKind.AUTH_FAILED,
+}, explained={"22009": "QQ takes no more replies to this message (five per message, within its window)"})
+PATHS: dict[str, str] = {"": "v2/users/{}/messages", "group": "v2/groups/{}/messages",
+                         "channel": "channels/{}/messages", "dms": "dms/{}/messages"}
+"""A chat id's prefix (decode.py; none for a direct chat) -> where its replies are posted."""
+
+
+def msg_seq(idempotency_key: str) -> int:
+    """A reply part's ``msg_seq``: from its key, so a retry of it is the same number and QQ drops the copy."""
+    return int.from_bytes(hashlib.sha256(idempotency_key.encode()).digest()[:8], "big") % SEQ_SPAN + 1
+
+
+def reply_path(chat: str) -> str:
+    prefix, _, place = chat.rpartition(":")
+    if prefix not in PATHS or not place:
+        raise BadRequest(PLATFORM, f"{chat[:40]!r} is not a QQ chat")
+    return PATHS[prefix].format(place)
+
+
+class QQApi:
+    """One bot's calls, on an ``httpx.AsyncClient`` it is handed (or makes, and then closes)."""
+
+    def __init__(self, config: QQConfig, client: httpx.AsyncClient | None = None, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.config, self._clock = config, clock
+        self._client = client or httpx.AsyncClient(timeout=TIMEOUT, trust_env=False)
+        self._owned = client is None
+        self._token: str | None = None
+        self._expires = 0.0
+        self._lock = asyncio.Lock()
+        self.fetched = 0
+        """Tokens fetched since start (tests read it)."""
+
+    async def _post(self, url: str, action: str, body: dict, headers: dict[str, str]) -> dict:
+        try:
+            response = await self._client.post(url, json=body, headers=headers)
+        except httpx.HTTPError as error:
+            why = why_unreachable(error)
+            if why is not None:
+                raise PeerUnreachable(PLATFORM, origin(url), why, check="the network, api_base or token_url",
+                                      action=action) from None
+            raise PeerUnavailable(PLATFORM, f"{action}: {type(error).__name__}") from None
+        parsed = json_body(response.content)
+        failed = translate(PLATFORM, action, response.status_code, response.headers, parsed, codes=CODES)
+        if failed is not None:
+            raise failed
+        return parsed if isinstance(parsed, dict) else {}
+
+    async def token(self, *, stale: str | None = None) -> str:
+        """A good access token; ``stale`` is one QQ just refused, replaced unless another call did."""
+        async with self._lock:
+            if self._token is not None and self._token != stale and self._clock() < self._expires:
+                return self._token
+            said = await self._post(self.config.token_url, "getAppAccessToken",
+                                    {"appId": self.config.app_id,
+                                     "clientSecret": self.config.app_secret.get_secret_value()}, {})
+            token = said.get("access_token")
+            if not isinstance(token, str) or not token:
+                raise AuthFailed(PLATFORM, "getAppAccessToken: no access_token (check app_id and app_secret)")
+            try:
+                lasts = float(said.get("expires_in", TOKEN_LIFE_S))
+            except (TypeError, ValueError):
+                lasts = TOKEN_LIFE_S
+            self._token, self._expires = token, self._clock() + max(0.0, lasts - TOKEN_MARGIN_S)
+            self.fetched += 1
+            log.info("qq access token fetched app_id=%s lasts_s=%s", self.config.app_id, lasts)
+            return token
+
+    async def call(self, path: str, body: dict) -> dict:
+        """POST ``body`` to OpenAPI ``path`` with the token, fetching a new one once if QQ refuses it."""
+        token = await self.token()
+        try:
+            return await self._post(self.config.api_base + path, path.split("/")[0], body, self._auth(token))
+        except AuthFailed:
+            log.info("qq access token refused, fetching a new one app_id=%s", self.config.app_id)
+        fresh = await self.token(stale=token)
+        return await self._post(self.config.api_base + path, path.split("/")[0], body, self._auth(fresh))
+
+    def _auth(self, token: str) -> dict[str, str]:
+        return {"Authorization": f"QQBot {token}", "X-Union-Appid": self.config.app_id}
+
+    async def reply(self, chat: str, text: str, *, msg_id: str, key: str) -> str:
+        """Post ``text`` answering ``msg_id`` into ``chat``; QQ's id for it, or ``key`` when QQ says it was sent."""
+        path = reply_path(chat)
+        body: dict = {"content": text, "msg_id": msg_id, "msg_seq": msg_seq(key)}
+        if not chat.startswith(("channel:", "dms:")):
+            body["msg_type"] = 0  # text; the v2 paths need it
+        try:
+            said = await self.call(path, body)
+        except PlatformError as error:
+            if str(error.code) != DUPLICATE:
+                raise
+            log.info("qq reply was already shown app_id=%s chat=%s", self.config.app_id, chat)
+            return key
+        return str(said.get("id") or key)
+
+    async def me(self) -> dict:
+        """``GET /users/@me``: who the credentials are (the probe)."""
+        token = await self.token()
+        try:
+            response = await self._client.get(self.config.api_base + "users/@me", headers=self._auth(token))
+        except httpx.HTTPError as error:
+            raise PeerUnavailable(PLATFORM, f"users/@me: {type(error).__name__}") from None
+        parsed = json_body(response.content)
+        failed = translate(PLATFORM, "users/@me", response.status_code, response.headers, parsed, codes=CODES)
+        if failed is not None:
+            raise failed
+        return parsed if isinstance(parsed, dict) else {}
+
+    async def close(self) -> None:
+        if self._owned:
+            await self._client.aclose()
