@@ -4,6 +4,9 @@ Two declared facts cap a reply before it is sent, on every channel alike:
 
 - ``replies_per_inbound``: QQ's official API takes five messages in answer to
   one message, personal WeChat about ten before its context token goes stale.
+  The budget is the learner message's, shared by every reply that answers it
+  (the answer, a teacher's words in a takeover, a notice): a reply gets what
+  the others already sent left of it (``Store.parts_answering``).
   A reply that would take more is first merged: adjacent text parts are
   joined wherever the join still fits the text limit, and files over the
   budget that have a URL become links in the last text part kept.  What
@@ -129,11 +132,17 @@ def _with_links(part: RenderedPart, files: list[Attachment], capabilities: Chann
     return part, rest
 
 
-def fit_budget(parts: list[RenderedPart], capabilities: ChannelCapabilities) -> Fitted:
-    """``parts`` within the platform's messages per inbound message: merged where they can be, cut where not."""
-    budget = capabilities.replies_per_inbound
+def fit_budget(parts: list[RenderedPart], capabilities: ChannelCapabilities, *, already: int = 0) -> Fitted:
+    """``parts`` within the platform's messages per inbound message: merged where they can be, cut where not.
+
+    The budget belongs to the learner's message, not to one reply: what other replies to the
+    same message (a teacher's words, a notice, an earlier answer) took of it: ``already``.  With nothing left, no part
+    is kept and the reason says so."""
+    if capabilities.replies_per_inbound is None:
+        return Fitted(parts)
+    budget = max(0, capabilities.replies_per_inbound - already)
     total = messages_of(parts)
-    if budget is None or total <= budget:
+    if total <= budget:
         return Fitted(parts)
     merged = _joined(parts, capabilities)
     kept: list[RenderedPart] = []
@@ -163,6 +172,7 @@ def fit_budget(parts: list[RenderedPart], capabilities: ChannelCapabilities) -> 
         what.append(f"{dropped_texts} of {sum(1 for p in merged if p.text)} text parts")
     if left:
         what.append("files " + ", ".join(_name(a) for a in left))
-    reason = (f"{' and '.join(what)} left out: {capabilities.platform} takes {budget} messages "
-              f"in answer to one message and the reply needed {messages_of(merged)}")
+    taken = f", {already} of them already sent," if already else ""
+    reason = (f"{' and '.join(what)} left out: {capabilities.platform} takes {capabilities.replies_per_inbound} messages "
+              f"in answer to one message{taken} and the reply needed {messages_of(merged)}")
     return Fitted(kept, reason)

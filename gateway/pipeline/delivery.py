@@ -183,11 +183,25 @@ class Delivery:
             return item.state if item else ReplyState.FAILED
         caps = outlet.capabilities
         reply, lost = within_size(self._with_language(item.reply), caps)
-        fitted = fit_budget(render_parts(reply, caps), caps)
+        fitted = fit_budget(render_parts(reply, caps), caps, already=await self._spent_before(item, caps))
         short = "; ".join(filter(None, [lost, fitted.left_out]))
         if short and item.parts_sent == 0:
             await self._sent_short(item, outlet, short)
+        if not fitted.parts:  # the learner's message has had all the replies the platform takes
+            await self.store.finish_reply(item.reply.idempotency_key, ReplyState.FAILED, short)
+            return ReplyState.FAILED
         return await self._send_parts(item, fitted.parts, outlet, first_received)
+
+    async def _spent_before(self, item: OutboxItem, caps: ChannelCapabilities) -> int:
+        """What other replies to the same learner message took of the platform's budget per inbound message.
+
+        Replies to one conversation go one at a time, so by the time this one starts the others' counts
+        are final, and a delivery resumed after a crash computes the same parts as the first try."""
+        message = item.reply.referrer.message
+        if caps.replies_per_inbound is None or message is None:
+            return 0
+        return await self.store.parts_answering(item.reply.target.conversation_key, message,
+                                                besides=item.reply.idempotency_key)
 
     def _with_language(self, reply: OutboundReply) -> OutboundReply:
         """``reply`` with the language its apology would speak: its own, else its partner's."""

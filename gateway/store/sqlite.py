@@ -388,6 +388,17 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
         await self._run(op)
 
+    async def parts_answering(self, conversation: str, message: MessageId, *, besides: str) -> int:
+        def op(conn: sqlite3.Connection) -> int:
+            row = conn.execute(
+                "SELECT COALESCE(SUM(parts_sent), 0) FROM outbox WHERE conversation = ? AND key != ?"
+                " AND json_extract(payload, '$.referrer.message') = ?",
+                (conversation, besides, message),
+            ).fetchone()
+            return int(row[0])
+
+        return await self._run(op)
+
     async def record_attempt(self, key: str, error: str) -> int:
         def op(conn: sqlite3.Connection) -> int:
             conn.execute(

@@ -45,7 +45,7 @@ DEFAULT_CAPS = ChannelCapabilities(
 
 
 def make_message(text, *, event, account="acct", chat="c1", user="u1", kind=ConversationKind.DIRECT,
-                 addressed=True, from_self=False, locale="") -> InboundMessage:
+                 addressed=True, from_self=False, locale="", referrer: Referrer | None = None) -> InboundMessage:
     return InboundMessage(
         event_id=EventId(event),
         address=Address(channel=ChannelName("memory"), account=AccountId(account),
@@ -55,6 +55,7 @@ def make_message(text, *, event, account="acct", chat="c1", user="u1", kind=Conv
         received_at=datetime.now(UTC),
         addressed=addressed,
         from_self=from_self,
+        referrer=referrer or Referrer(),
     )
 
 

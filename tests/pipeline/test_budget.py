@@ -10,7 +10,7 @@ from __future__ import annotations
 from gateway.app import Gateway
 from gateway.core.capabilities import Dialect, EditMode, TextUnit
 from gateway.core.events import StreamEnd, TurnEnd
-from gateway.core.messages import Attachment, RenderedPart
+from gateway.core.messages import Attachment, MessageId, OutboundReply, Referrer, RenderedPart, ReplyAuthor
 from gateway.pipeline.budget import fit_budget, messages_of
 from gateway.store import ReplyState
 from tests.pipeline.conftest import ScriptedResponder, make_config
@@ -79,6 +79,47 @@ async def test_a_reply_over_the_budget_sends_its_first_parts_records_why_and_tel
         assert b'partners_replies_short_total{account="acct",channel="memory"} 1.0' in gateway.metrics.render()
     finally:
         await gateway.stop()
+
+
+async def test_the_budget_belongs_to_the_learners_message_and_is_shared_by_every_reply_to_it(tmp_path):
+    """QQ takes five messages in answer to one message, whoever writes them: the partner's answer, then
+    a teacher's words to the same message, each get what the others left; with nothing left the reply is
+    not sent, its row says why and the teacher is told."""
+    gateway, channel = await start(tmp_path, Answer("\n\n".join(PARAGRAPHS[:3])), replies_per_inbound=5)
+    try:
+        message = await channel.inject("explain", chat="kid", user="kid", referrer=Referrer(message=MessageId("pm1")))
+        await channel.wait_for(lambda sent: len(to("kid", channel)) >= 3)
+        await gateway.lanes.drain()
+
+        def words(key: str, paragraphs: list[str]) -> OutboundReply:
+            return OutboundReply(idempotency_key=key, target=message.address, referrer=message.referrer,
+                                 markdown="\n\n".join(paragraphs), author=ReplyAuthor.TEACHER)
+
+        await gateway.outbox.post(words("teacher-1", PARAGRAPHS[3:7]))
+        await channel.wait_for(lambda sent: any(s.chat == "teacher" for s in sent))
+        await gateway.lanes.drain()
+        assert to("kid", channel) == [p.strip() for p in PARAGRAPHS[:5]]  # 3 + the 2 the budget had left
+        report = to("teacher", channel)[0]
+        assert "memory takes 5 messages in answer to one message, 3 of them already sent," in report
+        first = await gateway.store.get_reply("teacher-1")
+        assert first is not None and first.state is ReplyState.DELIVERED and first.parts_sent == 2
+
+        await gateway.outbox.post(words("teacher-2", PARAGRAPHS[:1]))
+        await channel.wait_for(lambda sent: len(to("teacher", channel)) >= 2)
+        await gateway.lanes.drain()
+        assert len(to("kid", channel)) == 5  # nothing more: the learner's message has had its five
+        second = await gateway.store.get_reply("teacher-2")
+        assert second is not None and second.state is ReplyState.FAILED and "5 of them already sent" in second.last_error
+    finally:
+        await gateway.stop()
+
+
+def test_a_spent_budget_keeps_nothing_and_says_so():
+    caps = DEFAULT_CAPS.model_copy(update={"replies_per_inbound": 5})
+    parts = [RenderedPart(index=0, text="one more thing", plain="one more thing")]
+    fitted = fit_budget(parts, caps, already=5)
+    assert fitted.parts == [] and "5 of them already sent" in fitted.left_out
+    assert fit_budget(parts, caps, already=4).parts == parts
 
 
 async def test_files_over_the_budget_become_links_in_the_text_and_nothing_is_lost(tmp_path):
