@@ -6,17 +6,16 @@ from __future__ import annotations
 from contextlib import aclosing
 from pathlib import Path
 
-import pytest
-
 from tests.console.rig import serve_console, signed_in
 from tests.console.test_channel_account_guides import refused_then_added
 from tests.console.test_channel_accounts import key, stored_bytes
+from tests.extras import need_module
 
 __all__ = ["key"]  # the fixture, used by name
 
 
 async def test_a_dingtalk_app_is_checked_with_an_access_token_and_runs(tmp_path: Path, key):
-    pytest.importorskip("dingtalk_stream")
+    need_module("dingtalk_stream")
     from tests.peers.dingtalk_server import DingtalkServer
 
     async with DingtalkServer(client_id="dingquartz", secret="Vq7Rm2Xk9Lp4Tz8w") as server, \

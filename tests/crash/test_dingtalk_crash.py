@@ -31,10 +31,11 @@ import pytest
 
 from tests.crash.gateway_process import GatewayProcess
 from tests.crash.scenario import crash_seed, gateway_env, kill_and_restart, wait_until, write_config
+from tests.extras import need_module
 from tests.peers.dingtalk_server import DingtalkServer
 from tests.waits import HANG_S
 
-pytest.importorskip("dingtalk_stream")
+need_module("dingtalk_stream")
 pytestmark = pytest.mark.slow
 
 MESSAGES, DMS, GROUPS, KILLS = 60, 6, 2, 3

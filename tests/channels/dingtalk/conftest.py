@@ -19,6 +19,7 @@ import pytest
 from gateway.app import Gateway
 from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
+from tests.extras import need_module
 from tests.peers.dingtalk_server import DingtalkServer, Shown
 
 
@@ -57,7 +58,7 @@ RigFactory = Callable[..., Any]
 @pytest.fixture
 async def dingtalk_rig(tmp_path) -> AsyncIterator[RigFactory]:
     """``await dingtalk_rig(**settings)``: a started gateway on a fresh emulator; stopped after the test."""
-    pytest.importorskip("dingtalk_stream")
+    need_module("dingtalk_stream")
     env = f"DINGTALK_SECRET_{uuid.uuid4().hex[:8].upper()}"
     opened: list[tuple[DingtalkServer, Gateway]] = []
 

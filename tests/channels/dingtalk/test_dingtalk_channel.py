@@ -17,6 +17,7 @@ import json
 import pytest
 
 from tests.contract.harness import eventually, settled
+from tests.extras import need_module
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -99,7 +100,7 @@ async def test_stopping_the_gateway_really_stops_the_stream(dingtalk_rig):
 
 
 async def test_a_refused_secret_waits_for_a_human_and_is_not_dialled_again(tmp_path):
-    pytest.importorskip("dingtalk_stream")
+    need_module("dingtalk_stream")
     import os
     import uuid
 

@@ -17,6 +17,7 @@ from gateway.configfile import parse_config
 from tests.channels.dingtalk.conftest import account_settings
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config
+from tests.extras import need_module
 from tests.peers.dingtalk_server import DingtalkServer
 from tests.peers.model_stub import ModelStub, Reply
 
@@ -27,7 +28,7 @@ ANSWER = "Plants use **light** to turn water and carbon dioxide into sugar. What
 
 
 async def test_a_learner_in_a_direct_chat_gets_the_models_answer_once(tmp_path, monkeypatch):
-    pytest.importorskip("dingtalk_stream")
+    need_module("dingtalk_stream")
     monkeypatch.setenv(STUB_KEY_ENV, "sk-e2e")
     monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)  # the gateway must build its real brain
     env = f"DINGTALK_SECRET_{uuid.uuid4().hex[:8].upper()}"

@@ -21,6 +21,7 @@ from gateway.app import Gateway
 from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
 from tests.e2e.rig import served
+from tests.extras import need_module
 from tests.peers.feishu_server import FeishuServer, Shown
 
 ENCRYPT_KEY = "kq7Zr2Xv9PwB4mTn"
@@ -56,7 +57,7 @@ class FeishuRig:
 
 @pytest.fixture
 async def rig(tmp_path) -> AsyncIterator[Callable[..., Awaitable[FeishuRig]]]:
-    pytest.importorskip("lark_oapi")
+    need_module("lark_oapi")
     async with contextlib.AsyncExitStack() as stack:
         env = f"FEISHU_SECRET_{uuid.uuid4().hex[:8].upper()}"
         stack.callback(lambda: os.environ.pop(env, None))

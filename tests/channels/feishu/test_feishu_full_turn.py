@@ -12,6 +12,7 @@ from gateway.configfile import parse_config
 from tests.channels.feishu.conftest import account_settings
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config
+from tests.extras import need_module
 from tests.peers.feishu_server import FeishuServer
 from tests.peers.model_stub import ModelStub, Reply
 
@@ -22,7 +23,7 @@ ANSWER = "Plants use **light** to turn water and carbon dioxide into sugar. What
 
 
 async def test_a_learner_in_a_dm_gets_the_models_answer_once_streamed(tmp_path, monkeypatch):
-    pytest.importorskip("lark_oapi")
+    need_module("lark_oapi")
     monkeypatch.setenv(STUB_KEY_ENV, "sk-e2e")
     monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)  # the gateway must build its real brain
     env = f"FEISHU_SECRET_{uuid.uuid4().hex[:8].upper()}"

@@ -20,11 +20,12 @@ import pytest
 from gateway.app import Gateway
 from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
+from tests.extras import need_module
 
-pytest.importorskip("socketio")
-pytest.importorskip("msgpack")
+need_module("socketio")  # before the emulator, which imports them: a missing SDK fails, never skips
+need_module("msgpack")
 
-from tests.peers.mochat_server import MochatServer, Sent
+from tests.peers.mochat_server import MochatServer, Sent  # noqa: E402 -- after the SDK check above
 
 SESSIONS = ("s-learner1", "s-learner2")
 PANELS = ("p-class1",)

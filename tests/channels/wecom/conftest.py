@@ -19,6 +19,7 @@ import pytest
 from gateway.app import Gateway
 from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
+from tests.extras import need_module
 from tests.peers.wecom_server import StreamSeen, WecomServer
 
 
@@ -56,7 +57,7 @@ class WecomRig:
 
 @pytest.fixture
 async def rig(tmp_path) -> AsyncIterator[WecomRig]:
-    pytest.importorskip("wecom_aibot_sdk")  # the AI bot's tests only: the self-built app's run without the SDK
+    need_module("wecom_aibot_sdk")  # the AI bot's tests only: the self-built app's run without the SDK
     env = f"WECOM_SECRET_{uuid.uuid4().hex[:8].upper()}"
     async with WecomServer() as server:
         os.environ[env] = server.secret

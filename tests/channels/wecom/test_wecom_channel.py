@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from tests.contract.harness import eventually
+from tests.extras import need_module
 from tests.peers.wecom_server import BOT_NAME
 
 
@@ -90,7 +89,7 @@ async def test_an_image_callback_is_refused_with_a_reason_not_answered(rig):
 
 
 async def test_a_refused_secret_waits_for_a_human_and_is_not_retried_over_and_over(tmp_path):
-    pytest.importorskip("wecom_aibot_sdk")
+    need_module("wecom_aibot_sdk")
     import os
     import uuid
 
@@ -118,7 +117,7 @@ async def test_a_refused_secret_waits_for_a_human_and_is_not_retried_over_and_ov
 
 
 async def test_unanswered_pings_are_a_dead_connection_and_the_bot_subscribes_again(tmp_path):
-    pytest.importorskip("wecom_aibot_sdk")
+    need_module("wecom_aibot_sdk")
     """The SDK's ping is the one liveness check: two left unanswered close the socket, and the
     supervisor's restart (the one reconnect layer) subscribes again and answers."""
     import os

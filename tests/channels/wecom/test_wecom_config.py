@@ -6,6 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from channels.wecom.config import AiBotMode, WecomConfig
+from tests.extras import need_module
 
 
 def test_the_ai_bot_is_the_default_kind_and_its_secret_comes_from_the_environment(monkeypatch):
@@ -30,7 +31,7 @@ def test_unknown_fields_are_refused(monkeypatch):
 
 
 def test_check_finds_a_url_that_is_no_websocket_and_an_empty_secret(monkeypatch):
-    pytest.importorskip("wecom_aibot_sdk")  # without it, check() names the missing extra first
+    need_module("wecom_aibot_sdk")  # without it, check() names the missing extra first
     from channels.wecom.channel import WecomChannel
 
     monkeypatch.setenv("WECOM_EMPTY", " ")

@@ -17,6 +17,7 @@ from gateway.configfile import parse_config
 from tests.channels.wecom.conftest import account_settings
 from tests.contract.harness import eventually, settled
 from tests.e2e.rig import STUB_KEY_ENV, e2e_config
+from tests.extras import need_module
 from tests.peers.model_stub import ModelStub, Reply
 from tests.peers.wecom_server import WecomServer
 
@@ -27,7 +28,7 @@ ANSWER = "Plants use **light** to turn water and carbon dioxide into sugar. What
 
 
 async def test_a_learner_in_a_dm_gets_the_models_answer_once_streamed(tmp_path, monkeypatch):
-    pytest.importorskip("wecom_aibot_sdk")
+    need_module("wecom_aibot_sdk")
     monkeypatch.setenv(STUB_KEY_ENV, "sk-e2e")
     monkeypatch.delenv("PARTNERS_RESPONDER", raising=False)  # the gateway must build its real brain
     env = f"WECOM_SECRET_{uuid.uuid4().hex[:8].upper()}"

@@ -17,12 +17,12 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 import yaml
 
 from gateway.extras import install_command
 from tests.crash.gateway_process import GatewayProcess
 from tests.crash.scenario import gateway_env, wait_until
+from tests.extras import need_module
 from tests.peers.tencent_api import serving
 from tests.peers.wecom_app_server import WecomApp
 from tests.waits import HANG_S
@@ -59,7 +59,7 @@ def run(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_block_really_hides_the_sdk(tmp_path):
-    pytest.importorskip("wecom_aibot_sdk")  # the test's own interpreter has it: the block is what hides it
+    need_module("wecom_aibot_sdk")  # the test's own interpreter has it: the block is what hides it
     env = without_sdk(tmp_path)
     probe = "import importlib.util; assert importlib.util.find_spec('wecom_aibot_sdk') is None; import wecom_aibot_sdk"
     hidden = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=HANG_S)
