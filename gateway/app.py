@@ -317,6 +317,13 @@ class Gateway:
     def running_channels(self) -> dict[tuple[str, str], Channel]:
         return dict(self._channels)
 
+    def serves_websockets(self) -> bool:
+        """Whether a running channel serves a websocket route of its own (NapCat's reverse socket), so the
+        HTTP server must accept upgrades; asked of the channels, whether their accounts are in the file or the store."""
+        from starlette.routing import WebSocketRoute
+
+        return any(isinstance(route, WebSocketRoute) for channel in self._channels.values() for route in channel.http_routes())
+
     def _build_channel(self, name: str, account: str, raw: dict[str, Any] | None = None) -> Channel | None:
         """Build a file account's channel, or with ``raw`` a console-made one's (validated by the same model)."""
         try:
@@ -833,7 +840,7 @@ async def serve(config: Config, *, on_ready: Callable[[str], None] | None = None
 
     http = asyncio.create_task(
         serve_http(build_app(gateway), config.http.host, config.http.port, on_ready=listening, load=gateway.http_load,
-                   websockets=any(a.get("mode") == "reverse" for a in config.channels.get("napcat", {}).values()))
+                   websockets=gateway.serves_websockets())
     )
     stopper = asyncio.create_task(stop.wait())
     try:

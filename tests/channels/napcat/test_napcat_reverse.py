@@ -33,7 +33,7 @@ async def reverse(tmp_path, token_env):
         await gateway.start()
         ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         http = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result,
-                                              websockets=True))
+                                              websockets=gateway.serves_websockets()))
         try:
             base = (await asyncio.wait_for(ready, 10)).replace("http://", "ws://")
             yield napcat, gateway, f"{base}/channels/napcat/qq/ws"
