@@ -195,6 +195,11 @@ class Channel(ABC, Generic[ConfigT]):
         under ``/channels/{name}/{account}``.  Most channels serve none."""
         return []
 
+    def serves_websockets(self) -> bool:
+        """Whether :meth:`http_routes` holds a websocket route, so the HTTP server must accept upgrades
+        (NapCat's reverse socket); asked once at start, without building the routes."""
+        return False
+
     def login_page(self) -> str | None:
         """The gateway path of a page where a person completes this account's login while it waits for one
         (personal WeChat's QR code), None otherwise.  The console links it for the account's operators."""

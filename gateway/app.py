@@ -320,9 +320,7 @@ class Gateway:
     def serves_websockets(self) -> bool:
         """Whether a running channel serves a websocket route of its own (NapCat's reverse socket), so the
         HTTP server must accept upgrades; asked of the channels, whether their accounts are in the file or the store."""
-        from starlette.routing import WebSocketRoute
-
-        return any(isinstance(route, WebSocketRoute) for channel in self._channels.values() for route in channel.http_routes())
+        return any(channel.serves_websockets() for channel in self._channels.values())
 
     def _build_channel(self, name: str, account: str, raw: dict[str, Any] | None = None) -> Channel | None:
         """Build a file account's channel, or with ``raw`` a console-made one's (validated by the same model)."""

@@ -186,8 +186,11 @@ class NapcatChannel(Channel[NapcatConfig]):
                 self.actions.attach(None)
                 heartbeat.set_state(ChannelState.CONNECTING, "NapCat disconnected; waiting for it to connect again")
 
+    def serves_websockets(self) -> bool:
+        return self.settings.mode == "reverse"
+
     def http_routes(self) -> list[BaseRoute]:
-        if self.settings.mode != "reverse":
+        if not self.serves_websockets():
             return []
         from channels.napcat.reverse import reverse_routes  # starlette's websocket side loads only when served
 
