@@ -18,8 +18,8 @@ Written from the public descriptions of the iLink bot protocol:
   ``context_token`` is one it handed out, younger than ``token_ttl_s`` and
   used fewer than ``budget`` times; otherwise ``ret: -2``.  ``getconfig``
   hands out a ``typing_ticket``; ``sendtyping`` records its use.
-- **CDN.**  :meth:`IlinkPeer.say_file` sends an image or a file the way the
-  platform does: the bytes AES-128-ECB encrypted (PKCS#7) under a fresh key,
+- **CDN.**  :meth:`IlinkPeer.say_file` sends an image or a file (and
+  :meth:`IlinkPeer.say_voice` a voice message) the way the platform does: the bytes AES-128-ECB encrypted (PKCS#7) under a fresh key,
   served by ``GET c2c/download?encrypted_query_param=``; the message carries
   the param and the key (base64 of its hex digits; an image also its hex
   ``aeskey``).
@@ -181,17 +181,31 @@ class IlinkPeer:
         await self._notify()
         return str(ident)
 
-    async def say_file(self, learner: str, data: bytes, *, image: bool = True, name: str = "notes.pdf") -> str:
-        """A learner's image (or file) as the platform sends one: encrypted on the CDN, named in the message."""
+    def _sealed(self, data: bytes) -> tuple[dict[str, Any], bytes]:
+        """``data`` on the CDN, encrypted under a fresh key: the ``media`` a message names it by, and the key."""
         key = secrets.token_bytes(16)
         pad = padding.PKCS7(128).padder()
         seal = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
         param = "p-" + secrets.token_urlsafe(12)
         self.cdn[param] = seal.update(pad.update(data) + pad.finalize()) + seal.finalize()
-        media = {"encrypt_query_param": param, "aes_key": base64.b64encode(key.hex().encode()).decode(), "encrypt_type": 1}
+        return {"encrypt_query_param": param, "aes_key": base64.b64encode(key.hex().encode()).decode(),
+                "encrypt_type": 1}, key
+
+    async def say_file(self, learner: str, data: bytes, *, image: bool = True, name: str = "notes.pdf") -> str:
+        """A learner's image (or file) as the platform sends one: encrypted on the CDN, named in the message."""
+        media, key = self._sealed(data)
         item = ({"type": 2, "image_item": {"media": media, "aeskey": key.hex()}} if image else
                 {"type": 4, "file_item": {"media": media, "file_name": name, "len": str(len(data))}})
         return await self.say_items(learner, [item])
+
+    async def say_voice(self, learner: str, data: bytes, *, transcript: str | None = None, encode_type: int = 6) -> str:
+        """A learner's voice message: the recording (SILK by default) on the CDN, a transcript where the platform made one."""
+        media, _ = self._sealed(data)
+        voice: dict[str, Any] = {"media": media, "encode_type": encode_type, "sample_rate": 16000,
+                                 "bits_per_sample": 16, "playtime": 1200}
+        if transcript is not None:
+            voice["text"] = transcript
+        return await self.say_items(learner, [{"type": 3, "voice_item": voice}])
 
     async def say_again(self, message_id: str) -> None:
         """The platform handing the same message out once more (a redelivery)."""
