@@ -150,7 +150,7 @@ class IlinkPeer:
     down: bool = False
     """While set, every bot call answers 503 and the long poll holds nothing: the platform is away."""
     send_latency_s: float = 0.0
-    """How long ``sendmessage`` takes to answer (the message is taken only then)."""
+    """How long ``sendmessage`` takes to answer once it has taken the message."""
     auto_scan: bool = False
     """Each status answer moves the login one state on (wait, scaned, confirmed): a teacher scanning at once."""
     stale_next: int = 0
@@ -397,8 +397,6 @@ class IlinkPeer:
     def _faulty(self, handler: Any, *, send: bool = False) -> Any:
         """``handler``, unless the platform is down or a fault is queued: then that answer."""
         async def answer(request: Request) -> Response:
-            if send and self.send_latency_s:
-                await asyncio.sleep(self.send_latency_s)
             if self.down:
                 response: Response = JSONResponse({"ret": -1, "errmsg": "service unavailable"}, status_code=503)
             elif send and self.send_faults:
@@ -411,6 +409,7 @@ class IlinkPeer:
                 response = await handler(request)
             if send:
                 self.send_statuses.append(response.status_code)
+                await asyncio.sleep(self.send_latency_s)  # taken (or refused) at once, answered late
             return response
 
         return answer
