@@ -35,8 +35,8 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
     from channels.weixin.config import IlinkConfig, WeixinConfig
     from channels.weixin.ilink.login import Scan, login
     from channels.weixin.ilink.page import stored_path
-    from gateway.cli.status import base_url
     from gateway.app import AccountCursors
+    from gateway.cli.status import base_url
     from gateway.configfile import validate_account
     from gateway.core.errors import GatewayError
     from gateway.store.sqlite import SqliteStore

@@ -27,7 +27,6 @@ from tests.channels.weixin.conftest import account_settings
 from tests.contract.tencent_harness import TencentHarness
 from tests.peers.weixin_oa_server import WechatOA
 
-
 ERRCODES = {429: 45009, 401: 40001, 503: -1, 400: 45002}
 """The suite's HTTP status -> WeChat's errcode that means it (channels/weixin/transport.py's table)."""
 
