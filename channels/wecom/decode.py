@@ -171,7 +171,7 @@ def elements_for(body: Callback, group: bool) -> tuple[Element, ...]:
         for item in body.mixed.msg_item:
             if item.msgtype == "text" and item.text is not None and item.text.content:
                 text = item.text.content
-                found.extend(elements_of(text, group and not found) if not found else (Text(text=text),))
+                found.extend(elements_of(text, group) if not found else (Text(text=text),))  # the @ leads the message
             elif item.msgtype == "image" and item.image is not None:
                 found.append(media_of("image", item.image))
         if found:
