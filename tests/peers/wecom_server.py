@@ -138,7 +138,7 @@ class WecomServer:
 
     @property
     def http_base(self) -> str:
-        return "http" + self.url[2:]
+        return "http" + self.url[2:].rstrip("/")
 
     def _http(self, connection: ServerConnection, request: Request) -> Response | None:
         """A plain GET for a file is served here; a websocket handshake while :attr:`down` is refused."""
