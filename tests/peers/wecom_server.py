@@ -100,8 +100,8 @@ class WecomServer:
         """Path -> the encrypted bytes served there."""
         self.downloads = 0
         self._faults: list[tuple[int, str]] = []
-        self.refused = 0
-        """Replies and pushes answered with an injected errcode."""
+        self.refused: list[int] = []
+        """The errcodes injected replies and pushes were answered with, in order."""
         self.send_requests = 0
         """Every ``aibot_respond_msg`` and ``aibot_send_msg`` received, whatever it was answered."""
         self.ack_delay_s = 0.0
@@ -196,8 +196,9 @@ class WecomServer:
             elif cmd in ("aibot_respond_msg", "aibot_send_msg"):
                 self.send_requests += 1
                 if self._faults:
-                    self.refused += 1
-                    await self._ack(socket, req_id, *self._faults.pop(0))
+                    code, said = self._faults.pop(0)
+                    self.refused.append(code)
+                    await self._ack(socket, req_id, code, said)
                     continue
                 if cmd == "aibot_respond_msg":
                     code = self._respond(req_id, body)
