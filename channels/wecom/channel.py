@@ -57,7 +57,7 @@ import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 from urllib.parse import urlsplit
@@ -369,8 +369,12 @@ class WecomChannel(Channel[WecomConfig]):
 
     # ------------------------------------------------------------------ inbound files
 
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """Download an image or file within ``limit`` and decrypt it with its message's key (see :meth:`_fetched`)."""
+        return self._fetched(ref, limit)
+
     @asynccontextmanager
-    async def fetch_media(self, ref: MediaRef, *, limit: int) -> AsyncIterator[MediaStream]:
+    async def _fetched(self, ref: MediaRef, limit: int) -> AsyncIterator[MediaStream]:
         """Download an image or file within ``limit`` and decrypt it with its message's key.
 
         AES-CBC ends in padding, so the whole file is read (it is within the fetch limit) before a byte

@@ -36,7 +36,6 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError
 
 from channels.wecom.encode import ReplyTo
-
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
     AccountId,
