@@ -1,6 +1,6 @@
-"""DingtalkChannel: one DingTalk app's robot in Stream mode.
+"""DingtalkChannel: one DingTalk app's robot, in Stream mode or by HTTP callback.
 
-Inbound, the kit's websocket :class:`~channels._kit.websocket.Session` owns the
+Inbound in Stream mode (the default), the kit's websocket :class:`~channels._kit.websocket.Session` owns the
 socket (ADR 0043): each connection starts with a ticket from
 ``gateway/connections/open`` (dingtalk-stream's call, in a worker thread), then
 DingTalk pushes every message said to the robot -- a direct chat, or an
@@ -8,7 +8,9 @@ DingTalk pushes every message said to the robot -- a direct chat, or an
 the inbox.  A drop is dialled again by the session's short backoff, then by the
 supervisor's restart; the SDK's own ``start()`` loop, which swallows
 cancellation and dials again every 10 s for ever, is never run, so ``run``
-stops when it is cancelled.
+stops when it is cancelled.  In HTTP mode (``mode: http``) DingTalk POSTs each
+message to the webhook instead: checked (callback.py), made durable on the
+kit's ack clock, then answered 200 -- the same decoder, the same dedup key.
 
 Outbound, an answer goes through the learner's ``sessionWebhook`` while it is
 open (its end is in the reply token), else -- and when the webhook refuses it --
@@ -21,15 +23,19 @@ messages a minute are paced by the outbound path (``send_rate_chat``).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import uuid
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
 
+from channels._kit.ack import AckClock
 from channels._kit.websocket import Session
 from channels.base import Channel, ChannelContext
+from channels.dingtalk.callback import CallbackReader
 from channels.dingtalk.config import DingtalkConfig
+from channels.dingtalk.decode import Skipped
 from channels.dingtalk.encode import (
     Card,
     ReplyToken,
@@ -42,8 +48,8 @@ from channels.dingtalk.encode import (
 from channels.dingtalk.transport import PLATFORM, Api, open_ticket
 from channels.dingtalk.wire import StreamProtocol
 from gateway.core.capabilities import ChannelCapabilities, EditMode, capabilities_of
-from gateway.core.channel import Heartbeat
-from gateway.core.errors import BadRequest, NotFound, PeerUnavailable, RateLimited, ReplyWindowClosed, Unsupported
+from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.errors import BadRequest, InvalidEvent, NotFound, PeerUnavailable, RateLimited, ReplyWindowClosed, Unsupported
 from gateway.core.messages import (
     Address,
     ConversationKind,
@@ -56,8 +62,13 @@ from gateway.core.messages import (
 )
 from gateway.core.probes import ProbeResult, Problem
 
+if TYPE_CHECKING:  # pragma: no cover
+    from starlette.requests import Request
+    from starlette.responses import Response
+
 log = logging.getLogger(__name__)
 PING_S = 30.0
+ALIVE_S = 30.0
 CARD_CREATE = "/v1.0/card/instances/createAndDeliver"
 CARD_STREAM = "/v1.0/card/streaming"
 
@@ -76,6 +87,10 @@ class DingtalkChannel(Channel[DingtalkConfig]):
         super().__init__(context)
         self._http: httpx.AsyncClient | None = None
         self._api: Api | None = None
+        self.callbacks = CallbackReader(self.settings.client_secret.get_secret_value(), self.account,
+                                        window_s=self.declared.signature_window_s)
+        self.acks = AckClock.of(PLATFORM, self.account)
+        """Times each HTTP callback's accept against DingTalk's deadline."""
 
     @property
     def api(self) -> Api:
@@ -87,6 +102,10 @@ class DingtalkChannel(Channel[DingtalkConfig]):
     # ------------------------------------------------------------------ inbound
 
     async def run(self, heartbeat: Heartbeat) -> None:
+        if self.settings.mode == "http":
+            await self._serve_callbacks(heartbeat)
+            return
+
         async def endpoint() -> str:
             try:
                 return await open_ticket(self.settings)
@@ -98,6 +117,30 @@ class DingtalkChannel(Channel[DingtalkConfig]):
         log.info("dingtalk stream connecting account=%s client=%s", self.account, self.settings.client_id)
         await Session(protocol, sink=self.context.sink, cursors=self.context.cursors, heartbeat=heartbeat,
                       what=f"dingtalk/{self.account}", open_timeout=self.settings.connect_timeout_s).run()
+
+    async def _serve_callbacks(self, heartbeat: Heartbeat) -> None:
+        """HTTP mode: DingTalk posts to the webhook, so this only shows the account is alive."""
+        heartbeat.set_state(ChannelState.RUNNING)
+        log.info("dingtalk http callbacks ready account=%s path=/webhooks/dingtalk/%s", self.account, self.account)
+        while True:
+            heartbeat.beat()
+            await asyncio.sleep(ALIVE_S)
+
+    async def handle_webhook(self, request: Request) -> Response:
+        """One HTTP callback: checked, then durable, then 200 (the reply follows through the send path)."""
+        if self.settings.mode != "http":
+            raise Unsupported(PLATFORM, "this account hears DingTalk in Stream mode (mode: stream), not by HTTP callback")
+        try:
+            message = self.callbacks.read(request.headers, await request.body())
+        except Skipped as skipped:
+            self.context.sink.refused("dingtalk-msgtype", str(skipped))
+            return await self.acks.accept_then_answer(self.context.sink, [])
+        except InvalidEvent as error:
+            self.context.sink.invalid(str(error))
+            raise
+        response = await self.acks.accept_then_answer(self.context.sink, [message])
+        log.info("dingtalk callback stored account=%s message=%s", self.account, message.event_id)
+        return response
 
     # ------------------------------------------------------------------ outbound
 

@@ -1,4 +1,9 @@
-"""DingTalk account settings: one enterprise app (企业内部应用) with the robot capability, in Stream mode.
+"""DingTalk account settings: one enterprise app (企业内部应用) with the robot capability.
+
+The robot hears its messages in Stream mode (``mode: stream``, the default: the
+gateway dials out, no public URL) or by HTTP callback (``mode: http``: DingTalk
+POSTs each message to ``<public_url>/webhooks/dingtalk/<account>``, signed with
+the Client Secret), as the console's *Robot → message receiving mode* says.
 
 Every value is on the DingTalk developer console (open-dev.dingtalk.com): the
 Client ID (AppKey) and Client Secret (AppSecret) under *Credentials and basic
@@ -8,6 +13,8 @@ into a card.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -21,6 +28,9 @@ class DingtalkConfig(AccountConfig):
     """The app's Client ID (AppKey): opens the stream and gets the access token."""
     client_secret: EnvSecret
     """The app's Client Secret (AppSecret), read from the environment (``env:NAME``); never logged."""
+    mode: Literal["stream", "http"] = "stream"
+    """How DingTalk hands the robot its messages: ``stream`` (a websocket the gateway opens; no public URL)
+    or ``http`` (DingTalk POSTs to the gateway's webhook URL, which must be reachable from the internet)."""
     robot_code: str = ""
     """Which robot speaks in proactive sends and cards; empty means the Client ID (what the console shows)."""
     card_template_id: str = ""

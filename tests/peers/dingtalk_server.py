@@ -16,6 +16,10 @@ What it speaks (open.dingtalk.com, Stream 模式 / 机器人 / AI 卡片):
 - The session webhook: ``{"msgtype": "markdown", "markdown": {title, text}}`` -> ``{"errcode": 0}``;
   past its time ``{"errcode": 300001, "errmsg": "session expired"}``.
 - ``POST /v1.0/card/instances/createAndDeliver`` and ``PUT /v1.0/card/streaming`` (AI cards).
+- HTTP mode instead of the stream: with :attr:`callback_url` set, a learner's message is POSTed
+  there as the robot message JSON, headers ``timestamp`` (ms) and ``sign`` = Base64
+  HMAC-SHA256(secret, ``timestamp + "\n" + secret``) (K2); an answer other than 200 is posted again
+  (:attr:`callback_answers` records each status).
 
 Faults a test asks for: :meth:`drop` closes the socket; :attr:`expire_webhooks` hands out
 webhooks already past their time; :meth:`send_raw` pushes any text; callbacks not acked are pushed
@@ -25,7 +29,10 @@ again on the next connection (DingTalk redelivers unacked frames), which a crash
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
+import hmac
 import itertools
 import json
 import time
@@ -33,6 +40,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 from aiohttp import WSMsgType, web
 
 from tests.waits import HANG_S
@@ -83,6 +91,10 @@ class DingtalkServer:
         self._ids = itertools.count(1)
         self._token = ""
         self._sessions: dict[str, tuple[str, int]] = {}
+        self.callback_url = ""
+        """HTTP mode: where learners' messages are POSTed instead of pushed on the stream."""
+        self.callback_answers: list[int] = []
+        self.callback_attempts = 3
 
     async def __aenter__(self) -> DingtalkServer:
         app = web.Application()
@@ -168,6 +180,10 @@ class DingtalkServer:
                 "msgtype": "text", "text": {"content": f" {text}"}, "createAt": int(time.time() * 1000),
                 "sessionWebhook": f"{self.url}/robot/sendBySession?session={session}",
                 "sessionWebhookExpiredTime": expires}
+        if self.callback_url:
+            said = Said(msg_id, chat, {"data": json.dumps(data, ensure_ascii=False)})
+            await self.post_callback(said.frame["data"])
+            return said
         frame = {"specVersion": "1.0", "type": "CALLBACK", "data": json.dumps(data, ensure_ascii=False),
                  "headers": {"appId": self.client_id, "connectionId": "c1", "contentType": "application/json",
                              "messageId": f"frame-{msg_id}-{next(self._ids)}", "time": str(int(time.time() * 1000)),
@@ -175,8 +191,31 @@ class DingtalkServer:
         await self._push(frame)
         return Said(msg_id, chat, frame)
 
+    def sign(self, timestamp: str, secret: str | None = None) -> str:
+        key = (secret if secret is not None else self.secret).encode()
+        return base64.b64encode(hmac.new(key, f"{timestamp}\n{key.decode()}".encode(), hashlib.sha256).digest()).decode()
+
+    async def post_callback(self, body: str, *, headers: dict[str, str] | None = None) -> int:
+        """POST one robot message to :attr:`callback_url`, signed now unless ``headers`` say otherwise; a
+        status other than 200 is posted again (freshly signed), up to :attr:`callback_attempts` times."""
+        status = 0
+        async with httpx.AsyncClient(trust_env=False, timeout=HANG_S) as client:
+            for _ in range(self.callback_attempts):
+                stamp = str(int(time.time() * 1000))
+                sent = headers if headers is not None else {"timestamp": stamp, "sign": self.sign(stamp)}
+                answer = await client.post(self.callback_url, content=body.encode(),
+                                           headers={"Content-Type": "application/json; charset=utf-8", **sent})
+                status = answer.status_code
+                self.callback_answers.append(status)
+                if status == 200 or headers is not None:
+                    break
+        return status
+
     async def redeliver(self, said: Said) -> None:
-        """The same robot message pushed again (a new frame id, the same msgId)."""
+        """The same robot message pushed again (a new frame id, the same msgId); in HTTP mode, posted again."""
+        if self.callback_url:
+            await self.post_callback(said.frame["data"])
+            return
         frame = {**said.frame, "headers": {**said.frame["headers"], "messageId": f"again-{next(self._ids)}"}}
         await self._push(frame)
 

@@ -7,6 +7,7 @@ gateway is the real one on the durable SQLite path.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator, Callable
@@ -19,6 +20,7 @@ import pytest
 from gateway.app import Gateway
 from gateway.configfile import parse_config
 from tests.contract.harness import ContractResponder, eventually, settled
+from tests.e2e.rig import served
 from tests.extras import need_module
 from tests.peers.dingtalk_server import DingtalkServer, Shown
 
@@ -57,10 +59,12 @@ RigFactory = Callable[..., Any]
 
 @pytest.fixture
 async def dingtalk_rig(tmp_path) -> AsyncIterator[RigFactory]:
-    """``await dingtalk_rig(**settings)``: a started gateway on a fresh emulator; stopped after the test."""
+    """``await dingtalk_rig(**settings)``: a started gateway on a fresh emulator; stopped after the test.
+    With ``mode="http"`` the gateway is served on loopback and the emulator posts to its webhook."""
     need_module("dingtalk_stream")
     env = f"DINGTALK_SECRET_{uuid.uuid4().hex[:8].upper()}"
     opened: list[tuple[DingtalkServer, Gateway]] = []
+    serving = contextlib.AsyncExitStack()
 
     async def make(**settings: Any) -> DingtalkRig:
         server = await DingtalkServer(secret=uuid.uuid4().hex).__aenter__()
@@ -70,12 +74,17 @@ async def dingtalk_rig(tmp_path) -> AsyncIterator[RigFactory]:
         await gateway.start()
         opened.append((server, gateway))
         assert gateway.channel("dingtalk", "school") is not None, gateway.unavailable
-        await server.connected()
+        if settings.get("mode") == "http":
+            url = await serving.enter_async_context(served(gateway))
+            server.callback_url = f"{url}/webhooks/dingtalk/school"
+        else:
+            await server.connected()
         return DingtalkRig(server, gateway, responder)
 
     try:
         yield make
     finally:
+        await serving.aclose()
         for server, gateway in opened:
             await gateway.stop()
             await server.__aexit__(None, None, None)
