@@ -3,7 +3,11 @@
 wecom-aibot-sdk runs for real and dials the emulator over a loopback socket
 (the account's ``ws_url``).  Features: ``outage`` (the emulator refuses every
 connection and drops the open one, keeping what learners say for the next
-subscribe) and ``slow_send`` (every reply acked late, after it is shown).
+subscribe), ``slow_send`` (every reply acked late, after it is shown), and
+``faults`` with ``errcodes``: the long connection has no HTTP status, so WeCom
+refuses a reply with an errcode in the ack (45009, -1, 40001, 40058) and no
+retry hint; :meth:`WecomHarness.errcode` names the code for each of the suite's
+statuses, and the suite checks the error names that code.
 
 Left out, because the suite's expectation does not fit the platform:
 
@@ -11,13 +15,6 @@ Left out, because the suite's expectation does not fit the platform:
   bot and expects the gateway to drop it; WeCom never hands the AI bot such a
   message, so there is nothing to drop.  tests/channels/wecom covers group
   @-messages (text and mixed).
-- ``faults``: the long connection has no HTTP status -- WeCom refuses a reply
-  with an errcode in the ack (45009, -1, 40001, 40058) and gives no retry
-  hint, while the suite asserts the HTTP status in the error's text and a
-  429's ``retry_after``.  :meth:`WecomHarness.fail_next_send` maps the statuses
-  to WeCom's errcodes, and the retry tests pass with it; the translation test
-  does not, by the platform's nature.  tests/channels/wecom/test_wecom_faults.py
-  holds the same checks in WeCom's terms.
 - ``credentials``: a probe that subscribes would take the bot's one long
   connection from the running account (WeCom keeps one per bot and closes the
   older), so the probe asks nothing; a refused secret shows when the account
@@ -50,7 +47,7 @@ ERRCODES: dict[int, tuple[int, str]] = {
 class WecomHarness:
     channel = "wecom"
     account = "school"
-    features: frozenset[str] = frozenset({"outage", "slow_send"})
+    features: frozenset[str] = frozenset({"outage", "slow_send", "faults", "errcodes"})
 
     @classmethod
     def create(cls, request: Any) -> WecomHarness:
@@ -91,6 +88,9 @@ class WecomHarness:
     async def say_again(self, said: Said) -> None:
         assert isinstance(said.ref, WecomSaid)
         await self.server.redeliver(said.ref)
+
+    def errcode(self, status: int) -> int:
+        return ERRCODES[status][0]
 
     async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
         """The next reply or push is refused with the errcode WeCom answers for what ``status`` means; the long
