@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,8 @@ class Sent:
     content: str
     reply_to: str | None
     id: str
+    at: float = field(default_factory=time.time)
+    """When the emulator took the send (wall clock, for bench/channels.py)."""
 
 
 @dataclass
