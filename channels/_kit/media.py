@@ -66,6 +66,26 @@ def media_kind(content_type: str | None) -> MediaKind:
     return KINDS_OF_THEIR_OWN.get((content_type or "").split("/", 1)[0].strip().lower(), "file")
 
 
+_SIGNATURES: tuple[tuple[bytes, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", "image/png"), (b"\xff\xd8\xff", "image/jpeg"), (b"GIF87a", "image/gif"),
+    (b"GIF89a", "image/gif"), (b"%PDF-", "application/pdf"),
+)
+
+
+def sniffed_type(data: bytes, declared: str = "", name: str = "") -> str:
+    """The type of bytes whose server says nothing useful about them (an encrypted file's CDN says
+    ``application/octet-stream``): the platform's declared type, else the file's own signature (PNG, JPEG,
+    GIF, WebP, PDF), else a guess from its name."""
+    if declared:
+        return declared
+    for magic, mime in _SIGNATURES:
+        if data.startswith(magic):
+            return mime
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "image/webp"
+    return content_type(None, name=name)
+
+
 def safe_name(name: str, *, fallback: str = "file") -> str:
     """A file name that is only a name: the last path segment, cleaned, never hidden, never empty."""
     name = unicodedata.normalize("NFC", name or "")

@@ -9,6 +9,12 @@ PKCS#7-padded to 32-byte blocks; the ciphertext travels Base64-encoded.  A
 message that decrypts but names another receive id was meant for another app
 and is refused.
 
+**WeCom AI-bot files** (W3).  An image or file an AI bot is sent is stored
+encrypted, and its message carries a key of its own (``aeskey``, Base64 of 32
+bytes, its ``=`` padding sometimes left off): AES-256-CBC, the IV the key's first
+16 bytes, PKCS#7 to 32-byte blocks like the messages -- but no random prefix,
+length or receive id around the bytes (:func:`decrypt_file`).
+
 **Feishu** (F5).  With an *Encrypt Key* set, every event arrives as
 ``{"encrypt": "<base64>"}``: the key is SHA-256 of the Encrypt Key, the first
 16 decoded bytes are the IV, the rest AES-256-CBC with PKCS#7 (16-byte
@@ -97,6 +103,29 @@ class WechatCrypto:
         if receive_id != self.receive_id.encode():
             raise ForgedRequest("the message is addressed to another app id", reason="bad_signature")
         return message
+
+
+def _file_key(aeskey: str) -> bytes:
+    try:
+        key = base64.b64decode(aeskey + "=" * (-len(aeskey) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise ForgedRequest("the file's key is not Base64", reason="malformed") from None
+    if len(key) != 32:
+        raise ForgedRequest("the file's key is not an AES-256 key", reason="malformed")
+    return key
+
+
+def decrypt_file(aeskey: str, data: bytes) -> bytes:
+    """The bytes of a file WeCom stored encrypted under its message's ``aeskey``; ``ForgedRequest`` if they
+    do not decrypt under it."""
+    key = _file_key(aeskey)
+    return _decrypt(key, key[:16], data, _WECHAT_BLOCK_BITS)
+
+
+def encrypt_file(aeskey: str, data: bytes) -> bytes:
+    """What WeCom would store for ``data`` under ``aeskey`` (for the test peers)."""
+    key = _file_key(aeskey)
+    return _encrypt(key, key[:16], data, _WECHAT_BLOCK_BITS)
 
 
 def _feishu_key(encrypt_key: str) -> bytes:

@@ -81,6 +81,13 @@ class WecomConfig(AccountConfig):
     """How long ``run`` waits for the subscribe to be answered before the account counts as failed."""
     heartbeat_s: float = Field(default=30.0, gt=0)
     """How often the SDK pings; two pings unanswered close the connection (a drop, reconnected by the supervisor)."""
+    stream_limit_s: float | None = Field(default=None, gt=0)
+    """How long after the learner's message WeCom still takes updates to its answer's stream; None: the
+    platform's (``reply_token_lifetime_s`` in platforms.toml, 6 min).  Set only for a test peer, or if WeCom
+    changes the limit before a release does."""
+    stream_margin_s: float = Field(default=30.0, ge=0)
+    """How long before that limit the channel finishes a stream still open itself, and sends the rest of the
+    answer as a message to the chat, so no update arrives after WeCom stopped taking them."""
 
     @model_validator(mode="before")
     @classmethod
@@ -94,6 +101,13 @@ class WecomConfig(AccountConfig):
                                  f"use kind: ai_bot (the AI bot long connection) or kind: app (a self-built app)")
             data = {**data, "mode": mode}
         return data
+
+    @model_validator(mode="after")
+    def _margin_inside_limit(self) -> WecomConfig:
+        if self.stream_limit_s is not None and self.stream_margin_s >= self.stream_limit_s:
+            raise ValueError(f"stream_margin_s ({self.stream_margin_s:g}) must be shorter than stream_limit_s "
+                             f"({self.stream_limit_s:g}): the stream is finished that long before the limit")
+        return self
 
     @property
     def kind(self) -> str:

@@ -19,6 +19,7 @@ handed to the kit's code table, most specific first::
     errcode 846608 (stream update expired),
     846605 (req_id no longer valid)             -> ReplyWindowClosed
     errcode 45009 (over the call limit)         -> RateLimited
+    errcode -1 (system busy)                    -> PeerUnavailable
     no ack in the SDK's 5 s, socket not open    -> PeerUnavailable
     any other errcode                           -> BadRequest
 """
@@ -41,6 +42,7 @@ CODES = BodyCodes(code_field="errcode", kinds={
     "846605": ErrorKind.REPLY_WINDOW_CLOSED,  # invalid req_id: the message can no longer be answered
     "45009": ErrorKind.RATE_LIMITED,
     "40001": ErrorKind.AUTH_FAILED,
+    "-1": ErrorKind.UNAVAILABLE,  # system busy: try again later
 })
 ACK_ERROR = re.compile(r"errcode=(-?\d+), errmsg=(.*)$", re.DOTALL)
 log = logging.getLogger(__name__)

@@ -6,7 +6,11 @@ that scan brings is kept in the gateway's store for that account -- never in
 the config file, never printed.  The terminal shows the QR code itself, drawn
 in half-block characters (always, even when the output is not a terminal: it
 is about 30 lines, and a log of the login keeps the code that was offered),
-then the link it encodes, and each state of the scan.
+then the link it encodes, and each state of the scan.  It also prints the
+whole address of the login page a running gateway serves for the account
+while it waits (``http.public_url``, else ``http://host:port`` from the
+config, then the page's path with the token the gateway keeps in the store):
+the page to open on another screen, or to send to the teacher who will scan.
 """
 
 from __future__ import annotations
@@ -30,7 +34,9 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
 
     from channels.weixin.config import IlinkConfig, WeixinConfig
     from channels.weixin.ilink.login import Scan, login
+    from channels.weixin.ilink.page import stored_path
     from gateway.app import AccountCursors
+    from gateway.cli.status import base_url
     from gateway.configfile import validate_account
     from gateway.core.errors import GatewayError
     from gateway.store.sqlite import SqliteStore
@@ -44,14 +50,19 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
     if not isinstance(settings, IlinkConfig):
         raise click.UsageError(f"weixin/{account} is not personal WeChat (kind: ilink): it needs no login")
 
+    page: list[str] = []  # the login page's path, read from the store before the first code is shown
+
     def show(link: str) -> None:
         from channels.weixin.ilink.qr import terminal
 
         click.echo("Scan this QR code with the WeChat that will speak for the partner:")
         click.echo(terminal(link))
         click.echo(f"or open this link on the phone: {link}")
-        click.echo("(A running gateway also shows a code on its login page: the link is in its log line "
-                   "'weixin ilink login page'.)")
+        if page and page[0]:
+            click.echo(f"The running gateway shows a code on its login page too: {base_url(config)}{page[0]}")
+        else:
+            click.echo("(A running gateway shows a code on its login page while the account waits for a login; "
+                       "run this command again then to see its address.)")
 
     def said(state: Scan) -> None:
         click.echo(SAID.get(state.value, state.value))
@@ -61,7 +72,9 @@ def channels_login(ctx: click.Context, channel: str, account: str) -> None:
         store = SqliteStore(config.database_path)
         await store.open()
         try:
-            session = await login(settings, AccountCursors(store, "weixin", account), account=account, show=show, said=said)
+            cursors = AccountCursors(store, "weixin", account)
+            page.append(await stored_path(cursors, account) or "")
+            session = await login(settings, cursors, account=account, show=show, said=said)
             return session.bot_id
         finally:
             await store.close()

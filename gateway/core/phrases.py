@@ -77,6 +77,7 @@ class Phrase(str, Enum):
     LOGIN_RELOAD = "login_reload"
     LOGIN_FORBIDDEN = "login_forbidden"
     LOGIN_NOT_WAITING = "login_not_waiting"
+    STREAM_CONTINUES = "stream_continues"
 
 
 def placeholders(text: str) -> frozenset[str]:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import socket
 import sqlite3
 import threading
 from contextlib import closing
 
+import httpx
 import yaml
 
 from channels.weixin.ilink.qr import terminal
@@ -84,3 +87,59 @@ def test_login_refuses_an_official_account(invoke, workdir, monkeypatch):
 def test_the_channels_list_still_runs_without_a_subcommand(invoke):
     result = invoke("channels")
     assert result.exit_code == 0 and "weixin" in result.output
+
+
+def _free_port() -> int:
+    with closing(socket.socket()) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_login_prints_the_address_of_the_page_a_running_gateway_serves_for_the_account(invoke, workdir):
+    """The account waits for a login in a served gateway; the command names the page's whole URL, which opens."""
+    from gateway.app import Gateway
+    from gateway.configfile import parse_config
+    from gateway.core.channel import ChannelState
+    from gateway.http.app import build_app
+    from gateway.http.server import serve_http
+    from tests.contract.harness import eventually
+
+    peer = IlinkPeer(auto_scan=True)
+    async with serving(peer) as base:
+        path = _config(workdir, base)
+        raw = yaml.safe_load(open(path))
+        raw["http"] = {"host": "127.0.0.1", "port": _free_port()}
+        raw["channels"]["weixin"]["school"]["access"] = {"dm": "open"}
+        (workdir / "partners.yaml").write_text(yaml.safe_dump(raw))
+        gateway = Gateway(parse_config(raw))
+        await gateway.start()
+        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+        server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", raw["http"]["port"],
+                                                on_ready=ready.set_result, shutdown_timeout=1))
+        try:
+            await asyncio.wait_for(ready, HANG_S)
+            await eventually(lambda: gateway.supervisor.health()["weixin:school"].state is ChannelState.ACTION_REQUIRED,
+                             what="the account to wait for a login")
+            result = await asyncio.to_thread(invoke, "-c", path, "channels", "login", "weixin", "school")
+            assert result.exit_code == 0, result.output
+            prefix = f"http://127.0.0.1:{raw['http']['port']}/channels/weixin/school/login?t="
+            [line] = [line for line in result.output.splitlines() if prefix in line]
+            url = line[line.index(prefix):]
+            assert len(url) > len(prefix) + 16  # a token, not an empty one
+            async with httpx.AsyncClient(trust_env=False) as http:
+                opened = await http.get(url)
+                assert opened.status_code == 200 and "<h1>" in opened.text, opened.text
+                assert (await http.get(prefix + "not-the-token")).status_code == 403
+                assert (await http.get(url.split("?")[0])).status_code == 403
+        finally:
+            server.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await server
+            await gateway.stop()
+
+
+def test_login_without_a_waiting_gateway_says_where_the_page_will_be(invoke, workdir):
+    with _Served(IlinkPeer(auto_scan=True)) as base:
+        result = invoke("-c", _config(workdir, base), "channels", "login", "weixin", "school")
+    assert result.exit_code == 0, result.output
+    assert "/login?t=" not in result.output and "while the account waits for a login" in result.output

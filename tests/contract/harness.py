@@ -22,7 +22,10 @@ shows -- only platforms that take an idempotency key can promise this),
 answer sends slowly, after posting them), ``credentials`` (the account logs in
 with something the platform can refuse: a token, a password), ``fetches_media``
 (the channel uploads a reply's file by its bytes, so a URL-only file is
-fetched by the gateway: the harness serves it on loopback).
+fetched by the gateway: the harness serves it on loopback), ``errcodes``
+(with ``faults``: the platform refuses in a 200 with its own code and no
+retry-after, as WeChat's ``cgi-bin`` does; the harness maps each of the
+suite's statuses to that code, :meth:`ContractHarness.errcode`).
 """
 
 from __future__ import annotations
@@ -101,8 +104,11 @@ class Harness(Protocol):
         """Feature ``faults``: the peer answers the next send with ``status`` (429 with ``retry_after``);
         feature ``lost_response``: 504 means "posted, but the answer is lost"."""
 
+    def errcode(self, status: int) -> int:
+        """Feature ``errcodes``: the platform's code that means what the suite's HTTP ``status`` does."""
+
     async def rate_limited_sends(self) -> int:
-        """Feature ``faults``: how many sends the peer answered with 429."""
+        """Feature ``faults``: how many sends the peer answered with 429 (``errcodes``: with the code for it)."""
 
     async def send_requests(self) -> int:
         """Feature ``faults``: how many send requests the peer received from this account, whatever it answered

@@ -4,10 +4,14 @@ The emulator is tests/peers/wecom_app_server.py, served as
 tests/contract/tencent_harness.py says.  Every answer is an app message --
 what the member's chat shows.
 
-Features: ``credentials`` (a corpsecret WeCom refuses, 40001).  The app talks
-1:1 (no ``groups``), WeCom never delivers the app's own messages (no
-``own_echo``), and the emulator's faults are WeCom's own errcodes, not the
-suite's HTTP statuses (tests/channels/wecom/test_wecom_app.py covers 42001 and 45009).
+Features: ``credentials`` (a corpsecret WeCom refuses, 40001) and ``slow_send``
+(``message/send`` answers late, after taking the text).  The app talks 1:1 (no
+``groups``), WeCom never delivers the app's own messages (no ``own_echo``), and
+the emulator's faults are WeCom's own errcodes in 200 answers, not the suite's
+HTTP statuses -- a single 42001 is a stale token the kit refreshes and retries,
+not the ``AuthFailed`` the suite expects (tests/channels/wecom/test_wecom_app.py
+covers 42001 and 45009).  No ``outage``: WeCom posts to the app, so an app
+cannot see WeCom gone until it sends.
 """
 
 from __future__ import annotations
@@ -28,6 +32,11 @@ class WecomAppHarness(TencentHarness):
 
     def __init__(self) -> None:
         super().__init__(WecomApp())
+
+    features = frozenset({"credentials", "slow_send"})
+
+    async def slow_sends(self, seconds: float) -> None:
+        self.peer.send_delay_s = seconds
 
     def settings(self) -> dict[str, Any]:
         return app_settings(self.peer, self.api, self.env)

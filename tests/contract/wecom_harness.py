@@ -1,19 +1,28 @@
 """Contract harness for the ``wecom`` channel against the AI-bot long-connection emulator (tests/peers/wecom_server.py).
 
 wecom-aibot-sdk runs for real and dials the emulator over a loopback socket
-(the account's ``ws_url``).  Features left out, and why:
+(the account's ``ws_url``).  Features: ``outage`` (the emulator refuses every
+connection and drops the open one, keeping what learners say for the next
+subscribe) and ``slow_send`` (every reply acked late, after it is shown).
+
+Left out, because the suite's expectation does not fit the platform:
 
 - ``groups``: the suite's group test says something *without* mentioning the
   bot and expects the gateway to drop it; WeCom never hands the AI bot such a
   message, so there is nothing to drop.  tests/channels/wecom covers group
-  @-messages.
+  @-messages (text and mixed).
+- ``faults``: the long connection has no HTTP status -- WeCom refuses a reply
+  with an errcode in the ack (45009, -1, 40001, 40058) and gives no retry
+  hint, while the suite asserts the HTTP status in the error's text and a
+  429's ``retry_after``.  :meth:`WecomHarness.fail_next_send` maps the statuses
+  to WeCom's errcodes, and the retry tests pass with it; the translation test
+  does not, by the platform's nature.  tests/channels/wecom/test_wecom_faults.py
+  holds the same checks in WeCom's terms.
 - ``credentials``: a probe that subscribes would take the bot's one long
   connection from the running account (WeCom keeps one per bot and closes the
   older), so the probe asks nothing; a refused secret shows when the account
-  starts.
-- ``faults``, ``outage``, ``lost_response``, ``slow_send``: the long
-  connection has no HTTP status to fail with; the errcodes that matter (846608)
-  are in tests/channels/wecom.
+  starts (tests/channels/wecom: the account waits for a human).
+- ``lost_response``: WeCom takes no idempotency key for a reply or a push.
 """
 
 from __future__ import annotations
@@ -29,11 +38,19 @@ from tests.contract.harness import Said, Seen
 from tests.peers.wecom_server import Said as WecomSaid
 from tests.peers.wecom_server import WecomServer
 
+ERRCODES: dict[int, tuple[int, str]] = {
+    429: (45009, "api freq out of limit"),
+    401: (40001, "invalid credential"),
+    503: (-1, "system busy"),
+    400: (40058, "invalid parameter"),
+}
+"""What WeCom answers in an ack body where an HTTP API would answer the suite's status."""
+
 
 class WecomHarness:
     channel = "wecom"
     account = "school"
-    features: frozenset[str] = frozenset()
+    features: frozenset[str] = frozenset({"outage", "slow_send"})
 
     @classmethod
     def create(cls, request: Any) -> WecomHarness:
@@ -74,6 +91,23 @@ class WecomHarness:
     async def say_again(self, said: Said) -> None:
         assert isinstance(said.ref, WecomSaid)
         await self.server.redeliver(said.ref)
+
+    async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
+        """The next reply or push is refused with the errcode WeCom answers for what ``status`` means; the long
+        connection carries no HTTP status and WeCom no retry hint (``retry_after`` is not WeCom's to give)."""
+        self.server.fail_next(*ERRCODES[status])
+
+    async def rate_limited_sends(self) -> int:
+        return self.server.refused.count(ERRCODES[429][0])
+
+    async def send_requests(self) -> int:
+        return self.server.send_requests
+
+    async def outage(self, down: bool) -> None:
+        await self.server.outage(down)
+
+    async def slow_sends(self, seconds: float) -> None:
+        self.server.ack_delay_s = seconds
 
     async def seen(self, chat: str) -> list[Seen]:
         return [Seen(id=s.id, text=s.content) for s in self.server.shown(chat)]

@@ -4,23 +4,36 @@ The emulator is tests/peers/weixin_oa_server.py, served as
 tests/contract/tencent_harness.py says.  Passive replies are off, so every
 answer is a customer-service message -- what the learner's chat shows.
 
-Features: ``credentials`` (an appsecret WeChat refuses, 40125).  Official Accounts are 1:1 (no ``groups``), WeChat never
-delivers the account's own messages (no ``own_echo``), and the emulator's
-faults are WeChat's own errcodes, not the suite's HTTP statuses (its tests in
-tests/channels/weixin/ cover 40001, 45015 and the window).
+Features: ``credentials`` (an appsecret WeChat refuses, 40125); ``faults`` with
+``errcodes``: WeChat refuses a call in a 200 with its own errcode and says no
+retry-after, so the suite's statuses become the codes that mean the same
+(:data:`ERRCODES`: 429 -> 45009 quota reached, 401 -> 40001 token not good --
+twice, since the first is worth one fresh token -- 503 -> -1 system busy, 400 ->
+45002 content too long); ``slow_send`` (a send answered late, after it was taken).
+
+Not declared: ``groups`` (Official Accounts are 1:1), ``own_echo`` (WeChat never
+delivers the account's own messages), ``outage`` (inbound is WeChat's callback:
+an account with no connection of its own has nothing to report while WeChat is
+away -- its sends fail and are retried, tests/channels/weixin), ``lost_response``
+(``message/custom/send`` takes no idempotency key, so a send whose answer is
+lost may show twice; nothing the channel could do about it).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from tests.channels.weixin.conftest import account_settings
 from tests.contract.tencent_harness import TencentHarness
 from tests.peers.weixin_oa_server import WechatOA
 
+ERRCODES = {429: 45009, 401: 40001, 503: -1, 400: 45002}
+"""The suite's HTTP status -> WeChat's errcode that means it (channels/weixin/transport.py's table)."""
+
 
 class WeixinHarness(TencentHarness):
     channel = "weixin"
+    features: ClassVar[frozenset[str]] = frozenset({"credentials", "faults", "errcodes", "slow_send"})
     env_prefix = "WEIXIN_C"
     chat_prefix = "o-learner-"
     peer: WechatOA
@@ -30,3 +43,19 @@ class WeixinHarness(TencentHarness):
 
     def settings(self) -> dict[str, Any]:
         return {**account_settings(self.peer, self.api, self.env), "passive_reply": False}
+
+    def errcode(self, status: int) -> int:
+        return ERRCODES[status]
+
+    async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
+        for _ in range(2 if ERRCODES[status] == 40001 else 1):  # the channel's one fresh token meets it again
+            self.peer.fail_next(ERRCODES[status])
+
+    async def rate_limited_sends(self) -> int:
+        return self.peer.refused.count(ERRCODES[429])
+
+    async def send_requests(self) -> int:
+        return self.peer.send_calls
+
+    async def slow_sends(self, seconds: float) -> None:
+        self.peer.send_latency_s = seconds

@@ -8,10 +8,21 @@ the gateway long-polls the emulator and answers through ``sendmessage``.
 Features: ``fetches_media`` -- a file goes to the platform's CDN as bytes, so a
 reply's image by URL is fetched by the gateway; the harness serves it from
 the emulator's loopback port and names a file the learner received by the
-URL whose bytes it has.  Personal WeChat here is 1:1 (no
-``groups``); the bot's own messages are marked by the platform and not served
-back by the emulator (no ``own_echo``); the platform's faults are its ``ret``
-codes, covered in tests/channels/weixin/test_weixin_ilink.py (-14, -2).
+URL whose bytes it has.  ``faults``: the suite's statuses are answered to
+``sendmessage`` as HTTP statuses (a 429 with ``Retry-After``), which is how
+the iLink front end refuses a call; the platform's own ``ret`` codes in 200s
+(-14 session expired, -2 stale context token) are tests/channels/weixin's.
+``outage``: every bot call answers 503 while the platform is away, and the
+long poll's retries run out into a restart.  ``slow_send``: ``sendmessage``
+answers late.
+
+Not declared: ``groups`` -- the bot is reached 1:1 (``group_id`` appears in
+the protocol's message, but the ClawBot plugin speaks in direct chats only,
+and the emulator has none); ``own_echo`` -- the bot's own messages are marked
+by the platform and not served back by the emulator; ``lost_response`` --
+``sendmessage`` takes a ``client_id``, but nothing published says the
+platform drops a second message with the same one, so a retried send after a
+lost answer may show twice (the channel cannot know better).
 """
 
 from __future__ import annotations
@@ -30,7 +41,7 @@ from tests.peers.weixin_ilink_server import IlinkPeer, serving
 class IlinkHarness:
     channel = "weixin"
     account = "school"
-    features: frozenset[str] = frozenset({"fetches_media"})
+    features: frozenset[str] = frozenset({"fetches_media", "faults", "outage", "slow_send"})
 
     @classmethod
     def create(cls, request: Any) -> IlinkHarness:
@@ -80,6 +91,22 @@ class IlinkHarness:
         by_bytes = {data: f"{self.base}_test/files/{name}" for name, data in self.peer.files.items()}
         return [Seen(id=s.client_id, text=s.text, attachments=(by_bytes.get(s.data, f"<{len(s.data)} other bytes>"),)
                      if s.kind != "text" else ()) for s in self.peer.sent if s.to == chat]
+
+    async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
+        headers = {"Retry-After": f"{retry_after:g}"} if status == 429 else {}
+        self.peer.fail_next_send(status, {"errmsg": f"refused with HTTP {status}"}, headers)  # a front end's: no ret
+
+    async def rate_limited_sends(self) -> int:
+        return self.peer.send_statuses.count(429)
+
+    async def send_requests(self) -> int:
+        return len(self.peer.send_statuses)
+
+    async def outage(self, down: bool) -> None:
+        self.peer.down = down
+
+    async def slow_sends(self, seconds: float) -> None:
+        self.peer.send_latency_s = seconds
 
     async def stop(self) -> None:
         await self._stack.aclose()

@@ -30,6 +30,7 @@ encryption and sending app messages (W2, W4):
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -88,6 +89,8 @@ class WecomApp(TencentPeer):
     upload_attempts: int = 0
     materials: dict[str, Material] = field(default_factory=dict)
     _upload_faults: list[int] = field(default_factory=list)
+    send_delay_s: float = 0.0
+    """How long ``message/send`` takes to answer a text it already took (a slow WeCom)."""
 
     @property
     def crypto(self) -> WechatCrypto:
@@ -137,10 +140,15 @@ class WecomApp(TencentPeer):
         if len(content.encode()) > TEXT_LIMIT_BYTES:
             return self.error(45002, "content size out of limit")
         self.took(body)
-        return JSONResponse({"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": "m" + secrets.token_hex(6)})
+        if self.send_delay_s:  # posted already; the answer comes late (a slow WeCom)
+            await asyncio.sleep(self.send_delay_s)
+        return self._answer()
 
     def _took(self, body: dict) -> JSONResponse:
         self.took(body)
+        return self._answer()
+
+    def _answer(self) -> JSONResponse:
         return JSONResponse({"errcode": 0, "errmsg": "ok", "invaliduser": "", "msgid": "m" + secrets.token_hex(6)})
 
     def texts_to(self, to: str) -> list[str]:

@@ -21,21 +21,41 @@ subscribe, sends every callback not answered yet again (the at-least-once model 
 needs; WeCom does not document how long it keeps them); :attr:`WecomServer.expired` makes every stream update answered with errcode
 846608 ("stream message update expired"); :attr:`WecomServer.mute_pings` leaves
 pings unanswered.
+
+WeCom's own rules it keeps:
+
+- **The stream's time limit.**  With ``stream_limit_s`` set (WeCom's is 6 min, from the
+  learner's message), an update to a stream answering a callback pushed longer ago than
+  that is refused with 846608 and counted in :attr:`WecomServer.late_updates`.
+- **Files.**  :meth:`WecomServer.say_file` sends an image, a file or a mixed message whose
+  bytes this emulator serves on the same loopback port (a plain HTTP GET), encrypted under a
+  key of the message's own (``aeskey``), as WeCom's CDN hands them out.
+- **Faults.**  :meth:`WecomServer.fail_next` answers the next reply or push with an errcode
+  (45009 over the limit, -1 system busy, ...) in the ack, as WeCom does -- the long connection
+  has no HTTP status; :attr:`WecomServer.ack_delay_s` acks every reply that much later
+  (after recording it); :attr:`WecomServer.down` refuses every connection (503 to the
+  websocket handshake) and drops the one open, keeping what learners say meanwhile.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import itertools
 import json
+import os
 import time
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any
 
 from websockets.asyncio.server import Server, ServerConnection, serve
+from websockets.datastructures import Headers
 from websockets.exceptions import ConnectionClosed
+from websockets.http11 import Request, Response
 
+from channels._kit.msgcrypt import encrypt_file
 from tests.waits import HANG_S
 
 STREAM_EXPIRED = 846608
@@ -70,8 +90,22 @@ class Said:
 class WecomServer:
     """One AI bot (``bot_id``/``secret``) and the learners who talk to it; ``async with`` serves it on loopback."""
 
-    def __init__(self, bot_id: str = "aib-test", secret: str = "s3cret") -> None:
+    def __init__(self, bot_id: str = "aib-test", secret: str = "s3cret", *, stream_limit_s: float | None = None) -> None:
         self.bot_id, self.secret = bot_id, secret
+        self.stream_limit_s = stream_limit_s
+        self.late_updates = 0
+        """Stream updates refused because the limit had passed (the channel should never cause one)."""
+        self._pushed_at: dict[str, float] = {}
+        self.files: dict[str, bytes] = {}
+        """Path -> the encrypted bytes served there."""
+        self.downloads = 0
+        self._faults: list[tuple[int, str]] = []
+        self.refused: list[int] = []
+        """The errcodes injected replies and pushes were answered with, in order."""
+        self.send_requests = 0
+        """Every ``aibot_respond_msg`` and ``aibot_send_msg`` received, whatever it was answered."""
+        self.ack_delay_s = 0.0
+        self.down = False
         self.expired = False
         self.mute_pings = False
         self.hold = False
@@ -99,8 +133,25 @@ class WecomServer:
         return f"ws://127.0.0.1:{port}/"
 
     async def __aenter__(self) -> WecomServer:
-        self._server = await serve(self._serve, "127.0.0.1", 0)
+        self._server = await serve(self._serve, "127.0.0.1", 0, process_request=self._http)
         return self
+
+    @property
+    def http_base(self) -> str:
+        return "http" + self.url[2:].rstrip("/")
+
+    def _http(self, connection: ServerConnection, request: Request) -> Response | None:
+        """A plain GET for a file is served here; a websocket handshake while :attr:`down` is refused."""
+        if request.path.startswith("/files/"):
+            data = self.files.get(request.path)
+            if data is None:
+                return connection.respond(HTTPStatus.NOT_FOUND, "no such file\n")
+            self.downloads += 1
+            return Response(200, "OK", Headers([("Content-Type", "application/octet-stream"),
+                                                ("Content-Length", str(len(data)))]), data)
+        if self.down:
+            return connection.respond(HTTPStatus.SERVICE_UNAVAILABLE, "down\n")
+        return None
 
     async def __aexit__(self, *exc: object) -> None:
         assert self._server is not None
@@ -125,6 +176,9 @@ class WecomServer:
             cmd, body = frame.get("cmd"), frame.get("body") or {}
             if cmd == "aibot_subscribe":
                 self.subscribes += 1
+                if self.down:
+                    await socket.close()
+                    return
                 if body.get("bot_id") != self.bot_id or body.get("secret") != self.secret:
                     await self._ack(socket, req_id, BAD_SECRET, "invalid secret")
                     await socket.close()
@@ -139,18 +193,32 @@ class WecomServer:
                 self.pings += 1
                 if not self.mute_pings:
                     await self._ack(socket, req_id)
-            elif cmd == "aibot_respond_msg":
-                code = self._respond(req_id, body)
-                await self._ack(socket, req_id, code, "stream message update expired" if code else "ok")
-            elif cmd == "aibot_send_msg":
-                self._pushed(body)
-                await self._ack(socket, req_id)
+            elif cmd in ("aibot_respond_msg", "aibot_send_msg"):
+                self.send_requests += 1
+                if self._faults:
+                    code, said = self._faults.pop(0)
+                    self.refused.append(code)
+                    await self._ack(socket, req_id, code, said)
+                    continue
+                if cmd == "aibot_respond_msg":
+                    code = self._respond(req_id, body)
+                else:
+                    code = 0
+                    self._pushed(body)
+                if self.ack_delay_s:
+                    asyncio.get_running_loop().create_task(self._ack_later(socket, req_id, code))
+                else:
+                    await self._ack(socket, req_id, code, "stream message update expired" if code else "ok")
 
     def _respond(self, req_id: str, body: dict[str, Any]) -> int:
         if body.get("msgtype") != "stream":
             self._pushed({**body, "chatid": self._chat_of.get(req_id, "")})
             return 0
         if self.expired:
+            return STREAM_EXPIRED
+        pushed_at = self._pushed_at.get(req_id)
+        if self.stream_limit_s is not None and pushed_at is not None and time.monotonic() - pushed_at > self.stream_limit_s:
+            self.late_updates += 1
             return STREAM_EXPIRED
         stream, sid = body["stream"], str(body["stream"]["id"])
         seen = self.streams.get(sid)
@@ -172,6 +240,47 @@ class WecomServer:
         content = str((body.get(str(body.get("msgtype"))) or {}).get("content", ""))
         self.timeline.append(StreamSeen(f"push{len(self.pushed)}", str(body.get("chatid", "")), "", content,
                                         [content], finished=1, finished_at=time.time()))
+
+    def fail_next(self, errcode: int, errmsg: str) -> None:
+        """Answer the next reply or push with ``errcode`` (it is not recorded: WeCom refused it)."""
+        self._faults.append((errcode, errmsg))
+
+    async def _ack_later(self, socket: ServerConnection, req_id: str, code: int) -> None:
+        await asyncio.sleep(self.ack_delay_s)
+        with contextlib.suppress(ConnectionClosed):
+            await self._ack(socket, req_id, code, "stream message update expired" if code else "ok")
+
+    async def outage(self, down: bool) -> None:
+        """WeCom goes away (every connection refused, the open one dropped) or comes back; what learners say
+        meanwhile is kept and sent at the next subscribe."""
+        self.down = down
+        if down:
+            self.hold = True
+            await self.drop()
+
+    def serve_file(self, data: bytes) -> tuple[str, str]:
+        """Keep ``data`` encrypted under a fresh key, as WeCom's CDN does: its URL and its ``aeskey``."""
+        key = base64.b64encode(os.urandom(32)).decode().rstrip("=")  # WeCom leaves the padding off at times
+        path = f"/files/{next(self._ids)}"
+        self.files[path] = encrypt_file(key, data)
+        return self.http_base + path, key
+
+    async def say_file(self, kind: str, data: bytes, *, user: str = "learner1", group: str | None = None,
+                       text: str = "", name: str = "") -> Said:
+        """A learner sends an image or a file (``kind``), or a mixed message (``mixed``: ``text`` then an image)."""
+        url, key = self.serve_file(data)
+        body: dict[str, Any] = {"msgid": f"msg{next(self._ids)}", "aibotid": self.bot_id,
+                                "chattype": "group" if group else "single", "from": {"userid": user}, "msgtype": kind}
+        media = {"url": url, "aeskey": key, **({"filename": name} if name else {})}
+        if kind == "mixed":
+            lead = f"@{BOT_NAME} {text}" if group else text
+            body["mixed"] = {"msg_item": [{"msgtype": "text", "text": {"content": lead}},
+                                          {"msgtype": "image", "image": media}]}
+        else:
+            body[kind] = media
+        if group:
+            body["chatid"] = group
+        return await self._push(body, group or user)
 
     @staticmethod
     async def _ack(socket: ServerConnection, req_id: str, errcode: int = 0, errmsg: str = "ok") -> None:
@@ -196,6 +305,7 @@ class WecomServer:
     async def _push(self, body: dict[str, Any], chat: str) -> Said:
         req_id = f"req{next(self._ids)}"
         self._chat_of[req_id], self._msgid_of[req_id] = chat, str(body["msgid"])
+        self._pushed_at[req_id] = time.monotonic()
         frame = {"cmd": "aibot_msg_callback", "headers": {"req_id": req_id}, "body": body}
         said = Said(str(body["msgid"]), req_id, chat, frame)
         if self.hold:

@@ -18,8 +18,8 @@ Written from the public descriptions of the iLink bot protocol:
   ``context_token`` is one it handed out, younger than ``token_ttl_s`` and
   used fewer than ``budget`` times; otherwise ``ret: -2``.  ``getconfig``
   hands out a ``typing_ticket``; ``sendtyping`` records its use.
-- **CDN.**  :meth:`IlinkPeer.say_file` sends an image or a file the way the
-  platform does: the bytes AES-128-ECB encrypted (PKCS#7) under a fresh key,
+- **CDN.**  :meth:`IlinkPeer.say_file` sends an image or a file (and
+  :meth:`IlinkPeer.say_voice` a voice message) the way the platform does: the bytes AES-128-ECB encrypted (PKCS#7) under a fresh key,
   served by ``GET c2c/download?encrypted_query_param=``; the message carries
   the param and the key (base64 of its hex digits; an image also its hex
   ``aeskey``).
@@ -41,6 +41,12 @@ Written from the public descriptions of the iLink bot protocol:
 - **Control** (a test in another process: ``python -m tests.peers.weixin_ilink_server``):
   ``POST /_test/say`` ``{"learner", "text"}`` says a message, ``GET /_test/sent``
   lists the replies taken, ``GET /_test/refused`` those refused.  In that mode a login is confirmed at once (``auto_scan``).
+- **Faults.**  :meth:`IlinkPeer.fail_next` answers the next POST (any call) with
+  a status and body, :meth:`IlinkPeer.fail_next_send` the next ``sendmessage``
+  only; while :attr:`IlinkPeer.down` every bot call answers 503;
+  :attr:`IlinkPeer.send_latency_s` slows ``sendmessage``'s answer.  The
+  platform publishes no rate-limit answer: a 429 with ``Retry-After`` is the
+  HTTP one a front end gives.
 - **Auth.**  Every POST needs ``Authorization: Bearer <bot_token>``
   (``AuthorizationType: ilink_bot_token``); after :meth:`IlinkPeer.expire_session`
   every call answers ``ret: -14`` (session expired).
@@ -137,6 +143,14 @@ class IlinkPeer:
     typing: list[str] = field(default_factory=list)
     faults: list[tuple[int, dict[str, Any], dict[str, str]]] = field(default_factory=list)
     """Answers (status, body, headers) the next POSTs get instead of their own, first first."""
+    send_faults: list[tuple[int, dict[str, Any], dict[str, str]]] = field(default_factory=list)
+    """The same, for the next ``sendmessage`` calls only (the long poll goes on meanwhile)."""
+    send_statuses: list[int] = field(default_factory=list)
+    """The HTTP status of every ``sendmessage`` answered, in order (a fault's too)."""
+    down: bool = False
+    """While set, every bot call answers 503 and the long poll holds nothing: the platform is away."""
+    send_latency_s: float = 0.0
+    """How long ``sendmessage`` takes to answer once it has taken the message."""
     auto_scan: bool = False
     """Each status answer moves the login one state on (wait, scaned, confirmed): a teacher scanning at once."""
     stale_next: int = 0
@@ -181,17 +195,31 @@ class IlinkPeer:
         await self._notify()
         return str(ident)
 
-    async def say_file(self, learner: str, data: bytes, *, image: bool = True, name: str = "notes.pdf") -> str:
-        """A learner's image (or file) as the platform sends one: encrypted on the CDN, named in the message."""
+    def _sealed(self, data: bytes) -> tuple[dict[str, Any], bytes]:
+        """``data`` on the CDN, encrypted under a fresh key: the ``media`` a message names it by, and the key."""
         key = secrets.token_bytes(16)
         pad = padding.PKCS7(128).padder()
         seal = Cipher(algorithms.AES(key), modes.ECB()).encryptor()
         param = "p-" + secrets.token_urlsafe(12)
         self.cdn[param] = seal.update(pad.update(data) + pad.finalize()) + seal.finalize()
-        media = {"encrypt_query_param": param, "aes_key": base64.b64encode(key.hex().encode()).decode(), "encrypt_type": 1}
+        return {"encrypt_query_param": param, "aes_key": base64.b64encode(key.hex().encode()).decode(),
+                "encrypt_type": 1}, key
+
+    async def say_file(self, learner: str, data: bytes, *, image: bool = True, name: str = "notes.pdf") -> str:
+        """A learner's image (or file) as the platform sends one: encrypted on the CDN, named in the message."""
+        media, key = self._sealed(data)
         item = ({"type": 2, "image_item": {"media": media, "aeskey": key.hex()}} if image else
                 {"type": 4, "file_item": {"media": media, "file_name": name, "len": str(len(data))}})
         return await self.say_items(learner, [item])
+
+    async def say_voice(self, learner: str, data: bytes, *, transcript: str | None = None, encode_type: int = 6) -> str:
+        """A learner's voice message: the recording (SILK by default) on the CDN, a transcript where the platform made one."""
+        media, _ = self._sealed(data)
+        voice: dict[str, Any] = {"media": media, "encode_type": encode_type, "sample_rate": 16000,
+                                 "bits_per_sample": 16, "playtime": 1200}
+        if transcript is not None:
+            voice["text"] = transcript
+        return await self.say_items(learner, [{"type": 3, "voice_item": voice}])
 
     async def say_again(self, message_id: str) -> None:
         """The platform handing the same message out once more (a redelivery)."""
@@ -249,7 +277,7 @@ class IlinkPeer:
             Route("/ilink/bot/get_bot_qrcode", self._qrcode, methods=["GET"]),
             Route("/ilink/bot/get_qrcode_status", self._qrcode_status, methods=["GET"]),
             Route("/ilink/bot/getupdates", self._faulty(self._getupdates), methods=["POST"]),
-            Route("/ilink/bot/sendmessage", self._faulty(self._sendmessage), methods=["POST"]),
+            Route("/ilink/bot/sendmessage", self._faulty(self._sendmessage, send=True), methods=["POST"]),
             Route("/ilink/bot/getconfig", self._faulty(self._getconfig), methods=["POST"]),
             Route("/ilink/bot/sendtyping", self._faulty(self._sendtyping), methods=["POST"]),
             Route("/ilink/bot/getuploadurl", self._faulty(self._getuploadurl), methods=["POST"]),
@@ -366,15 +394,30 @@ class IlinkPeer:
         return JSONResponse({"ret": 0, "status": "confirmed", "bot_token": self.token, "ilink_bot_id": self.bot_id,
                              "ilink_user_id": self.user_id, "baseurl": self.base_url})
 
-    def _faulty(self, handler: Any) -> Any:
-        """``handler``, unless a fault is queued: then the fault's answer."""
+    def _faulty(self, handler: Any, *, send: bool = False) -> Any:
+        """``handler``, unless the platform is down or a fault is queued: then that answer."""
         async def answer(request: Request) -> Response:
-            if self.faults:
+            if self.down:
+                response: Response = JSONResponse({"ret": -1, "errmsg": "service unavailable"}, status_code=503)
+            elif send and self.send_faults:
+                status, body, headers = self.send_faults.pop(0)
+                response = JSONResponse(body, status_code=status, headers=headers)
+            elif self.faults:
                 status, body, headers = self.faults.pop(0)
-                return JSONResponse(body, status_code=status, headers=headers)
-            return await handler(request)
+                response = JSONResponse(body, status_code=status, headers=headers)
+            else:
+                response = await handler(request)
+            if send:
+                self.send_statuses.append(response.status_code)
+                await asyncio.sleep(self.send_latency_s)  # taken (or refused) at once, answered late
+            return response
 
         return answer
+
+    def fail_next_send(self, status: int, body: dict[str, Any] | None = None,
+                       headers: dict[str, str] | None = None) -> None:
+        """The next ``sendmessage`` is answered ``status`` with ``body``; the long poll is left alone."""
+        self.send_faults.append((status, body or {}, headers or {}))
 
     def fail_next(self, status: int, body: dict[str, Any] | None = None, headers: dict[str, str] | None = None) -> None:
         """The next POST is answered ``status`` with ``body`` (a 429, a 503, a ``ret`` code in a 200)."""

@@ -26,11 +26,13 @@ configuration, message encryption and customer-service messages (X1, X2, X3):
   secret), 45015 (out of the window), 45047 (quota used up).
 - **Faults.**  ``expire_token()`` ends the current token (the next send gets
   40001 once the token it carries is the old one); ``fail_next(45015)`` makes
-  the next send fail with that code.
+  the next send fail with that code (45009 quota, -1 system busy: any code);
+  ``send_latency_s`` answers a send late, after taking it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import time
@@ -69,6 +71,10 @@ class WechatOA(TencentPeer):
     """Every passive reply WeChat took from a callback's answer, as its fields."""
     _last_said: dict[str, tuple[float, int]] = field(default_factory=dict)
     """OpenID -> when they last wrote, and the customer-service messages sent since."""
+    send_calls: int = 0
+    """Every ``message/custom/send`` request received, whatever it was answered (a retry counts again)."""
+    send_latency_s: float = 0.0
+    """How long ``message/custom/send`` takes to answer once it has taken the message."""
 
     # ------------------------------------------------------------------ the API
 
@@ -83,6 +89,7 @@ class WechatOA(TencentPeer):
         return JSONResponse({"access_token": self.issue_token(), "expires_in": TOKEN_LIFE_S})
 
     async def _send(self, request: Request) -> JSONResponse:
+        self.send_calls += 1
         refused = self.refusal(request)
         if refused is not None:
             return refused
@@ -97,6 +104,7 @@ class WechatOA(TencentPeer):
             return self.error(44003, "empty news data")
         self._last_said[to] = (said_at, used + 1)
         self.took(body)
+        await asyncio.sleep(self.send_latency_s)
         return JSONResponse({"errcode": 0, "errmsg": "ok"})
 
     def cs_texts_to(self, openid: str) -> list[str]:

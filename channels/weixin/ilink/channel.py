@@ -23,8 +23,8 @@ The bot token is the QR login's (:mod:`channels.weixin.ilink.session`); an
 expired session (or none yet) parks the account in ``action_required`` with
 the command that logs in again, and the account resumes by itself once that
 login is stored.  While it waits, the gateway serves a login page with the QR
-code at ``/channels/weixin/<account>/login`` behind a fresh token the log line
-prints (:mod:`channels.weixin.ilink.page`).
+code at ``/channels/weixin/<account>/login`` behind a fresh token that the log
+line and ``partners channels login`` print (:mod:`channels.weixin.ilink.page`).
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ class IlinkChannel(WeixinChannel):
         heartbeat.set_state(ChannelState.ACTION_REQUIRED, reason)
         log.warning("weixin ilink needs a login account=%s reason=%s", self.account, reason)
         log.warning("weixin ilink login page account=%s: open the gateway's address followed by %s",
-                    self.account, self.page.open())
+                    self.account, await self.page.open())
         try:
             while True:
                 await asyncio.sleep(RELOGIN_CHECK_S)

@@ -8,9 +8,11 @@ referrer with its end (``received + reply_window_s`` from platforms.toml), so
 the outbound path refuses a late reply with a reason instead of a platform
 error.  The bot's own messages (``message_type`` 2) come back too and are
 marked ``from_self``.  Voice arrives with the platform's transcript
-(``voice_item.text``) where it made one, which is read as the learner's words.
-Images and files are announced as :class:`MediaRef` values naming their CDN
-place and key (:mod:`channels.weixin.ilink.media`), fetched after the ack.
+(``voice_item.text``) where it made one, which is read as the learner's words;
+a voice message without one is the recording itself, an ``audio`` element
+(its ``encode_type`` names the codec: WeChat records SILK, type 6).
+Images, files and recordings are announced as :class:`MediaRef` values naming
+their CDN place and key (:mod:`channels.weixin.ilink.media`), fetched after the ack.
 """
 
 from __future__ import annotations
@@ -42,6 +44,9 @@ from gateway.core.messages import (
 CHANNEL = ChannelName("weixin")
 TEXT, IMAGE, VOICE, FILE, VIDEO = 1, 2, 3, 4, 5
 BOT = 2
+VOICE_CODECS = {1: ("audio/L16", "pcm"), 2: ("audio/adpcm", "adpcm"), 4: ("audio/speex", "spx"), 5: ("audio/amr", "amr"),
+                6: ("audio/silk", "silk"), 7: ("audio/mpeg", "mp3"), 8: ("audio/ogg", "ogg")}
+"""``voice_item.encode_type`` -> (MIME type, file extension) of the recording; an unnamed codec is SILK, WeChat's own."""
 UNSHOWN = {str(IMAGE): "an image", str(VOICE): "a voice message", str(FILE): "a file", str(VIDEO): "a video"}
 
 
@@ -60,7 +65,7 @@ def _media(item: dict[str, Any], field: str) -> tuple[str, str] | None:
 
 
 def _elements(items: Any) -> tuple[Element, ...]:
-    """The learner's words (a voice message's transcript among them) and the files the CDN holds."""
+    """The learner's words (a voice message's transcript among them) and the files (recordings too) the CDN holds."""
     if not isinstance(items, list):
         return ()
     found: list[Element] = []
@@ -72,6 +77,10 @@ def _elements(items: Any) -> tuple[Element, ...]:
             found.append(Text(text=text))
         elif kind == VOICE and isinstance(text := (item.get("voice_item") or {}).get("text"), str) and text.strip():
             found.append(Text(text=text))
+        elif kind == VOICE and (cdn := _media(item, "voice_item")) is not None:
+            codec = (item.get("voice_item") or {}).get("encode_type")
+            mime, extension = VOICE_CODECS.get(codec if isinstance(codec, int) else 6, VOICE_CODECS[6])
+            found.append(Media(kind="audio", ref=MediaRef(locator=locator(*cdn), mime_type=mime, name=f"voice.{extension}")))
         elif kind == IMAGE and (cdn := _media(item, "image_item")) is not None:
             found.append(Media(kind="image", ref=MediaRef(locator=locator(*cdn), mime_type="image/jpeg")))
         elif kind == FILE and (cdn := _media(item, "file_item")) is not None:

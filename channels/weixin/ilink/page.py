@@ -9,8 +9,13 @@ login itself; a login that gave up is started afresh by the next reload.
 
 Who may open it: whoever scans the code logs the bot in as *their* WeChat,
 so the page is behind a token made fresh each time the account starts
-waiting, printed only in the gateway's log line, compared in constant time.
-Without it (or a wrong one) the answer is 403.  Once the account is logged
+waiting, compared in constant time.  Without it (or a wrong one) the answer
+is 403.  The token is kept in the account's store entry :data:`PAGE_TOKEN`
+while the account waits (emptied when it stops waiting), so that
+``partners channels login weixin ACCOUNT`` -- which opens the same store --
+can print the page's whole address (:func:`stored_path`); the gateway's log
+line prints the path too.  The store already holds the bot token itself, so
+whoever can read it gains nothing by the page token.  Once the account is logged
 in, the page says so and starts nothing more; a later waiting spell has a
 new token.  Before the account ever waited there is no page (404).
 
@@ -44,8 +49,21 @@ if TYPE_CHECKING:  # pragma: no cover - typing only; starlette loads with the ro
 log = logging.getLogger(__name__)
 REFRESH_S = 2
 """The page reloads this often: the scan's state moves within seconds of the phone."""
+PAGE_TOKEN = "ilink-login-page"
+"""The store entry holding the waiting spell's page token (empty when the account is not waiting)."""
 SAID = {Scan.WAIT: Phrase.LOGIN_WAIT, Scan.SCANNED: Phrase.LOGIN_SCANNED, Scan.CONFIRMED: Phrase.LOGIN_CONFIRMED,
         Scan.EXPIRED: Phrase.LOGIN_EXPIRED}
+
+
+def page_path(account: str, token: str) -> str:
+    """The page's path and query for ``account`` behind ``token``; the caller puts the gateway's address in front."""
+    return f"/channels/weixin/{account}/login?t={token}"
+
+
+async def stored_path(cursors: CursorStore, account: str) -> str | None:
+    """The path of the page a gateway serves for ``account`` now, from its store; None when it is not waiting."""
+    token = await cursors.get(PAGE_TOKEN)
+    return page_path(account, token) if token else None
 
 
 def page_language(accept_language: str | None) -> str:
@@ -67,17 +85,20 @@ class LoginPage:
 
     @property
     def path(self) -> str:
-        return f"/channels/weixin/{self._account}/login?t={self.token}"
+        return page_path(self._account, self.token or "")
 
-    def open(self) -> str:
-        """A fresh token for a new waiting spell; the path (with it) for the log line."""
+    async def open(self) -> str:
+        """A fresh token for a new waiting spell, kept in the store for the login command; the path (with it)."""
         self.token, self.link, self.state, self.failed = secrets.token_urlsafe(24), None, None, None
         self.waiting = True
+        await self._cursors.put(PAGE_TOKEN, self.token)
         return self.path
 
     async def close(self) -> None:
         """The account is logged in (or stopping): the page says so, a login it started stops."""
-        self.waiting = False
+        if self.waiting:
+            self.waiting = False
+            await self._cursors.put(PAGE_TOKEN, "")
         if self._task is not None:
             task, self._task = self._task, None
             task.cancel()

@@ -7,6 +7,7 @@ takes ``rig`` (skipped without it); the self-built app's tests need none.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import AsyncIterator
@@ -55,20 +56,28 @@ class WecomRig:
         await eventually(lambda: settled(self.gateway), what="the gateway to settle")
 
 
-@pytest.fixture
-async def rig(tmp_path) -> AsyncIterator[WecomRig]:
+@contextlib.asynccontextmanager
+async def running(tmp_path: Path, server: WecomServer, **settings: Any) -> AsyncIterator[WecomRig]:
+    """A gateway with one AI-bot account (``settings`` added to it) on ``server``, which is serving."""
     need_module("wecom_aibot_sdk")  # the AI bot's tests only: the self-built app's run without the SDK
     env = f"WECOM_SECRET_{uuid.uuid4().hex[:8].upper()}"
-    async with WecomServer() as server:
-        os.environ[env] = server.secret
-        responder = ContractResponder()
-        gateway = Gateway(config(tmp_path / "data", server, env), responder=responder)
-        await gateway.start()
-        try:
-            assert gateway.channel("wecom", "school") is not None, gateway.unavailable
-            await server.connected()
-            yield WecomRig(server, gateway, responder)
-        finally:
-            await gateway.stop()
-            os.environ.pop(env, None)
+    os.environ[env] = server.secret
+    responder = ContractResponder()
+    gateway = Gateway(config(tmp_path / "data", server, env, **settings), responder=responder)
+    await gateway.start()
+    try:
+        assert gateway.channel("wecom", "school") is not None, gateway.unavailable
+        await server.connected()
+        yield WecomRig(server, gateway, responder)
+    finally:
+        await gateway.stop()
+        os.environ.pop(env, None)
+
+
+@pytest.fixture
+async def rig(tmp_path) -> AsyncIterator[WecomRig]:
+    async with WecomServer() as server, running(tmp_path, server) as made:
+        yield made
+
+
 from tests.channels.wecom.app_rig import app_rig  # noqa: E402,F401 -- the self-built app rig, for its tests

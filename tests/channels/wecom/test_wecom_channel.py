@@ -76,15 +76,15 @@ async def test_an_expired_stream_is_finished_as_markdown_to_the_chat(rig):
     assert rig.server.streams == {}
 
 
-async def test_an_image_callback_is_refused_with_a_reason_not_answered(rig):
+async def test_a_voice_callback_is_refused_with_a_reason_not_answered(rig):
     said = await rig.server.say("text first")
     await rig.answers("learner1", 1)
-    image = dict(said.frame["body"], msgid="img1", msgtype="image", image={"url": "http://127.0.0.1:9/x"})
-    image.pop("text")
-    await rig.server._push(image, "learner1")
+    voice = dict(said.frame["body"], msgid="voice1", msgtype="voice", voice={"content": "spoken words"})
+    voice.pop("text")
+    await rig.server._push(voice, "learner1")
     await rig.server.say("text after")
     await rig.answers("learner1", 2)
-    await asyncio.sleep(0)  # nothing else is waited for: the image was refused synchronously
+    await asyncio.sleep(0)  # nothing else is waited for: the voice message was refused synchronously
     assert [m.text for t in rig.responder.turns for m in t.messages] == ["text first", "text after"]
 
 

@@ -157,6 +157,37 @@ async def test_a_file_keeps_its_name_and_bytes(ilink_rig):
     assert media.ref is not None and media.ref.name == "homework.pdf"
 
 
+SILK = b"\x02#!SILK_V3" + bytes(range(200)) * 3
+"""A recording as WeChat makes one: the SILK v3 header (with Tencent's leading byte), then frames."""
+
+
+async def test_a_voice_message_without_a_transcript_reaches_the_turn_as_its_recording(ilink_rig):
+    rig = await ilink_rig()
+    await rig.peer.say_voice("learner@im.wechat", SILK)
+    await rig.texts("learner@im.wechat", 1)
+    await rig.quiet()
+    [turn] = rig.responder.turns
+    [media] = [e for e in turn.messages[-1].elements if getattr(e, "kind", "") == "audio"]
+    assert media.blob is not None and not media.missing
+    assert await rig.gateway.blobs.get(media.blob) == SILK  # fetched from the CDN and decrypted
+    assert media.ref is not None and (media.ref.mime_type, media.ref.name) == ("audio/silk", "voice.silk")
+    assert rig.peer.refused == [] and rig.inbound_rows() == 1
+
+
+async def test_a_voice_message_with_a_transcript_is_read_as_words_and_its_codec_is_named_otherwise(ilink_rig):
+    rig = await ilink_rig()
+    await rig.peer.say_voice("learner@im.wechat", SILK, transcript="how do I say cat")
+    assert await rig.texts("learner@im.wechat", 1) == ["echo: how do I say cat"]
+    await rig.peer.say_voice("learner@im.wechat", b"ID3" + bytes(300), encode_type=7)
+    await rig.texts("learner@im.wechat", 2)
+    await rig.quiet()
+    first, second = rig.responder.turns
+    assert [e for e in first.messages[-1].elements if getattr(e, "kind", "") == "audio"] == []
+    [mp3] = [e for e in second.messages[-1].elements if getattr(e, "kind", "") == "audio"]
+    assert mp3.ref is not None and (mp3.ref.mime_type, mp3.ref.name) == ("audio/mpeg", "voice.mp3")
+    assert await rig.gateway.blobs.get(mp3.blob) == b"ID3" + bytes(300)
+
+
 def test_the_media_key_reads_each_spelling_the_platform_uses():
     import base64
 

@@ -211,3 +211,22 @@ async def test_a_retry_while_the_first_callback_waits_is_told_success_and_the_fi
     assert rig.oa.read_answer(answered.content)["Content"] == "echo: a hard one"  # the waiting callback carries it
     await rig.quiet()
     assert rig.oa.cs_texts_to("o-learner") == [] and len(rig.responder.turns) == 1
+
+
+async def test_a_reminder_for_after_the_learners_48_hour_window_is_refused_when_scheduled(open_rig):
+    """The account's own kind decides (48 hours, not personal WeChat's ten minutes), counted from the last message.
+
+    The gateway counts from when it stored the message (WeChat delivers within seconds, retries within 15)."""
+    from datetime import UTC, datetime, timedelta
+
+    rig = await open_rig(mode="plaintext")
+    await rig.oa.say("o-learner", "remind me later")
+    await rig.texts("o-learner", 1)
+    await rig.quiet()
+    address = rig.responder.turns[0].messages[0].address
+    now = datetime.now(UTC)
+    inside = await rig.gateway.reminders.schedule(address, now + timedelta(hours=47), "review the vocabulary")
+    after = await rig.gateway.reminders.schedule(address, now + timedelta(hours=49), "review the vocabulary")
+    assert inside.accepted, inside.reason  # 47 hours after the learner wrote: WeChat still takes it
+    assert not after.accepted and "48 hours" in after.reason  # 49 hours after: it would be refused (45015)
+    assert await rig.gateway.fire_reminders() == 0  # nothing due now; the refused one was never stored
