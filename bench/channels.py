@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk and qq.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq and mochat.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -37,7 +37,8 @@ Every selected channel's peer is checked before any runs: matrix needs the
 Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
-Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq]
+Usage: python bench/channels.py
+       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -50,6 +51,7 @@ Usage: python bench/channels.py [--channels telegram,matrix,email,discord,slack,
        [--napcat-rate 10] [--napcat-chats 60] [--napcat-seconds 10]
        [--dingtalk-rate 10] [--dingtalk-chats 60] [--dingtalk-seconds 10]
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
+       [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
 """
 
 from __future__ import annotations
@@ -557,10 +559,31 @@ class QQRig(HarnessRig):
         return [(m["content"], at) for m, at in zip(peer.sent, peer.sent_at, strict=True)]
 
 
+class MochatRig(HarnessRig):
+    """A Mochat claw agent: python-socketio (msgpack) pushes from the emulator, in this process, answered over
+    its REST ``sessions/send``; latency runs from the session event pushed to the send the emulator took."""
+
+    name, channel = "mochat", "mochat"
+    chat_name = "s-bench{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.mochat_harness import MochatHarness
+
+        return MochatHarness()
+
+    def settings(self) -> dict[str, Any]:
+        server = self.harness.server
+        return {"base_url": server.url, "claw_token": f"env:{self.harness.env}", "agent_user_id": server.agent,
+                "sessions": [self.warmup_chat, *self.chats]}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.content, s.at) for s in self.harness.server.sent]
+
+
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
-        "qq": QQRig}
+        "qq": QQRig, "mochat": MochatRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -681,7 +704,8 @@ async def main() -> None:
                                              ("slack", 20, 40, 10, "chats"), ("weixin_oa", 20, 40, 10, "learners"),
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
                                              ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
-                                             ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners")):
+                                             ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
+                                             ("mochat", 20, 40, 10, "sessions")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")

@@ -127,8 +127,9 @@ def _message(*, account: AccountId, chat: str, kind: ConversationKind, message_i
 
 
 def session_batch(raw: Any, *, account: AccountId, agent: str, after: int) -> Batch:
-    """A session batch; events at or before ``after`` (already durable) are left out.  ``InvalidEvent`` when
-    the envelope itself is not a batch."""
+    """A session batch; the cursor moves past ``after`` only.  Events at or before ``after`` (a redelivery)
+    are still handed on, so the store's dedup recognises and counts them rather than a silent skip here.
+    ``InvalidEvent`` when the envelope itself is not a batch."""
     try:
         batch = _SessionBatch.model_validate(raw)
     except ValidationError as error:
@@ -139,8 +140,6 @@ def session_batch(raw: Any, *, account: AccountId, agent: str, after: int) -> Ba
             event = _Event.model_validate(item)
         except ValidationError as error:
             out.invalid.append(f"mochat session {batch.sessionId[:40]} event: {_first_error(error)}")
-            continue
-        if event.seq <= after:
             continue
         last = max(last, event.seq)
         if event.type != MESSAGE_ADD:

@@ -144,6 +144,7 @@ HARNESSES: dict[str, str] = {
     "napcat": "tests.contract.napcat_harness:NapcatHarness",
     "dingtalk": "tests.contract.dingtalk_harness:DingtalkHarness",
     "feishu": "tests.contract.feishu_harness:FeishuHarness",
+    "mochat": "tests.contract.mochat_harness:MochatHarness",
 }
 """harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,8 @@ class Sent:
     content: str
     reply_to: str | None
     id: str
+    at: float = field(default_factory=time.time)
+    """When the emulator took the send (wall clock, for bench/channels.py)."""
 
 
 @dataclass
@@ -68,6 +71,7 @@ class MochatServer:
         self.refused_connects = 0
         self.watches = 0
         self.send_requests = 0
+        self.rate_limited_sends = 0
         self._faults: list[tuple[int, float]] = []
         self._ids = itertools.count(1)
         self._runner: web.AppRunner | None = None
@@ -221,6 +225,7 @@ class MochatServer:
         self.send_requests += 1
         if self._faults:
             status, retry_after = self._faults.pop(0)
+            self.rate_limited_sends += status == 429
             headers = {"Retry-After": str(retry_after)} if status == 429 else {}
             return web.json_response({"code": status, "message": "fault"}, status=status, headers=headers)
         content = body.get("content")
