@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import importlib.util
+import json
 import logging
 import mimetypes
 import time
@@ -60,6 +61,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 log = logging.getLogger(__name__)
 ALIVE_CHECK_S = 1.0
+OPENING = "cards-opening"
+"""The account's cursor entry naming, per reply key, the card made for it: ``{key: [card id, born ms]}``."""
+OPENING_KEPT = 256
+"""How many of the latest replies' cards the entry remembers: far more than are ever opening at once."""
 
 
 class FeishuChannel(Channel[FeishuConfig]):
@@ -75,6 +80,8 @@ class FeishuChannel(Channel[FeishuConfig]):
         self._heartbeat: Heartbeat | None = None
         self.bot = ""
         self._sequences: dict[str, int] = {}
+        self._opening = asyncio.Lock()
+        """Guards the read-modify-write of :data:`OPENING` in the account's cursors."""
 
     @property
     def api(self) -> FeishuApi:
@@ -198,11 +205,31 @@ class FeishuChannel(Channel[FeishuConfig]):
         """The card (in streaming mode) and the reply showing it, both keyed by the reply: a restart finds them."""
         if not self.settings.stream:
             raise Unsupported(PLATFORM, "this account sends final answers only (stream: false)")
-        card_id = await self.api.create_card(streaming_card("", mention=self._where(target, referrer)[2]))
+        card_id, born_ms = await self._card_for(key, mention=self._where(target, referrer)[2])
         message = await self._send(target, referrer, "interactive", card_message(card_id), uuid_of(key, "card"))
-        card = Card(id=card_id, message=message, born_ms=int(time.time() * 1000))
+        card = Card(id=card_id, message=message, born_ms=born_ms)
         log.info("feishu card opened account=%s chat=%s card=%s", self.account, target.conversation.chat, card_id)
         return StreamHandle(target=target, referrer=referrer, handle=card.dump())
+
+    async def _card_for(self, key: str, *, mention: str | None) -> tuple[str, int]:
+        """The card this reply streams into, kept durable *before* the message showing it is sent.
+
+        CardKit takes no idempotency key for a new card, while the message showing it is deduplicated
+        by its uuid.  A process killed after that send but before the stream's handle was kept would,
+        on restart, make a second card and send again: Feishu would drop the repeat and keep showing
+        the first card, left streaming for ever, while the answer went into a card nobody sees.  So
+        the card made for a reply is remembered first, and a restart streams into the same one (with
+        its birth time, so its sequences keep rising)."""
+        async with self._opening:
+            opening = json.loads(await self.context.cursors.get(OPENING) or "{}")
+        if isinstance(known := opening.get(key), list) and len(known) == 2:
+            return str(known[0]), int(known[1])
+        card_id, born_ms = await self.api.create_card(streaming_card("", mention=mention)), int(time.time() * 1000)
+        async with self._opening:
+            opening = json.loads(await self.context.cursors.get(OPENING) or "{}")
+            opening[key] = [card_id, born_ms]
+            await self.context.cursors.put(OPENING, json.dumps(dict(list(opening.items())[-OPENING_KEPT:])))
+        return card_id, born_ms
 
     def _sequence(self, card: Card) -> int:
         """Strictly increasing per card, across restarts: milliseconds since the card was made."""
