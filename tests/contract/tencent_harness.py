@@ -48,6 +48,22 @@ class TencentHarness:
         self.api = ""
         self._users = 0
 
+    ERRCODES: ClassVar[dict[int, int]] = {429: 45009, 401: 40001, 503: -1, 400: 45002}
+    """Feature ``errcodes``: the suite's HTTP status -> the errcode WeChat and WeCom answer in a 200 for it."""
+
+    def errcode(self, status: int) -> int:
+        return self.ERRCODES[status]
+
+    async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
+        for _ in range(2 if self.ERRCODES[status] == 40001 else 1):  # the kit's one fresh token meets it again
+            self.peer.fail_next(self.ERRCODES[status])
+
+    async def rate_limited_sends(self) -> int:
+        return self.peer.refused.count(self.ERRCODES[429])
+
+    async def send_requests(self) -> int:
+        return self.peer.send_calls
+
     def settings(self) -> dict[str, Any]:
         """The account's settings, the peer's secrets written to :attr:`env`."""
         raise NotImplementedError

@@ -7,7 +7,7 @@ what the member's chat shows.
 Features: ``credentials`` (a corpsecret WeCom refuses, 40001), ``slow_send``
 (``message/send`` answers late, after taking the text), and ``faults`` with
 ``errcodes``: WeCom refuses in a 200 with its own errcode and no retry hint, so
-the suite's statuses become the codes that mean the same (:data:`ERRCODES`; 401
+the suite's statuses become the codes that mean the same (`TencentHarness.ERRCODES`; 401
 is 40001 twice, since the first is a stale token the kit refreshes once).  The
 app talks 1:1 (no ``groups``), WeCom never delivers the app's own messages (no
 ``own_echo``).  No ``outage``: WeCom posts to the app, so an app cannot see
@@ -23,9 +23,6 @@ from tests.contract.harness import Seen
 from tests.contract.tencent_harness import TencentHarness
 from tests.peers.wecom_app_server import WecomApp
 
-ERRCODES = {429: 45009, 401: 40001, 503: -1, 400: 45002}
-"""The suite's HTTP status -> WeCom's errcode that means it (channels/wecom/app_api.py's table)."""
-
 
 class WecomAppHarness(TencentHarness):
     channel = "wecom"
@@ -37,19 +34,6 @@ class WecomAppHarness(TencentHarness):
         super().__init__(WecomApp())
 
     features = frozenset({"credentials", "slow_send", "faults", "errcodes"})
-
-    def errcode(self, status: int) -> int:
-        return ERRCODES[status]
-
-    async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
-        for _ in range(2 if ERRCODES[status] == 40001 else 1):  # the kit's one fresh token meets it again
-            self.peer.fail_next(ERRCODES[status])
-
-    async def rate_limited_sends(self) -> int:
-        return self.peer.refused.count(ERRCODES[429])
-
-    async def send_requests(self) -> int:
-        return self.peer.send_calls
 
     async def slow_sends(self, seconds: float) -> None:
         self.peer.send_delay_s = seconds

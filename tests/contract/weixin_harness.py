@@ -7,7 +7,7 @@ answer is a customer-service message -- what the learner's chat shows.
 Features: ``credentials`` (an appsecret WeChat refuses, 40125); ``faults`` with
 ``errcodes``: WeChat refuses a call in a 200 with its own errcode and says no
 retry-after, so the suite's statuses become the codes that mean the same
-(:data:`ERRCODES`: 429 -> 45009 quota reached, 401 -> 40001 token not good --
+(`TencentHarness.ERRCODES`: 429 -> 45009 quota reached, 401 -> 40001 token not good --
 twice, since the first is worth one fresh token -- 503 -> -1 system busy, 400 ->
 45002 content too long); ``slow_send`` (a send answered late, after it was taken).
 
@@ -27,9 +27,6 @@ from tests.channels.weixin.conftest import account_settings
 from tests.contract.tencent_harness import TencentHarness
 from tests.peers.weixin_oa_server import WechatOA
 
-ERRCODES = {429: 45009, 401: 40001, 503: -1, 400: 45002}
-"""The suite's HTTP status -> WeChat's errcode that means it (channels/weixin/transport.py's table)."""
-
 
 class WeixinHarness(TencentHarness):
     channel = "weixin"
@@ -43,19 +40,6 @@ class WeixinHarness(TencentHarness):
 
     def settings(self) -> dict[str, Any]:
         return {**account_settings(self.peer, self.api, self.env), "passive_reply": False}
-
-    def errcode(self, status: int) -> int:
-        return ERRCODES[status]
-
-    async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
-        for _ in range(2 if ERRCODES[status] == 40001 else 1):  # the channel's one fresh token meets it again
-            self.peer.fail_next(ERRCODES[status])
-
-    async def rate_limited_sends(self) -> int:
-        return self.peer.refused.count(ERRCODES[429])
-
-    async def send_requests(self) -> int:
-        return self.peer.send_calls
 
     async def slow_sends(self, seconds: float) -> None:
         self.peer.send_latency_s = seconds

@@ -82,6 +82,8 @@ class TencentPeer:
     """When each of ``sent`` was taken, by this emulator's wall clock (what bench/channels.py times)."""
     refused: list[int] = field(default_factory=list)
     """Every errcode an API call was answered with."""
+    send_calls: int = 0
+    """Send requests received, whatever they were answered (a retry counts again): a subclass's send route counts."""
     deliveries: list[Delivery] = field(default_factory=list)
     tokens_issued: int = 0
     _good_tokens: set[str] = field(default_factory=set)

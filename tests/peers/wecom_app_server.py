@@ -91,8 +91,6 @@ class WecomApp(TencentPeer):
     _upload_faults: list[int] = field(default_factory=list)
     send_delay_s: float = 0.0
     """How long ``message/send`` takes to answer a text it already took (a slow WeCom)."""
-    send_calls: int = 0
-    """message/send requests received, whatever they were answered (a retry counts again)."""
 
     @property
     def crypto(self) -> WechatCrypto:

@@ -71,8 +71,6 @@ class WechatOA(TencentPeer):
     """Every passive reply WeChat took from a callback's answer, as its fields."""
     _last_said: dict[str, tuple[float, int]] = field(default_factory=dict)
     """OpenID -> when they last wrote, and the customer-service messages sent since."""
-    send_calls: int = 0
-    """Every ``message/custom/send`` request received, whatever it was answered (a retry counts again)."""
     send_latency_s: float = 0.0
     """How long ``message/custom/send`` takes to answer once it has taken the message."""
 
