@@ -81,7 +81,9 @@ class FeishuChannel(Channel[FeishuConfig]):
         self.bot = ""
         self._sequences: dict[str, int] = {}
         self._opening = asyncio.Lock()
-        """Guards the read-modify-write of :data:`OPENING` in the account's cursors."""
+        """Guards :attr:`_cards` and its write to :data:`OPENING` in the account's cursors."""
+        self._cards: dict[str, list[Any]] | None = None
+        """:data:`OPENING`, read from the cursors once per process, then kept here and written through."""
 
     @property
     def api(self) -> FeishuApi:
@@ -221,14 +223,16 @@ class FeishuChannel(Channel[FeishuConfig]):
         the card made for a reply is remembered first, and a restart streams into the same one (with
         its birth time, so its sequences keep rising)."""
         async with self._opening:
-            opening = json.loads(await self.context.cursors.get(OPENING) or "{}")
-        if isinstance(known := opening.get(key), list) and len(known) == 2:
+            if self._cards is None:
+                self._cards = json.loads(await self.context.cursors.get(OPENING) or "{}")
+            known = self._cards.get(key)
+        if isinstance(known, list) and len(known) == 2:
             return str(known[0]), int(known[1])
         card_id, born_ms = await self.api.create_card(streaming_card("", mention=mention)), int(time.time() * 1000)
         async with self._opening:
-            opening = json.loads(await self.context.cursors.get(OPENING) or "{}")
-            opening[key] = [card_id, born_ms]
-            await self.context.cursors.put(OPENING, json.dumps(dict(list(opening.items())[-OPENING_KEPT:])))
+            self._cards[key] = [card_id, born_ms]
+            self._cards = dict(list(self._cards.items())[-OPENING_KEPT:])
+            await self.context.cursors.put(OPENING, json.dumps(self._cards))
         return card_id, born_ms
 
     def _sequence(self, card: Card) -> int:
