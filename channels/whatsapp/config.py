@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from gateway.core.config import AccountConfig, EnvSecret
 
 GRAPH_BASE = "https://graph.facebook.com"
-API_VERSION = "v21.0"
+API_VERSION = "v24.0"
 
 
 class Template(BaseModel):

@@ -48,7 +48,7 @@ from tests.waits import HTTP_S
 RETRIES = 3
 TEXT_LIMIT = 4096
 WINDOW_S = 86400.0
-VERSION = "v21.0"
+VERSION = "v24.0"
 
 
 @dataclass
