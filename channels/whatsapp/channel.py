@@ -38,13 +38,13 @@ from channels._kit.media import read_attachment
 from channels._kit.signatures import META_HUB, verify_hmac
 from channels.base import Channel, ChannelContext
 from channels.whatsapp.config import WhatsappConfig
-from channels.whatsapp.decode import Skipped, Status, decode, read_body, values
+from channels.whatsapp.decode import Message, Skipped, Status, decode, items, read_body, values
 from channels.whatsapp.transport import PLATFORM, GraphApi
 from gateway.core.capabilities import ChannelCapabilities, Proactive
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnreachable, PlatformError, ReplyWindowClosed
 from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
-from gateway.core.probes import ProbeResult
+from gateway.core.probes import ProbeResult, Problem
 from gateway.endpoints import origin
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,6 +77,13 @@ class WhatsappChannel(Channel[WhatsappConfig]):
         if any(t.reminder for t in settings.templates.values()):
             return caps.model_copy(update={"proactive": Proactive.TEMPLATE})
         return caps
+
+    @classmethod
+    def check(cls, settings: WhatsappConfig) -> list[Problem]:
+        if not settings.graph_base.startswith(("http://", "https://")):
+            return [Problem(message=f"graph_base {settings.graph_base!r} is not an http(s) address",
+                            fix="remove graph_base to use Meta's own")]
+        return []
 
     @property
     def api(self) -> GraphApi:
@@ -131,9 +138,15 @@ class WhatsappChannel(Channel[WhatsappConfig]):
         messages: list[InboundMessage] = []
         statuses: list[Status] = []
         for value in values(body, self.settings.phone_number_id):
-            statuses += value.statuses
-            for item in value.messages:
+            for status in items(Status, value.statuses):
+                if isinstance(status, InvalidEvent):
+                    self.context.sink.invalid(str(status))
+                else:
+                    statuses.append(status)
+            for item in items(Message, value.messages):
                 try:
+                    if isinstance(item, InvalidEvent):
+                        raise item
                     messages.append(decode(item, value.contacts, account=self.account))
                 except Skipped as skipped:
                     self.context.sink.refused("whatsapp-type", str(skipped))

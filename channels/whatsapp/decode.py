@@ -20,6 +20,7 @@ after the ack) and its caption.  Anything else (a reaction, a location, an
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -102,10 +103,13 @@ class Metadata(_Open):
 
 
 class Value(_Open):
+    """One change's content.  Its messages and statuses are read one by one (:func:`items`): one that is
+    not what Meta documents is counted invalid without costing the others in the same body."""
+
     metadata: Metadata = Metadata()
     contacts: list[Contact] = []
-    messages: list[Message] = []
-    statuses: list[Status] = []
+    messages: list[Any] = []
+    statuses: list[Any] = []
 
 
 class Change(_Open):
@@ -120,6 +124,21 @@ class Entry(_Open):
 class Body(_Open):
     object: str = ""
     entry: list[Entry] = []
+
+
+ItemT = TypeVar("ItemT", Message, Status)
+
+
+def items(kind: type[ItemT], raw: list[Any]) -> list[ItemT | InvalidEvent]:
+    """Each of ``raw`` read as ``kind``, or the :class:`InvalidEvent` that says why it is not one."""
+    read: list[ItemT | InvalidEvent] = []
+    for item in raw:
+        try:
+            read.append(kind.model_validate(item))
+        except ValidationError as error:
+            read.append(InvalidEvent(f"whatsapp webhook: a {kind.__name__.lower()} Meta does not send "
+                                     f"({error.error_count()} problems)"))
+    return read
 
 
 class Skipped(Exception):

@@ -94,7 +94,11 @@ class GraphApi:
         return await self._message(to, "text", {"body": text, "preview_url": "http" in text})
 
     async def send_template(self, to: str, template: Template, text: str) -> str:
-        """An approved template with ``text`` as its one body parameter (outside the window too)."""
+        """An approved template with ``text`` as its one body parameter (outside the window too).
+
+        Meta refuses a parameter holding a newline, a tab or more than four spaces in a row (132018),
+        so the text goes as one line, its whitespace runs made single spaces."""
+        text = " ".join(text.split())
         return await self._message(to, "template", {
             "name": template.name, "language": {"code": template.language},
             "components": [{"type": "body", "parameters": [{"type": "text", "text": text}]}]})

@@ -143,6 +143,9 @@ class WhatsappPeer:
             if template["name"] not in self.approved:
                 return self.error(404, 132001, "(#132001) Template name does not exist in the translation")
             params = [p["text"] for c in template.get("components", []) for p in c.get("parameters", [])]
+            if any("\n" in p or "\t" in p or "     " in p for p in params):
+                return self.error(400, 132018, "(#132018) Param text cannot have new-line/tab characters "
+                                               "or more than 4 consecutive spaces")
             text = self.approved[template["name"]].replace("{{1}}", params[0] if params else "")
         elif kind in ("image", "audio", "video", "document"):
             text = body[kind].get("caption", "")

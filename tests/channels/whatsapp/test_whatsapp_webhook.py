@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import time
 
 from tests.channels.whatsapp.conftest import VERIFY
 from tests.contract.harness import eventually
@@ -98,3 +99,28 @@ async def test_the_learners_message_is_marked_read_with_the_typing_indicator(wha
     await rig.channel.typing(rig.responder.turns[0].messages[0].address)
     assert {"messaging_product": "whatsapp", "status": "read", "message_id": wamid,
             "typing_indicator": {"type": "text"}} in rig.peer.reads
+
+
+async def test_one_malformed_message_in_a_batch_costs_the_others_nothing(whatsapp_rig):
+    rig = await whatsapp_rig()
+    _, body = rig.peer.message(LEARNER, "the good one")
+    batch = json.loads(body)
+    value = batch["entry"][0]["changes"][0]["value"]
+    value["messages"].insert(0, {"id": "wamid.bad", "type": "text"})  # no "from"
+    value["statuses"] = [{"status": "delivered"}]  # no id
+    rig.peer.last_wrote[LEARNER] = time.time()  # posted by hand: the emulator's window opens here
+    answer = await rig.peer.post(json.dumps(batch).encode())
+    assert answer.status_code == 200
+    assert await rig.texts(LEARNER, 1) == ["echo: the good one"]
+    await rig.quiet()
+    assert rig.inbound_rows() == 1
+
+
+async def test_a_send_meta_fails_by_status_is_recorded_failed_with_its_code(whatsapp_rig):
+    rig = await whatsapp_rig()
+    _, body = rig.peer.message(LEARNER, "the emulator never saw me write")  # its window stays shut
+    assert (await rig.peer.post(body)).status_code == 200
+    [failed] = await eventually(lambda: [s for s in rig.peer.statuses_posted if s["status"] == "failed"],
+                                what="the failed status")
+    assert await eventually(lambda: rig.channel.delivery_state(failed["id"])) == "failed 131047"
+    assert rig.peer.shown == []
