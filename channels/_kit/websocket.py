@@ -29,7 +29,10 @@ owns the loop and its guarantees:
   :class:`gateway.core.retry.RetryPolicy`'s formula); websockets' own reconnecting
   iterator is not used.  When the waits run out the error goes to the
   supervisor.  A handshake the server refuses with 401 or 403 is a wrong
-  credential, not a drop: :class:`~gateway.errors.AuthFailed`, at once.
+  credential, not a drop: :class:`~gateway.errors.AuthFailed`, at once; so is a
+  socket the server closes with one of the protocol's
+  ``auth_failed_close_codes`` (QQ's 4004 "invalid token", 4915 "bot banned"):
+  reconnecting would be refused the same way, and the account waits for a human.
 - **Requests on the socket.** A platform whose actions travel on the same
   socket (OneBot) sends them with :meth:`Session.send` and gets their answers
   back as ``ANSWER`` frames through ``on_answer``; headers the handshake needs
@@ -44,6 +47,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 from typing import Protocol
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -62,6 +66,8 @@ Wire = str | bytes
 
 SESSION_KEY = "ws_session"
 SEQUENCE_KEY = "ws_sequence"
+NO_AUTH_CLOSES: Mapping[int, str] = MappingProxyType({})
+"""``auth_failed_close_codes`` of a platform that ends no session over its credentials with a close code."""
 
 
 class FrameKind(str, Enum):
@@ -122,6 +128,9 @@ class WireProtocol(Protocol):
     opens_ready: bool
     """Whether the open socket is itself the session (the URL carried a one-time ticket and no READY follows):
     the account is running once connected (DingTalk's stream mode)."""
+    auth_failed_close_codes: Mapping[int, str]
+    """Close codes by which the server says the credentials or the account itself are refused, each with what the
+    teacher should do: :class:`~gateway.errors.AuthFailed`, not a reconnect (:data:`NO_AUTH_CLOSES` for none)."""
 
     async def endpoint(self, resume: Resume | None) -> str:
         """The ``ws(s)://`` URL to connect to (some platforms hand out a new one per session)."""
@@ -180,10 +189,19 @@ class Session:
                 await self._retries.pause(PeerUnavailable(self.what, f"the handshake was answered {status}"))
             except _Reconnect as why:
                 log.info("%s reconnecting reason=%s", self.what, why)
-            except (ConnectionClosed, OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
+            except ConnectionClosed as closed:
+                self._refused(closed.rcvd.code if closed.rcvd else None)
+                await self._retries.pause(PeerUnavailable(self.what, f"{type(closed).__name__}: {closed}"))
+            except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
                 await self._retries.pause(PeerUnavailable(self.what, f"{type(error).__name__}: {error}"))
             except PeerUnavailable as error:
                 await self._retries.pause(error)
+
+    def _refused(self, code: int | None) -> None:
+        """AuthFailed when the server closed with one of the protocol's credential codes."""
+        why = self.protocol.auth_failed_close_codes.get(code) if code is not None else None
+        if why is not None:
+            raise AuthFailed(self.what, f"the server closed the session ({code}): {why}", code=code) from None
 
     async def _saved(self) -> Resume | None:
         session = await self.cursors.get(SESSION_KEY)
@@ -258,6 +276,7 @@ class Session:
                 await self.cursors.put(SEQUENCE_KEY, "")
                 raise _Reconnect("the server refused to resume the session")
         # the server closed the socket: ``async for`` ends on a clean close, raise so it counts as a drop
+        self._refused(socket.close_code)
         raise PeerUnavailable(self.what, f"the server closed the connection ({socket.close_code})")
 
     async def send(self, wire: Wire) -> None:

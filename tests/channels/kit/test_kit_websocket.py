@@ -21,7 +21,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from channels._kit.websocket import SEQUENCE_KEY, SESSION_KEY, Frame, FrameKind, Resume, Session, Wire
+from channels._kit.websocket import NO_AUTH_CLOSES, SEQUENCE_KEY, SESSION_KEY, Frame, FrameKind, Resume, Session, Wire
 from gateway.core.channel import ChannelState
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import (
@@ -110,6 +110,7 @@ class LoopbackProtocol:
     greets = True
     heartbeat_interval = 30.0
     opens_ready = False
+    auth_failed_close_codes = NO_AUTH_CLOSES
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -267,6 +268,7 @@ class TicketProtocol:
     greets = False
     heartbeat_interval = 30.0
     opens_ready = True
+    auth_failed_close_codes = NO_AUTH_CLOSES
 
     def __init__(self, url: str) -> None:
         self.url = url
