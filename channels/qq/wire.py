@@ -23,7 +23,7 @@ the kit's ``auth_failed_close_codes``, with what to do.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from types import MappingProxyType
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -37,7 +37,7 @@ from gateway.core.messages import InboundMessage
 HEARTBEAT, IDENTIFY, RESUME, RECONNECT, INVALID_SESSION, HELLO, HEARTBEAT_ACK = 1, 2, 6, 7, 9, 10, 11
 INTENTS = 1 << 25 | 1 << 30
 """GROUP_AND_C2C_EVENT (direct chats, group @-messages) and PUBLIC_GUILD_MESSAGES (guild @-messages)."""
-REFUSED = MappingProxyType({
+REFUSED: Mapping[int, str] = MappingProxyType({
     4004: "QQ refuses the access token: copy AppID and AppSecret again from q.qq.com, Development settings",
     4013: "QQ refuses the events asked for (invalid intent)",
     4014: "the bot may not receive these events: switch on direct chats and groups (单聊 / 群聊) on q.qq.com",
