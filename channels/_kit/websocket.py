@@ -33,6 +33,8 @@ owns the loop and its guarantees:
   socket the server closes with one of the protocol's
   ``auth_failed_close_codes`` (QQ's 4004 "invalid token", 4915 "bot banned"):
   reconnecting would be refused the same way, and the account waits for a human.
+  A close code in ``identify_again_close_codes`` (QQ's 4006 "invalid session
+  id", 4007 "seq error") forgets the session: the next connection identifies.
 - **Requests on the socket.** A platform whose actions travel on the same
   socket (OneBot) sends them with :meth:`Session.send` and gets their answers
   back as ``ANSWER`` frames through ``on_answer``; headers the handshake needs
@@ -68,6 +70,7 @@ SESSION_KEY = "ws_session"
 SEQUENCE_KEY = "ws_sequence"
 NO_AUTH_CLOSES: Mapping[int, str] = MappingProxyType({})
 """``auth_failed_close_codes`` of a platform that ends no session over its credentials with a close code."""
+NO_CLOSE_CODES: frozenset[int] = frozenset()
 
 
 class FrameKind(str, Enum):
@@ -131,6 +134,8 @@ class WireProtocol(Protocol):
     auth_failed_close_codes: Mapping[int, str]
     """Close codes by which the server says the credentials or the account itself are refused, each with what the
     teacher should do: :class:`~gateway.errors.AuthFailed`, not a reconnect (:data:`NO_AUTH_CLOSES` for none)."""
+    identify_again_close_codes: frozenset[int]
+    """Close codes after which the session cannot be resumed: the next connection identifies afresh."""
 
     async def endpoint(self, resume: Resume | None) -> str:
         """The ``ws(s)://`` URL to connect to (some platforms hand out a new one per session)."""
@@ -190,18 +195,27 @@ class Session:
             except _Reconnect as why:
                 log.info("%s reconnecting reason=%s", self.what, why)
             except ConnectionClosed as closed:
-                self._refused(closed.rcvd.code if closed.rcvd else None)
+                await self._closed(closed.rcvd.code if closed.rcvd else None)
                 await self._retries.pause(PeerUnavailable(self.what, f"{type(closed).__name__}: {closed}"))
             except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
                 await self._retries.pause(PeerUnavailable(self.what, f"{type(error).__name__}: {error}"))
             except PeerUnavailable as error:
                 await self._retries.pause(error)
 
-    def _refused(self, code: int | None) -> None:
-        """AuthFailed when the server closed with one of the protocol's credential codes."""
-        why = self.protocol.auth_failed_close_codes.get(code) if code is not None else None
+    async def _closed(self, code: int | None) -> None:
+        """AuthFailed when the server closed with one of the protocol's credential codes; a session it will not
+        resume forgotten."""
+        if code is None:
+            return
+        why = self.protocol.auth_failed_close_codes.get(code)
         if why is not None:
             raise AuthFailed(self.what, f"the server closed the session ({code}): {why}", code=code) from None
+        if code in self.protocol.identify_again_close_codes:
+            await self._forget()
+
+    async def _forget(self) -> None:
+        await self.cursors.put(SESSION_KEY, "")  # identify afresh next time
+        await self.cursors.put(SEQUENCE_KEY, "")
 
     async def _saved(self) -> Resume | None:
         session = await self.cursors.get(SESSION_KEY)
@@ -272,11 +286,10 @@ class Session:
             elif frame.kind is FrameKind.RECONNECT:
                 raise _Reconnect("the server asked for it")
             elif frame.kind is FrameKind.INVALID_SESSION:
-                await self.cursors.put(SESSION_KEY, "")  # identify afresh next time
-                await self.cursors.put(SEQUENCE_KEY, "")
+                await self._forget()
                 raise _Reconnect("the server refused to resume the session")
         # the server closed the socket: ``async for`` ends on a clean close, raise so it counts as a drop
-        self._refused(socket.close_code)
+        await self._closed(socket.close_code)
         raise PeerUnavailable(self.what, f"the server closed the connection ({socket.close_code})")
 
     async def send(self, wire: Wire) -> None:

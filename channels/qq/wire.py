@@ -17,7 +17,9 @@ delivered twice lands on its dedup key.  The URL comes from ``GET
 /gateway/bot`` (transport.py) on every connection, with the token identify
 names.  A close QQ uses to refuse the bot itself -- the token, the intents,
 a bot taken down or banned -- is :class:`~gateway.errors.AuthFailed` through
-the kit's ``auth_failed_close_codes``, with what to do.
+the kit's ``auth_failed_close_codes``, with what to do; one after which QQ
+resumes nothing (4006, 4007, its internal 49xx) makes the next connection
+identify afresh (``identify_again_close_codes``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ REFUSED: Mapping[int, str] = MappingProxyType({
     4915: "QQ has banned the bot (封禁): ask QQ to lift the ban, then restart the account",
 })
 """Close codes after which reconnecting is refused the same way (QQ's websocket error codes)."""
+IDENTIFY_AGAIN = frozenset({4006, 4007, *range(4900, 4914)})
+"""Invalid session id, seq error, QQ's internal errors: QQ resumes none of them, a fresh identify is asked for."""
 
 
 class Hello(BaseModel):
@@ -64,6 +68,7 @@ class QQWire:
     heartbeat_interval = 45.0
     opens_ready = False
     auth_failed_close_codes = REFUSED
+    identify_again_close_codes = IDENTIFY_AGAIN
 
     def __init__(self, api: QQApi, messages: Callable[[Payload], Sequence[InboundMessage]]) -> None:
         self.api, self.messages = api, messages

@@ -82,6 +82,18 @@ async def test_op_9_invalid_session_is_answered_by_a_fresh_identify(qq_rig):
     assert await rig.texts(LEARNER, 2) == ["echo: before", "echo: after"]
 
 
+async def test_a_close_qq_resumes_is_resumed_and_one_it_does_not_is_followed_by_a_fresh_identify(qq_rig):
+    rig = await qq_rig(websocket=True)
+    await running(rig)
+    await rig.peer.close_live(4009, "connection expired")  # QQ: reconnect and resume
+    await eventually(lambda: resumes(rig.peer), what="a resume")
+    await rig.peer.close_live(4006, "invalid session id")  # QQ: resume refused, identify
+    await eventually(lambda: len(identifies(rig.peer)) == 2, what="a second identify")
+    assert len(resumes(rig.peer)) == 1
+    await rig.peer.say(LEARNER, "after")
+    assert await rig.texts(LEARNER, 1) == ["echo: after"]
+
+
 @pytest.mark.parametrize(("code", "told"), [(4004, "access token"), (4915, "banned")])
 async def test_a_credentials_close_stops_the_account_for_a_human(qq_rig, code, told):
     rig = await qq_rig(websocket=True)
