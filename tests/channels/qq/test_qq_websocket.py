@@ -155,3 +155,16 @@ async def test_a_webhook_post_to_a_websocket_account_is_refused_and_not_stored(q
     assert answer.status_code >= 400 and json.loads(answer.text or "{}").get("op") != 12
     await rig.quiet()
     assert rig.inbound_rows() == 0
+
+
+def test_the_mode_defaults_to_the_webhook_and_a_wrong_one_names_both(monkeypatch):
+    from channels.qq.config import QQConfig
+    from gateway.accounts import validate_settings
+    from gateway.core.errors import ConfigError
+
+    monkeypatch.setenv("QQ_MODE_SECRET", "s3cret-s3cret-s3cret")
+    given = {"app_id": "102345678", "app_secret": "env:QQ_MODE_SECRET"}
+    assert validate_settings(QQConfig, given, where="qq/school").mode == "webhook"
+    with pytest.raises(ConfigError) as refused:
+        validate_settings(QQConfig, given | {"mode": "socket"}, where="qq/school")
+    assert "mode" in str(refused.value) and "websocket" in str(refused.value) and "s3cret" not in str(refused.value)
