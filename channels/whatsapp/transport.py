@@ -16,7 +16,7 @@ with a 4xx/5xx (WA2)::
     131026 not deliverable (not a WhatsApp user, old app)            -> NotFound
     5xx, 1, 2, 131000 (Meta's own trouble)                           -> PeerUnavailable
 
-Media in is two steps (WA5): ``GET /{media-id}`` answers a short-lived ``url``,
+Media in is two steps (Meta's media reference, cloud-api/reference/media): ``GET /{media-id}`` answers a short-lived ``url``,
 which is downloaded with the same token.  Media out is uploaded first
 (``POST /{phone-number-id}/media``, multipart) and sent by the id it gets.
 No header, token or secret is ever logged; errors name the call only.

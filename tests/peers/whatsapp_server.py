@@ -1,6 +1,7 @@
 """An emulated WhatsApp Cloud API for one business number: Meta's Graph and the webhook it posts.
 
-Written from Meta's Cloud API documentation (WA1-WA5), not from the gateway:
+Written from Meta's Cloud API documentation (WA1-WA4 in platform-facts, and its media reference), not from
+the gateway:
 
 - **Auth.**  Every Graph call needs ``Authorization: Bearer <token>``; another
   token is 401 ``{"error": {"code": 190, "type": "OAuthException"}}``.
