@@ -94,6 +94,8 @@ class MattermostServer:
         self.send_requests = 0
         self.rate_limited_sends = 0
         self.patches = 0
+        self.unheard = 0
+        """Posts made while no authenticated socket was open: only a catch-up can find them."""
         self._faults: list[tuple[int, float]] = []
         self._sockets: dict[web.WebSocketResponse, itertools.count[int]] = {}
         self._clock = 0
@@ -201,6 +203,7 @@ class MattermostServer:
         message = f"@{self.bot_name} {text}" if mention else text
         post = Post(_id(), channel, user, message, self._now(), root_id=root_id, file_ids=list(file_ids))
         room.posts.append(post)
+        self.unheard += not (push and self._sockets)
         if push:
             await self._broadcast(post, room, mentions=[self.bot_id] if mention else [])
         return post
