@@ -202,7 +202,7 @@ class MattermostChannel(Channel[MattermostConfig]):
         me, positions = await self._ready(), self._positions
         assert positions is not None
         channels = await self.api.my_channels()
-        self.behind = {str(c.get("id")) for c in channels}
+        self.behind = behind = {str(c.get("id")) for c in channels}  # a reconnect meanwhile makes a new one
         horizon = int((time.time() - self.settings.catch_up_max_age_s) * 1000)
         listed, fetched = max([int(c.get("last_post_at") or 0) for c in channels] or [0]), 0
         for channel in channels:
@@ -213,7 +213,7 @@ class MattermostChannel(Channel[MattermostConfig]):
                     fetched += await self._caught(raw, found, me, since)
                     heartbeat.beat()
             async with self._in_order:
-                self.behind.discard(where)
+                behind.discard(where)
         async with self._in_order:
             positions.caught_up(listed)
             await self.context.cursors.put(CURSOR, positions.dump())

@@ -59,16 +59,19 @@ class Post:
     props: dict[str, Any] = field(default_factory=dict)
     update_at: int = 0
     edits: int = 0
+    type: str = ""
+    """A system message's kind (``system_join_channel``); empty for what a person wrote."""
     via_api: bool = False
     """Made by ``POST /posts`` (the gateway's sends), not by a test playing the bot's account."""
     at: float = field(default_factory=time.time)
     """Wall clock when the server took it (bench/channels.py)."""
+    made: float = field(default_factory=time.monotonic)
 
     def json(self, files: dict[str, dict[str, Any]]) -> dict[str, Any]:
         infos = [files[f] for f in self.file_ids if f in files]
         return {"id": self.id, "create_at": self.create_at, "update_at": self.update_at or self.create_at,
                 "delete_at": 0, "edit_at": self.update_at if self.edits else 0, "user_id": self.user_id,
-                "channel_id": self.channel_id, "root_id": self.root_id, "message": self.message, "type": "",
+                "channel_id": self.channel_id, "root_id": self.root_id, "message": self.message, "type": self.type,
                 "props": self.props, "file_ids": self.file_ids, "metadata": {"files": infos} if infos else {}}
 
 
@@ -95,6 +98,12 @@ class MattermostServer:
         self.rate_limited_sends = 0
         self.patches = 0
         self.unheard = 0
+        self.patched_at: list[float] = []
+        """Monotonic times of each patch of a post's message (the edit pace)."""
+        self.refuse_challenge = False
+        """Answer every authentication_challenge FAIL, even with the right token (a token revoked after login)."""
+        self.reset_only = False
+        """A 429 names its wait only in X-Ratelimit-Reset, with no Retry-After."""
         """Posts made while no authenticated socket was open: only a catch-up can find them."""
         self._faults: list[tuple[int, float]] = []
         self._sockets: dict[web.WebSocketResponse, itertools.count[int]] = {}
@@ -152,7 +161,7 @@ class MattermostServer:
                 continue
             action, data = body.get("action"), body.get("data") or {}
             if action == "authentication_challenge":
-                if data.get("token") != self.token:
+                if data.get("token") != self.token or self.refuse_challenge:
                     await socket.send_json({"status": "FAIL", "seq_reply": body.get("seq"),
                                             "error": {"id": "api.web_socket_router.not_authenticated.app_error",
                                                       "message": "websocket: not authenticated"}})
@@ -197,11 +206,11 @@ class MattermostServer:
         return self.rooms.setdefault(channel, Room(channel, kind, f"room {channel}"))
 
     async def say(self, text: str, *, channel: str, user: str, kind: str = "D", mention: bool = False,
-                  root_id: str = "", push: bool = True, file_ids: tuple[str, ...] = ()) -> Post:
+                  root_id: str = "", push: bool = True, file_ids: tuple[str, ...] = (), type: str = "") -> Post:
         """A person posts: stored in the channel's history and pushed to every authenticated socket."""
         room = self.room(channel, kind)
         message = f"@{self.bot_name} {text}" if mention else text
-        post = Post(_id(), channel, user, message, self._now(), root_id=root_id, file_ids=list(file_ids))
+        post = Post(_id(), channel, user, message, self._now(), root_id=root_id, file_ids=list(file_ids), type=type)
         room.posts.append(post)
         self.unheard += not (push and self._sockets)
         if push:
@@ -263,8 +272,10 @@ class MattermostServer:
         headers = {}
         if status == 429:
             self.rate_limited_sends += 1
-            headers = {"Retry-After": f"{retry_after:g}", "X-Ratelimit-Limit": "10", "X-Ratelimit-Remaining": "0",
+            headers = {"X-Ratelimit-Limit": "10", "X-Ratelimit-Remaining": "0",
                        "X-Ratelimit-Reset": f"{max(1, round(retry_after))}"}
+            if not self.reset_only:
+                headers["Retry-After"] = f"{retry_after:g}"
         return self._error(status, "fault", f"fault {status}", headers)
 
     async def _create(self, request: web.Request) -> web.Response:
@@ -308,6 +319,7 @@ class MattermostServer:
         if "message" in body:
             post.message, post.update_at, post.edits = str(body["message"]), self._now(), post.edits + 1
             self.patches += 1
+            self.patched_at.append(time.monotonic())
         return web.json_response(post.json(self.files))
 
     async def _upload(self, request: web.Request) -> web.Response:

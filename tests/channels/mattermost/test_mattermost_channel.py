@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import json
 
-from gateway.core.messages import Attachment, Media
+import pytest
+
+from gateway.core.errors import RateLimited
+from gateway.core.messages import Attachment, Media, Referrer, RenderedPart
 from tests.contract.harness import counter, eventually
 
 DM, CLASS = "d" + "1" * 25, "o" + "2" * 25
@@ -42,13 +45,16 @@ async def test_a_reply_in_the_bots_thread_addresses_it_without_a_mention_and_is_
     assert follow.id != asked.id
 
 
-async def test_a_streamed_answer_is_one_post_patched_to_the_final_text(rig):
-    rig.responder.stream = ["Thinking", " it", " over:", " yes."]
+async def test_a_streamed_answer_is_one_post_patched_at_most_once_a_second_then_to_the_final_text(rig):
+    rig.responder.stream = ["Thinking", " it", " over", " slowly", " and", " carefully:", " yes."]
     rig.responder.delta_delay = 0.4
     await rig.server.say("stream please", channel=DM, user="ana")
     [answer] = await rig.answers(DM, 1)
-    assert answer.message == "Thinking it over: yes."
-    assert rig.server.patches >= 1 and answer.edits == rig.server.patches
+    assert answer.message == "Thinking it over slowly and carefully: yes."
+    assert rig.server.patches >= 2 and answer.edits == rig.server.patches
+    previews = [answer.made, *rig.server.patched_at[:-1]]  # the final patch is the delivery, not a preview
+    gaps = [b - a for a, b in zip(previews, previews[1:], strict=False)]
+    assert gaps and all(gap >= 0.9 for gap in gaps), f"previews patched more than once a second: {gaps}"
 
 
 async def test_the_partner_shows_typing_on_the_socket_while_it_works(rig):
@@ -125,3 +131,36 @@ async def test_a_refused_token_stops_the_account_with_the_reason(open_rig):
     account = await eventually(failed, what="the account to report the refused token")
     assert "401" in account.reason and "wrong" not in account.reason
     assert rig.server.authenticated == 0
+
+
+async def test_a_system_message_is_not_answered(rig):
+    await rig.server.say("ana joined the channel", channel=DM, user="ana", type="system_join_channel")
+    await rig.server.say("real question", channel=DM, user="ana")
+    [answer] = await rig.answers(DM, 1)
+    assert answer.message == "echo: real question"
+    assert [m.text for t in rig.responder.turns for m in t.messages] == ["real question"]
+
+
+async def test_a_429_naming_its_wait_only_in_x_ratelimit_reset_is_rate_limited_for_that_long(rig):
+    await rig.server.say("hi", channel=DM, user="ana")
+    await rig.answers(DM, 1)
+    target = rig.responder.turns[0].messages[0].address
+    channel = rig.gateway.channel("mattermost", "school")
+    rig.server.reset_only = True
+    rig.server.fail_next_send(429, retry_after=3)
+    with pytest.raises(RateLimited) as caught:
+        await channel.send(target, RenderedPart(index=0, text="direct"), referrer=Referrer(), idempotency_key="k")
+    assert caught.value.retry_after == 3
+
+
+async def test_a_token_the_websocket_refuses_stops_the_account_for_a_human(open_rig):
+    rig = await open_rig(connect=False)
+    rig.server.refuse_challenge = True
+    await rig.server.drop()
+
+    async def stopped():
+        [account] = (await rig.gateway.status()).accounts
+        return account if account.state == "action_required" else None
+
+    account = await eventually(stopped, what="the account to stop on the refused challenge")
+    assert "websocket refused the token" in account.reason
