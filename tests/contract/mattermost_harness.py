@@ -1,13 +1,13 @@
 """Contract harness for the ``mattermost`` channel against the loopback Mattermost (tests/peers/mattermost_server.py).
 
 The channel's httpx client and the kit's websocket session talk to the
-emulator's aiohttp app over a loopback socket.  Features left out, and why:
+emulator's aiohttp app over a loopback socket.  ``outage`` is real to the
+channel: while the server is down every call is 503 and handshakes are
+refused, a post said then is only in the channel's history, and the catch-up
+after the account's restart finds it.  Features left out, and why:
 
 - ``lost_response``: ``POST /posts`` takes no idempotency key Mattermost
   documents, so a retried send after a lost answer cannot be promised to show once.
-- ``outage``: a socket that drops is dialled again by the kit's session on its
-  backoff while the catch-up covers the gap (tests/channels/mattermost), not by
-  a restart of the account, which the suite's outage test counts.
 - ``slow_send``: not grown in the emulator yet.
 """
 
@@ -28,7 +28,7 @@ from tests.peers.mattermost_server import MattermostServer, Post
 class MattermostHarness:
     channel = "mattermost"
     account = "school"
-    features: frozenset[str] = frozenset({"groups", "own_echo", "faults", "credentials"})
+    features: frozenset[str] = frozenset({"groups", "own_echo", "faults", "outage", "credentials"})
 
     @classmethod
     def create(cls, request: Any) -> MattermostHarness:
@@ -95,6 +95,11 @@ class MattermostHarness:
 
     async def send_requests(self) -> int:
         return self.server.send_requests
+
+    async def outage(self, down: bool) -> None:
+        self.server.down = down
+        if down:
+            await self.server.drop()
 
     async def stop(self) -> None:
         await self.server.__aexit__(None, None, None)
