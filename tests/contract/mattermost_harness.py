@@ -8,7 +8,6 @@ after the account's restart finds it.  Features left out, and why:
 
 - ``lost_response``: ``POST /posts`` takes no idempotency key Mattermost
   documents, so a retried send after a lost answer cannot be promised to show once.
-- ``slow_send``: not grown in the emulator yet.
 """
 
 from __future__ import annotations
@@ -28,7 +27,7 @@ from tests.peers.mattermost_server import MattermostServer, Post
 class MattermostHarness:
     channel = "mattermost"
     account = "school"
-    features: frozenset[str] = frozenset({"groups", "own_echo", "faults", "outage", "credentials"})
+    features: frozenset[str] = frozenset({"groups", "own_echo", "faults", "outage", "slow_send", "credentials"})
 
     @classmethod
     def create(cls, request: Any) -> MattermostHarness:
@@ -95,6 +94,9 @@ class MattermostHarness:
 
     async def send_requests(self) -> int:
         return self.server.send_requests
+
+    async def slow_sends(self, seconds: float) -> None:
+        self.server.send_latency = seconds
 
     async def outage(self, down: bool) -> None:
         self.server.down = down

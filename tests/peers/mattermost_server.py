@@ -23,8 +23,10 @@ documentation; no Mattermost server is packaged to run here.  What it speaks:
 
 Like Mattermost, nothing is replayed to a socket that was closed: a post made
 then is only in the channel's history, for a catch-up to read.  Test knobs:
-:meth:`fail_next_send`, :meth:`drop` (close every socket), ``down`` (every call
-503 and handshakes refused), :meth:`redeliver` (push a post's event again).
+:meth:`fail_next_send`, ``reset_only`` (a 429 names its wait only in
+``X-Ratelimit-Reset``), ``send_latency``, :meth:`drop` (close every socket),
+``down`` (every call 503 and handshakes refused), ``refuse_challenge``,
+:meth:`redeliver` (push a post's event again).
 """
 
 from __future__ import annotations
@@ -102,6 +104,8 @@ class MattermostServer:
         """Monotonic times of each patch of a post's message (the edit pace)."""
         self.refuse_challenge = False
         """Answer every authentication_challenge FAIL, even with the right token (a token revoked after login)."""
+        self.send_latency = 0.0
+        """Seconds ``POST /posts`` takes to answer after the post is made (a slow server)."""
         self.reset_only = False
         """A 429 names its wait only in X-Ratelimit-Reset, with no Retry-After."""
         """Posts made while no authenticated socket was open: only a catch-up can find them."""
@@ -303,6 +307,8 @@ class MattermostServer:
         room = self.rooms[channel]
         room.posts.append(post)
         await self._broadcast(post, room, mentions=[])
+        if self.send_latency:
+            await asyncio.sleep(self.send_latency)
         return web.json_response(post.json(self.files), status=201)
 
     async def _patch(self, request: web.Request) -> web.Response:
