@@ -42,7 +42,7 @@ from typing import ClassVar
 from cachetools import TTLCache
 
 from channels._kit.media import download
-from channels._kit.websocket import Frame, FrameKind, Resume, Session, Wire
+from channels._kit.websocket import NO_AUTH_CLOSES, NO_CLOSE_CODES, Frame, FrameKind, Resume, Session, Wire
 from channels.base import Channel, ChannelContext
 from channels.mattermost.catchup import CURSOR, Positions
 from channels.mattermost.config import MattermostConfig
@@ -76,6 +76,8 @@ class MattermostWire:
     greets = True
     heartbeat_interval = 30.0
     opens_ready = False
+    auth_failed_close_codes = NO_AUTH_CLOSES  # a refused token is a FAIL answer to the challenge (decode.py)
+    identify_again_close_codes = NO_CLOSE_CODES  # nothing is resumed: every connection authenticates afresh
 
     def __init__(self, channel: MattermostChannel) -> None:
         self.channel = channel
