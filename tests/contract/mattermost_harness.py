@@ -48,7 +48,7 @@ class MattermostHarness:
             "partners": [{"id": "tutor", "name": "Tutor"}],
             "bindings": [{"partner": "tutor", "channel": self.channel, "account": self.account}],
             "channels": {self.channel: {self.account: {
-                "url": self.server.url, "token": f"env:{env}", "thread_replies": False,
+                "url": self.server.url, "token": f"env:{env}",
                 "access": {"dm": "open", "group": "mention"}}}},
             "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
         })
