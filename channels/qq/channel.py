@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, ClassVar
 
 from channels._kit.ack import AckClock
@@ -32,9 +33,9 @@ from channels.qq.decode import Skipped, decode
 from channels.qq.transport import PLATFORM, QQApi
 from channels.qq.webhook import ACK, DISPATCH, VALIDATION, Payload, WebhookReader
 from channels.qq.wire import QQWire
-from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnreachable, ReplyWindowClosed, Unsupported
-from gateway.core.messages import Address, InboundMessage, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 from gateway.endpoints import origin
 
@@ -148,6 +149,10 @@ class QQChannel(Channel[QQConfig]):
         return JSONResponse(ACK)
 
     # ------------------------------------------------------------------ outbound
+
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """A learner's picture, file or voice note, from the URL its event named (after the ack)."""
+        return self.api.open_file(ref.locator, limit=limit, name=ref.name, declared_type=ref.mime_type)
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         """One text message answering the learner's ``referrer.message`` (QQ takes no other)."""

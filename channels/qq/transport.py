@@ -32,12 +32,15 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
+from channels._kit.media import download
 from channels.qq.config import QQConfig
+from gateway.core.channel import MediaStream
 from gateway.core.errors import AuthFailed, BadRequest, PeerUnavailable, PeerUnreachable, PlatformError
 from gateway.endpoints import origin, why_unreachable
 
@@ -177,6 +180,15 @@ class QQApi:
         if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
             raise PeerUnavailable(PLATFORM, "gateway/bot: the answer named no ws(s):// url")
         return url, token
+
+    @asynccontextmanager
+    async def open_file(self, url: str, *, limit: int, name: str = "", declared_type: str = "") -> AsyncIterator[MediaStream]:
+        """A learner's attachment from QQ's media host: its URL is signed by QQ and wants no token."""
+        if not url.startswith(("https://", "http://")):
+            raise BadRequest(PLATFORM, "an attachment URL that is not http(s)")
+        async with download(self._client, url, limit=limit, platform=PLATFORM, name=name,
+                            declared_type=declared_type) as stream:
+            yield stream
 
     async def close(self) -> None:
         if self._owned:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import json
 import secrets
@@ -51,7 +52,7 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
@@ -145,11 +146,15 @@ class QQPeer:
     _session: GatewaySession | None = None
     _live: ServerConnection | None = None
     _serving: bool = False
+    media: dict[str, bytes] = field(default_factory=dict)
+    """What learners attached, by file id, served at ``/download``."""
+    downloads: list[str] = field(default_factory=list)
+    """Each file id fetched, in order."""
 
     def app(self) -> Starlette:
         return Starlette(routes=[
             Route("/app/getAppAccessToken", self._token, methods=["POST"]),
-            Route("/users/@me", self._me), Route("/gateway/bot", self._gateway),
+            Route("/users/@me", self._me), Route("/gateway/bot", self._gateway), Route("/download", self._download),
             Route("/v2/users/{place}/messages", self._reply("user"), methods=["POST"]),
             Route("/v2/groups/{place}/messages", self._reply("group"), methods=["POST"]),
             Route("/channels/{place}/messages", self._reply("channel"), methods=["POST"]),
@@ -237,16 +242,38 @@ class QQPeer:
         return {"Content-Type": "application/json", "User-Agent": "QQBot-Callback", "X-Bot-Appid": self.app_id,
                 "X-Signature-Method": "Ed25519", "X-Signature-Timestamp": stamp, "X-Signature-Ed25519": signature}
 
-    def event(self, kind: str, place: str, user: str, text: str, *, msg_id: str, at: float) -> bytes:
+    def event(self, kind: str, place: str, user: str, text: str, *, msg_id: str, at: float,
+              attachments: list[dict] | None = None) -> bytes:
         """An op 0 payload of the event a learner's ``text`` in ``kind:place`` is, as QQ posts it."""
-        return json.dumps(self.payload(kind, place, user, text, msg_id=msg_id, at=at), ensure_ascii=False).encode()
+        return json.dumps(self.payload(kind, place, user, text, msg_id=msg_id, at=at, attachments=attachments),
+                          ensure_ascii=False).encode()
 
-    def payload(self, kind: str, place: str, user: str, text: str, *, msg_id: str, at: float) -> dict:
+    def attach(self, base: str, data: bytes, *, content_type: str, filename: str = "", **extra: object) -> dict:
+        """An attachment as QQ names one: the bytes wait on the media host (this peer at ``base``) at a signed URL."""
+        key = secrets.token_hex(8)
+        self.media[key] = data
+        return {"content_type": content_type, "filename": filename, "size": len(data),
+                "url": f"{base.rstrip('/')}/download?fileid={key}&rkey={self._rkey(key)}", **extra}
+
+    def _rkey(self, key: str) -> str:
+        return hashlib.sha256(f"{self.secret}:{key}".encode()).hexdigest()[:16]
+
+    async def _download(self, request: Request) -> Response:
+        key = request.query_params.get("fileid", "")
+        if key not in self.media or request.query_params.get("rkey") != self._rkey(key):
+            return PlainTextResponse("forbidden", status_code=403)
+        self.downloads.append(key)
+        return Response(self.media[key], media_type="application/octet-stream")
+
+    def payload(self, kind: str, place: str, user: str, text: str, *, msg_id: str, at: float,
+                attachments: list[dict] | None = None) -> dict:
         """The op 0 dispatch of a learner's ``text`` in ``kind:place``, as QQ writes it."""
         author = {"user": {"user_openid": user}, "group": {"member_openid": user},
                   "channel": {"id": user, "username": user}, "dms": {"id": user, "username": user}}[kind]
         data: dict = {"id": msg_id, "content": text, "author": author,
                       "timestamp": datetime.fromtimestamp(at, CST).isoformat()}
+        if attachments:
+            data["attachments"] = attachments
         if kind == "group":
             data |= {"group_openid": place, "content": " " + text}
         elif kind == "channel":
@@ -260,7 +287,7 @@ class QQPeer:
             return await http.post(self.callback_url, content=body, headers=headers)
 
     async def say(self, chat: str, text: str, *, user: str = "", msg_id: str | None = None,
-                  at: float | None = None) -> str:
+                  at: float | None = None, attachments: list[dict] | None = None) -> str:
         """A learner says ``text`` into ``chat`` (an openid, ``group:<group_openid>`` ...); posted, retried, as
         QQ does; its msg_id."""
         kind, _, place = chat.rpartition(":")
@@ -269,9 +296,10 @@ class QQPeer:
         when = time.time() if at is None else at
         self._delivered.setdefault(msg_id, Delivered(chat, when))
         if self._serving:
-            await self.dispatch(self.payload(kind, place, user or place, text, msg_id=msg_id, at=when))
+            await self.dispatch(self.payload(kind, place, user or place, text, msg_id=msg_id, at=when,
+                                             attachments=attachments))
             return msg_id
-        body = self.event(kind, place, user or place, text, msg_id=msg_id, at=when)
+        body = self.event(kind, place, user or place, text, msg_id=msg_id, at=when, attachments=attachments)
         for attempt in range(1 + RETRIES):
             began = time.monotonic()
             try:
