@@ -337,3 +337,4 @@ class Session:
     def _ponged(self, pong: asyncio.Future[float]) -> None:
         if not pong.cancelled() and pong.exception() is None:  # a closed socket fails it: that is no answer
             self._answered = True
+            self.heartbeat.beat()  # a quiet platform's only sign of life: without it the watchdog restarts the account

@@ -346,3 +346,23 @@ async def test_a_credentials_close_is_auth_failed_and_an_identify_again_close_fo
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError, AuthFailed):
             await task
+
+
+class PingingProtocol(LoopbackProtocol):
+    """A platform without client heartbeats: the session pings at the websocket level instead."""
+
+    def heartbeat(self, sequence: int | None) -> Wire | None:
+        return None
+
+
+async def test_a_pong_is_a_sign_of_life_on_a_quiet_platform(rig: Rig):
+    """With no events and no heartbeat frames, only pongs show the account is alive: without them the
+    supervisor's watchdog would restart a healthy, quiet account every ``stall_after`` seconds."""
+    rig.server.interval = 0.1
+    session = Session(PingingProtocol(rig.server.url), sink=rig.sink, cursors=rig.cursors, heartbeat=rig.heartbeat,
+                      policy=FAST, what="loopback")
+    async with running(session):
+        await eventually(lambda: ChannelState.RUNNING in rig.heartbeat.states, what="the session to be ready")
+        quiet_from = rig.heartbeat.beats
+        await eventually(lambda: rig.heartbeat.beats >= quiet_from + 3, what="pongs counted as life")
+        assert rig.server.closed == 0 and len(rig.server.hellos) == 1  # the same connection all along
