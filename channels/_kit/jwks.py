@@ -4,9 +4,10 @@ The platform signs each request's ``Authorization: Bearer <jwt>`` with RS256;
 its public keys are a JWKS at a URL (or named by an OpenID configuration
 document's ``jwks_uri``).  :class:`JwksKeys` fetches that set with the
 ``httpx.AsyncClient`` it is handed, keeps it for ``max_age_s``, and fetches it
-once more when a token names a key id it does not hold -- keys rotate -- but
-not more often than every ``refetch_floor_s``, so forged tokens with made-up
-key ids cannot turn every request into a fetch.  A key may list the channels
+once more when a token names a key id it does not hold -- keys rotate, and a
+new key is found at once -- but after a fetch that did not find the key id,
+not again for ``refetch_floor_s``, so forged tokens with made-up key ids
+cannot turn every request into a fetch.  A key may list the channels
 it signs for (the Bot Framework's ``endorsements``); :func:`verify_jwt` with
 ``endorsement`` refuses a token whose key does not list that one.  :func:`verify_jwt` lets
 PyJWT check the signature, issuer, audience and expiry (with the platform's
@@ -43,6 +44,8 @@ class JwksKeys:
         self._keys: dict[str, jwt.PyJWK] = {}
         self._endorsed: dict[str, frozenset[str]] = {}
         self._fetched_at: float | None = None
+        self._missed_at: float | None = None
+        """When a fetch for an unknown key id last found none: the next such fetch waits ``refetch_floor_s``."""
         self._lock = asyncio.Lock()
         self.fetches = 0
 
@@ -50,8 +53,10 @@ class JwksKeys:
         """The key ``kid`` names, fetching the set when it is old or does not hold ``kid``."""
         if self._fetched_at is None or self._clock() - self._fetched_at >= self.max_age_s:
             await self._refresh(self._fetched_at)
-        if kid not in self._keys and self._clock() - (self._fetched_at or 0.0) >= self.refetch_floor_s:
+        if kid not in self._keys and (self._missed_at is None or self._clock() - self._missed_at >= self.refetch_floor_s):
             await self._refresh(self._fetched_at)
+            if kid not in self._keys:
+                self._missed_at = self._clock()
         try:
             return self._keys[kid]
         except KeyError:
