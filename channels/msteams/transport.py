@@ -70,6 +70,9 @@ class ConnectorApi:
                                       action=action) from None
             raise PeerUnavailable(PLATFORM, f"{action}: {type(error).__name__}") from None
         parsed = json_body(response.content)
+        inner = parsed.get("error") if isinstance(parsed, dict) else None
+        if isinstance(inner, dict):  # the connector's {"error": {"code", "message"}}, said in one line
+            parsed = {**parsed, "message": f"{inner.get('code', '')}: {inner.get('message', '')}"}
         failed = translate(PLATFORM, action, response.status_code, response.headers, parsed,
                            codes=TOKEN_CODES if action == "token" else None, overrides=OVERRIDES)
         if failed is not None:

@@ -77,6 +77,8 @@ class Shown:
     stream: bool = False
     sequence: int = 0
     final: bool = False
+    stopped: bool = False
+    """The learner pressed Stop: Teams takes no more of the stream."""
 
 
 def _key() -> tuple[str, rsa.RSAPrivateKey]:
@@ -224,6 +226,8 @@ class TeamsPeer:
         found = next((s for s in self.shown if s.stream and s.id == stream_id), None)
         if found is None:
             return self.error(404, "NotFound", "Unknown streamId")
+        if found.stopped:
+            return self.error(403, "ContentStreamNotAllowed", "Content stream was cancelled by user.")
         if found.final:
             return self.error(403, "ContentStreamNotAllowed",
                               "Content stream is not allowed on an already completed streamed message")
