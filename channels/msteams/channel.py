@@ -29,7 +29,7 @@ from channels._kit.ack import AckClock
 from channels.base import Channel, ChannelContext
 from channels.msteams.auth import InboundAuth, allowed
 from channels.msteams.config import MsteamsConfig
-from channels.msteams.decode import THREAD, ConversationRef, Skipped, decode, read, where
+from channels.msteams.decode import THREAD, ConversationRef, Skipped, decode, read
 from channels.msteams.stream import Streams
 from channels.msteams.transport import PLATFORM, TIMEOUT, ConnectorApi
 from gateway.core.capabilities import EditMode
