@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat and feishu.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu and msteams.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -38,7 +38,7 @@ Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
 Usage: python bench/channels.py
-       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,feishu]
+       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,feishu,msteams]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -53,6 +53,7 @@ Usage: python bench/channels.py
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
        [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
        [--feishu-rate 20] [--feishu-chats 40] [--feishu-seconds 10]
+       [--msteams-rate 20] [--msteams-chats 40] [--msteams-seconds 10]
 """
 
 from __future__ import annotations
@@ -611,10 +612,27 @@ class FeishuRig(HarnessRig):
                 for m in server.messages if server.finished(m)]
 
 
+class MsteamsRig(HarnessRig):
+    """A Teams bot on its Bot Framework webhook: the emulator, in this process, signs each activity with its own
+    key and the gateway checks it; latency runs from the activity's POST to the message the emulated Bot
+    Connector took (an answer that came as a 1:1 stream: when its final message ended it).  One learner per chat."""
+
+    name, channel = "msteams", "msteams"
+    chat_name = "a:1bench{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.msteams_harness import MsteamsHarness
+
+        return MsteamsHarness()
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.text, s.at) for s in self.harness.peer.shown if s.text and (s.final or not s.stream)]
+
+
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
-        "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig}
+        "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig, "msteams": MsteamsRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -736,7 +754,8 @@ async def main() -> None:
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
                                              ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
                                              ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
-                                             ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats")):
+                                             ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats"),
+                                             ("msteams", 20, 40, 10, "chats")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")

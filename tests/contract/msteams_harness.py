@@ -71,7 +71,7 @@ class MsteamsHarness:
 
     async def say(self, text: str, *, chat: str | None = None, group: bool = False, mention: bool = False) -> Said:
         self._users += 1
-        user = f"learner{self._users}"
+        user = chat[3:] if chat and chat.startswith("a:1") else f"learner{self._users}"  # a 1:1 chat is its learner's
         chat = chat or (f"19:group{self._users}@thread.v2" if group else f"a:1{user}")
         activity = self.peer.activity(chat, user, text, kind="groupChat" if group else "personal", mention=mention)
         await self.peer.deliver(activity)

@@ -79,6 +79,8 @@ class Shown:
     final: bool = False
     stopped: bool = False
     """The learner pressed Stop: Teams takes no more of the stream."""
+    at: float = field(default_factory=time.time)
+    """When the peer took it (a stream: when it ended)."""
 
 
 def _key() -> tuple[str, rsa.RSAPrivateKey]:
@@ -232,7 +234,7 @@ class TeamsPeer:
             return self.error(403, "ContentStreamNotAllowed",
                               "Content stream is not allowed on an already completed streamed message")
         if kind == "final" and activity.get("type") == "message":
-            found.text, found.final = text, True
+            found.text, found.final, found.at = text, True, time.time()
             return JSONResponse({"id": found.id}, 201)
         sequence = int(info.get("streamSequence") or 0)
         if sequence <= found.sequence:
