@@ -143,6 +143,8 @@ class MsteamsChannel(Channel[MsteamsConfig]):
             await self.auth.check(request.headers, channel_id="", service_url=None)  # unsigned junk is 401, not 400
             raise
         await self.auth.check(request.headers, channel_id=activity.channel_id, service_url=activity.service_url)
+        await self.refs.keep(ConversationRef(service_url=activity.service_url, conversation=activity.conversation.id,
+                                             locale=activity.locale))  # the bot's install too: a later reminder
         try:
             message = decode(activity, account=self.account)
         except Skipped as skipped:
@@ -151,8 +153,6 @@ class MsteamsChannel(Channel[MsteamsConfig]):
         except InvalidEvent as error:
             self.context.sink.invalid(str(error))
             raise
-        await self.refs.keep(ConversationRef(service_url=activity.service_url, conversation=activity.conversation.id,
-                                             locale=activity.locale))
         await self.acks.accept(self.context.sink, [message])
         log.info("msteams activity stored account=%s message=%s", self.account, activity.id)
         return JSONResponse({})
