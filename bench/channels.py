@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu and msteams.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu, whatsapp and msteams.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -38,7 +38,7 @@ Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
 Usage: python bench/channels.py
-       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,feishu,msteams]
+       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,feishu,whatsapp,msteams]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -53,6 +53,7 @@ Usage: python bench/channels.py
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
        [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
        [--feishu-rate 20] [--feishu-chats 40] [--feishu-seconds 10]
+       [--whatsapp-rate 20] [--whatsapp-learners 200] [--whatsapp-seconds 10]
        [--msteams-rate 20] [--msteams-chats 40] [--msteams-seconds 10]
 """
 
@@ -612,6 +613,24 @@ class FeishuRig(HarnessRig):
                 for m in server.messages if server.finished(m)]
 
 
+class WhatsappRig(HarnessRig):
+    """A WhatsApp number on the Cloud API emulator: latency runs from the learner's signed webhook POST to the
+    message the emulated Graph took.  WhatsApp's pair rate (one message to a user per 6 s, platforms.toml) paces
+    each chat, so the default spreads 20 msg/s over 200 learners: each writes every 10 s, as people do."""
+
+    name, channel = "whatsapp", "whatsapp"
+    chat_name = "1555800{:04d}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.whatsapp_harness import WhatsappHarness
+
+        return WhatsappHarness()
+
+    def shown(self) -> list[tuple[str, float]]:
+        peer = self.harness.peer
+        return [(s.text, at) for s, at in zip(peer.shown, peer.shown_at, strict=True)]
+
+
 class MsteamsRig(HarnessRig):
     """A Teams bot on its Bot Framework webhook: the emulator, in this process, signs each activity with its own
     key and the gateway checks it; latency runs from the activity's POST to the message the emulated Bot
@@ -632,7 +651,8 @@ class MsteamsRig(HarnessRig):
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
-        "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig, "msteams": MsteamsRig}
+        "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig,
+        "whatsapp": WhatsappRig, "msteams": MsteamsRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -755,6 +775,7 @@ async def main() -> None:
                                              ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
                                              ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
                                              ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats"),
+                                             ("whatsapp", 20, 200, 10, "learners"),
                                              ("msteams", 20, 40, 10, "chats")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
