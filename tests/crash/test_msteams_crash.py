@@ -102,10 +102,11 @@ async def test_every_activity_teams_delivered_is_answered_across_sigkills(tmp_pa
     answers = Counter(frozenset(TOKEN_RE.findall(s.text)) for s in shown)
     extra = sum(n - 1 for n in answers.values()) + answers.get(frozenset(), 0)
     print(f"msteams crash test (seed {seed}): {len(asked)} activities, {len(acked)} acknowledged, {len(lost)} given up "
-          f"after {RETRIES} retries, {len(shown)} bot messages ({extra} extra), {peer.refused.count(400)} refused "
-          f"stream updates, {len(peer.deliveries)} posts, {gateway.starts - 1} SIGKILLs, ready after restart "
-          f"{min(ready):.2f}-{max(ready):.2f} s; acknowledged and unanswered {missing}")
+          f"after {RETRIES} retries, {len(shown)} bot messages ({extra} extra, {sum(s.stream for s in shown)} streams), "
+          f"{peer.refused.count(400)} refused stream updates, {len(peer.deliveries)} posts, {gateway.starts - 1} SIGKILLs, "
+          f"ready after restart {min(ready):.2f}-{max(ready):.2f} s; acknowledged and unanswered {missing}")
     assert gateway.starts - 1 == KILLS
+    assert any(s.stream and s.final for s in shown), "no answer came as a 1:1 stream: the stream path was not killed"
     never_reached = {a for a in asked if all(d.failed == "ConnectError" for d in peer.deliveries if d.activity_id == a)}
     assert never_reached <= set(lost) and never_reached, "the outage lost nothing: the emulator's giving up untested"
     assert not [asked[a] for a in never_reached if answered[asked[a]]], "an answer to an activity the gateway never got"
