@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu, whatsapp and msteams.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu, whatsapp, mattermost and msteams.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -39,7 +39,7 @@ needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
 Usage: python bench/channels.py
        [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,
-                   feishu,whatsapp,msteams]
+                   feishu,whatsapp,mattermost,msteams]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -55,6 +55,7 @@ Usage: python bench/channels.py
        [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
        [--feishu-rate 20] [--feishu-chats 40] [--feishu-seconds 10]
        [--whatsapp-rate 20] [--whatsapp-learners 200] [--whatsapp-seconds 10]
+       [--mattermost-rate 20] [--mattermost-chats 40] [--mattermost-seconds 10]
        [--msteams-rate 20] [--msteams-chats 40] [--msteams-seconds 10]
 """
 
@@ -630,6 +631,23 @@ class WhatsappRig(HarnessRig):
     def shown(self) -> list[tuple[str, float]]:
         peer = self.harness.peer
         return [(s.text, at) for s, at in zip(peer.shown, peer.shown_at, strict=True)]
+class MattermostRig(HarnessRig):
+    """A Mattermost bot: ``posted`` events on the kit's websocket session from the emulator, in this process,
+    answered over REST ``POST /posts``; latency runs from the post pushed to the answer the emulator took."""
+
+    name, channel = "mattermost", "mattermost"
+    chat_name = "dbench{:019d}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.mattermost_harness import MattermostHarness
+
+        return MattermostHarness()
+
+    def settings(self) -> dict[str, Any]:
+        return {"url": self.harness.server.url, "token": f"env:{self.harness.env}"}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(p.message, p.at) for room in self.harness.server.rooms.values() for p in room.posts if p.via_api]
 
 
 class MsteamsRig(HarnessRig):
@@ -653,7 +671,8 @@ RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discor
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
         "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig,
-        "whatsapp": WhatsappRig, "msteams": MsteamsRig}
+        "whatsapp": WhatsappRig, "mattermost": MattermostRig,
+        "msteams": MsteamsRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -777,6 +796,7 @@ async def main() -> None:
                                              ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
                                              ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats"),
                                              ("whatsapp", 20, 200, 10, "learners"),
+                                             ("mattermost", 20, 40, 10, "chats"),
                                              ("msteams", 20, 40, 10, "chats")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
