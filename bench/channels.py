@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu, whatsapp and mattermost.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu, whatsapp, mattermost and msteams.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -39,7 +39,7 @@ needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
 Usage: python bench/channels.py
        [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,
-                   feishu,whatsapp,mattermost]
+                   feishu,whatsapp,mattermost,msteams]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -56,6 +56,7 @@ Usage: python bench/channels.py
        [--feishu-rate 20] [--feishu-chats 40] [--feishu-seconds 10]
        [--whatsapp-rate 20] [--whatsapp-learners 200] [--whatsapp-seconds 10]
        [--mattermost-rate 20] [--mattermost-chats 40] [--mattermost-seconds 10]
+       [--msteams-rate 20] [--msteams-chats 40] [--msteams-seconds 10]
 """
 
 from __future__ import annotations
@@ -649,11 +650,29 @@ class MattermostRig(HarnessRig):
         return [(p.message, p.at) for room in self.harness.server.rooms.values() for p in room.posts if p.via_api]
 
 
+class MsteamsRig(HarnessRig):
+    """A Teams bot on its Bot Framework webhook: the emulator, in this process, signs each activity with its own
+    key and the gateway checks it; latency runs from the activity's POST to the message the emulated Bot
+    Connector took (an answer that came as a 1:1 stream: when its final message ended it).  One learner per chat."""
+
+    name, channel = "msteams", "msteams"
+    chat_name = "a:1bench{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.msteams_harness import MsteamsHarness
+
+        return MsteamsHarness()
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.text, s.at) for s in self.harness.peer.shown if s.text and (s.final or not s.stream)]
+
+
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
         "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig,
-        "whatsapp": WhatsappRig, "mattermost": MattermostRig}
+        "whatsapp": WhatsappRig, "mattermost": MattermostRig,
+        "msteams": MsteamsRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -777,7 +796,8 @@ async def main() -> None:
                                              ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
                                              ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats"),
                                              ("whatsapp", 20, 200, 10, "learners"),
-                                             ("mattermost", 20, 40, 10, "chats")):
+                                             ("mattermost", 20, 40, 10, "chats"),
+                                             ("msteams", 20, 40, 10, "chats")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")

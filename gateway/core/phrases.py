@@ -78,6 +78,7 @@ class Phrase(str, Enum):
     LOGIN_FORBIDDEN = "login_forbidden"
     LOGIN_NOT_WAITING = "login_not_waiting"
     STREAM_CONTINUES = "stream_continues"
+    THINKING = "thinking"
 
 
 def placeholders(text: str) -> frozenset[str]:

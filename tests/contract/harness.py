@@ -148,6 +148,7 @@ HARNESSES: dict[str, str] = {
     "mochat": "tests.contract.mochat_harness:MochatHarness",
     "whatsapp": "tests.contract.whatsapp_harness:WhatsappHarness",
     "mattermost": "tests.contract.mattermost_harness:MattermostHarness",
+    "msteams": "tests.contract.msteams_harness:MsteamsHarness",
 }
 """harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 

@@ -102,7 +102,15 @@ async def test_made_up_key_ids_do_not_turn_every_request_into_a_fetch(server, ht
         with pytest.raises(ForgedRequest) as error:
             await verify_jwt(token(stranger, "nope"), keys, issuer=ISSUER, audience=APP_ID)
         assert error.value.reason == "bad_signature"
-    assert keys.fetches == 1
+    assert keys.fetches == 2  # the first made-up kid is looked for once (it could be a new key); the rest wait
+
+
+async def test_a_key_rotated_right_after_the_first_fetch_is_found_at_once(server, http):
+    keys = JwksKeys(http, KEYS_URL, platform="msteams", refetch_floor_s=300, clock=Clock())
+    await verify_jwt(token(server.private["k1"], "k1"), keys, issuer=ISSUER, audience=APP_ID)
+    rotated = server.add("k2")
+    await verify_jwt(token(rotated, "k2"), keys, issuer=ISSUER, audience=APP_ID)
+    assert keys.fetches == 2
 
 
 async def test_the_set_is_fetched_again_when_it_is_old(server, http):
