@@ -108,19 +108,19 @@ class ZulipChannel(Channel[ZulipConfig]):
         await poll(self._fetch, sink=self.context.sink, cursors=self.context.cursors, heartbeat=heartbeat,
                    cursor_name=CURSOR, what="zulip events")
 
-    async def _fetch(self, raw: str | None) -> Batch:
-        cursor = QueueCursor.read(raw)
-        if cursor.queue_id is None:
-            return await self._register(cursor)
+    async def _fetch(self, cursor: str | None) -> Batch:
+        state = QueueCursor.read(cursor)
+        if state.queue_id is None:
+            return await self._register(state)
         try:
-            events = await self.api.events(cursor.queue_id, cursor.last_event_id)
+            events = await self.api.events(state.queue_id, state.last_event_id)
         except QueueGone:
             log.info("zulip queue gone, registering and catching up account=%s after_message=%s",
-                     self.account, cursor.last_message_id)
-            return await self._register(cursor)
+                     self.account, state.last_message_id)
+            return await self._register(state)
         me = await self.whoami()
         messages: list[InboundMessage] = []
-        last_event, last_message = cursor.last_event_id, cursor.last_message_id
+        last_event, last_message = state.last_event_id, state.last_message_id
         for event in events:
             if not isinstance(event, dict) or not isinstance(event.get("id"), int):
                 self.context.sink.invalid(f"zulip event without an id: {str(event)[:100]}")
@@ -132,7 +132,7 @@ class ZulipChannel(Channel[ZulipConfig]):
             if found is not None:
                 messages.append(found)
                 last_message = max(last_message or 0, int(found.event_id))
-        return Batch(messages, self._cursor(cursor.queue_id, last_event, last_message))
+        return Batch(messages, self._cursor(state.queue_id, last_event, last_message))
 
     async def _register(self, cursor: QueueCursor) -> Batch:
         """A new queue, then what was said after the last durable message and before the queue began."""

@@ -75,12 +75,12 @@ class ZulipApi:
         if response.status_code == 400 and code == QUEUE_GONE:
             raise QueueGone(PLATFORM, f"{action}: the event queue expired", code=QUEUE_GONE)
         said = f"{action} ({code})" if isinstance(code, str) else action
-        error = translate(PLATFORM, said, response.status_code, response.headers, body, retry_fields=RETRY_FIELDS)
-        if error is not None:
+        failure = translate(PLATFORM, said, response.status_code, response.headers, body, retry_fields=RETRY_FIELDS)
+        if failure is not None:
             kind = CODES.get(str(code))
             if kind is not None and kind is not ErrorKind.RATE_LIMITED:
-                raise error_for(kind, PLATFORM, error.detail, code=response.status_code) from None
-            raise error
+                raise error_for(kind, PLATFORM, failure.detail, code=response.status_code) from None
+            raise failure
         return body if isinstance(body, dict) else {}
 
     async def me(self) -> dict[str, Any]:

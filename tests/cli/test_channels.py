@@ -17,8 +17,8 @@ def test_lists_all_eighteen_built_in_channels_with_availability_and_reason(invok
     by_name = {row.split()[0]: row for row in rows}
     assert len(BUILT_IN) == 18 and BUILT_IN <= set(by_name)
     assert "  yes" in by_name["webchat"] and "  yes" in by_name["console"]
-    assert "  no " in by_name["zulip"]
-    assert by_name["zulip"].rstrip().endswith("not implemented in this release yet")
+    assert "  no " in by_name["msteams"]
+    assert by_name["msteams"].rstrip().endswith("not implemented in this release yet")
 
 
 def test_lists_plugin_channels_too(invoke):
