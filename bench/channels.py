@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq and mochat.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat and zulip.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -38,7 +38,7 @@ Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
 Usage: python bench/channels.py
-       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat]
+       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,zulip]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -52,6 +52,7 @@ Usage: python bench/channels.py
        [--dingtalk-rate 10] [--dingtalk-chats 60] [--dingtalk-seconds 10]
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
        [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
+       [--zulip-rate 20] [--zulip-learners 40] [--zulip-seconds 10]
 """
 
 from __future__ import annotations
@@ -580,10 +581,36 @@ class MochatRig(HarnessRig):
         return [(s.content, s.at) for s in self.harness.server.sent]
 
 
+class ZulipRig(HarnessRig):
+    """A Zulip bot on its event queue: the emulator, in this process, hands each DM out on the long poll and takes
+    the answer's ``POST /messages``; latency runs from the learner's message to the send the emulator took.  Zulip's
+    default of 200 requests a minute per user would hold 20 msg/s to 3.3, so the account names a self-hosted
+    server's raised limit (``api_rate_per_minute``), as an operator who runs classes at this rate would."""
+
+    name, channel = "zulip", "zulip"
+    chat_name = "Bench learner {}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.zulip_harness import ZulipHarness
+
+        return ZulipHarness()
+
+    async def start(self, chats: int) -> None:
+        await super().start(chats)
+        server = self.harness.server
+        self.warmup_chat, *self.chats = [str(server.user(name)) for name in (self.warmup_chat, *self.chats)]
+
+    def settings(self) -> dict[str, Any]:
+        return {**self.harness.settings(self.harness.env), "api_rate_per_minute": 6000}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(s.content, s.at) for s in self.harness.server.sent]
+
+
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
-        "qq": QQRig, "mochat": MochatRig}
+        "qq": QQRig, "mochat": MochatRig, "zulip": ZulipRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -705,7 +732,7 @@ async def main() -> None:
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
                                              ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
                                              ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
-                                             ("mochat", 20, 40, 10, "sessions")):
+                                             ("mochat", 20, 40, 10, "sessions"), ("zulip", 20, 40, 10, "learners")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")
