@@ -103,7 +103,7 @@ class ZulipApi:
     async def messages_after(self, anchor: int, count: int) -> tuple[list[Any], bool]:
         """Messages the bot can see after message ``anchor``, oldest first, and whether they reach the newest."""
         body = await self.call("GET", "/messages", params={
-            "anchor": anchor, "include_anchor": False, "num_before": 0, "num_after": count,
+            "anchor": max(anchor, 0), "include_anchor": False, "num_before": 0, "num_after": count,
             "apply_markdown": False, "client_gravatar": True, "narrow": []})
         messages = body.get("messages")
         return (messages if isinstance(messages, list) else []), bool(body.get("found_newest", True))
