@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat and zulip.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu and zulip.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -38,7 +38,7 @@ Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
 Usage: python bench/channels.py
-       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,zulip]
+       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,feishu,zulip]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -52,6 +52,7 @@ Usage: python bench/channels.py
        [--dingtalk-rate 10] [--dingtalk-chats 60] [--dingtalk-seconds 10]
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
        [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
+       [--feishu-rate 20] [--feishu-chats 40] [--feishu-seconds 10]
        [--zulip-rate 20] [--zulip-learners 40] [--zulip-seconds 10]
 """
 
@@ -581,6 +582,36 @@ class MochatRig(HarnessRig):
         return [(s.content, s.at) for s in self.harness.server.sent]
 
 
+class FeishuRig(HarnessRig):
+    """A Feishu bot on lark-oapi's long connection (the product's default) to the emulator, in this process,
+    with the product's ``stream: true``: the echo answer comes whole, so it goes as one rich-text reply (a
+    CardKit card opens only for a streamed answer).  Latency runs from the event frame pushed to the reply
+    the emulator took (a card would count when its streaming mode closed).  One learner per direct chat."""
+
+    name, channel = "feishu", "feishu"
+    chat_name = "oc_bench{}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.feishu_harness import FeishuHarness
+
+        return FeishuHarness()
+
+    def settings(self) -> dict[str, Any]:
+        server = self.harness.server
+        return {"app_id": server.app_id, "app_secret": f"env:{self.harness.env}", "domain": server.url}
+
+    async def post(self, chat: str, text: str) -> None:
+        await self.harness.server.say(text, user=chat.replace("oc_", "ou_", 1), chat=chat)  # one learner per chat
+
+    def shown(self) -> list[tuple[str, float]]:
+        server = self.harness.server
+        ours = [m for m in server.messages if TOKEN.search(server.text_of(m))]
+        cards = sum(m.card is not None for m in ours)
+        self.note = f"{len(ours) - cards} of {len(ours)} replies went as rich text, {cards} on streaming cards"
+        return [(server.text_of(m), server.cards[m.card].closed_at if m.card else m.shown_at)
+                for m in server.messages if server.finished(m)]
+
+
 class ZulipRig(HarnessRig):
     """A Zulip bot on its event queue: the emulator, in this process, hands each DM out on the long poll and takes
     the answer's ``POST /messages``; latency runs from the learner's message to the send the emulator took.  Zulip's
@@ -610,7 +641,7 @@ class ZulipRig(HarnessRig):
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
-        "qq": QQRig, "mochat": MochatRig, "zulip": ZulipRig}
+        "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig, "zulip": ZulipRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -732,7 +763,8 @@ async def main() -> None:
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
                                              ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
                                              ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
-                                             ("mochat", 20, 40, 10, "sessions"), ("zulip", 20, 40, 10, "learners")):
+                                             ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats"),
+                                             ("zulip", 20, 40, 10, "learners")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")

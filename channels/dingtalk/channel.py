@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import uuid
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import httpx
@@ -48,11 +49,12 @@ from channels.dingtalk.encode import (
 from channels.dingtalk.transport import PLATFORM, Api, open_ticket
 from channels.dingtalk.wire import StreamProtocol
 from gateway.core.capabilities import ChannelCapabilities, EditMode, capabilities_of
-from gateway.core.channel import ChannelState, Heartbeat
+from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import BadRequest, InvalidEvent, NotFound, PeerUnavailable, RateLimited, ReplyWindowClosed, Unsupported
 from gateway.core.messages import (
     Address,
     ConversationKind,
+    MediaRef,
     MessageId,
     Referrer,
     RenderedPart,
@@ -141,6 +143,10 @@ class DingtalkChannel(Channel[DingtalkConfig]):
         response = await self.acks.accept_then_answer(self.context.sink, [message])
         log.info("dingtalk callback stored account=%s message=%s", self.account, message.event_id)
         return response
+
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """A learner's picture or file, by the ``downloadCode`` decode kept (after the ack, never on it)."""
+        return self.api.open_file(ref.locator, limit=limit, name=ref.name)
 
     # ------------------------------------------------------------------ outbound
 

@@ -12,8 +12,14 @@ message is a CALLBACK on topic ``/v1.0/im/bot/messages/get`` whose data carries
 group), ``conversationId``, ``senderStaffId``/``senderId``, ``senderNick``,
 ``isInAtList``, ``text.content``, and the ``sessionWebhook`` a reply may use
 until ``sessionWebhookExpiredTime`` (epoch ms).  A group hands the robot only
-its @-messages.  Types the gateway does not read yet (pictures, files, audio,
-rich text) are refused with a reason, not answered as empty text.
+its @-messages.
+
+Files come as ``picture``, ``file``, ``audio``, ``video`` and ``richText`` (text
+runs and pictures in order), each file with a ``content.downloadCode``: decode
+turns it into a :class:`MediaRef` and nothing more; the pipeline fetches it after
+the ack (``messageFiles/download``).  Voice that DingTalk transcribed
+(``content.recognition``) is read as the learner's words.  Other types (a shared
+link, a card) are refused with a reason, not answered as empty text.
 """
 
 from __future__ import annotations
@@ -34,8 +40,12 @@ from gateway.core.messages import (
     ChatId,
     Conversation,
     ConversationKind,
+    Element,
     EventId,
     InboundMessage,
+    Media,
+    MediaKind,
+    MediaRef,
     MessageId,
     Referrer,
     Sender,
@@ -88,6 +98,26 @@ class _Text(BaseModel):
     content: StrictStr = ""
 
 
+class _RichItem(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    text: StrictStr = ""
+    type: StrictStr = ""
+    downloadCode: StrictStr = ""
+
+
+class _Content(BaseModel):
+    """``content`` of a file-bearing message (picture, file, audio, video, richText)."""
+
+    model_config = ConfigDict(extra="ignore")
+    downloadCode: StrictStr = ""
+    fileName: StrictStr = ""
+    recognition: StrictStr = ""
+    richText: list[_RichItem] = Field(default_factory=list)
+
+
+FILE_TYPES: dict[str, MediaKind] = {"picture": "image", "file": "file", "audio": "audio", "video": "video"}
+
+
 class RobotMessage(BaseModel):
     """The fields of a robot message the gateway reads; the rest is ignored."""
 
@@ -100,6 +130,7 @@ class RobotMessage(BaseModel):
     senderNick: StrictStr = ""
     msgtype: StrictStr
     text: _Text | None = None
+    content: _Content | None = None
     sessionWebhook: StrictStr = ""
     sessionWebhookExpiredTime: int = 0
 
@@ -114,8 +145,7 @@ def decode(data: str, *, account: AccountId, now: datetime | None = None) -> Inb
     user = said.senderStaffId or said.senderId
     if not user:
         raise InvalidEvent("dingtalk robot message without a sender")
-    if said.msgtype != "text" or said.text is None:
-        raise Skipped(f"message type {said.msgtype[:20]} is not read")
+    elements = _elements(said)
     group = said.conversationType == GROUP
     chat = ChatId(said.conversationId if group else user)  # a direct chat is answered by the learner's staff id
     token = ReplyToken(said.sessionWebhook, said.sessionWebhookExpiredTime) if said.sessionWebhook else None
@@ -124,11 +154,33 @@ def decode(data: str, *, account: AccountId, now: datetime | None = None) -> Inb
         address=Address(channel=CHANNEL, account=account, conversation=Conversation(
             chat=chat, kind=ConversationKind.GROUP if group else ConversationKind.DIRECT)),
         sender=Sender(user=UserId(user), display_name=said.senderNick),
-        elements=(Text(text=said.text.content.strip()),),
+        elements=elements,
         referrer=Referrer(message=MessageId(said.msgId), token=token.dump() if token else None),
         received_at=now or datetime.now(UTC),
         addressed=True,  # a direct chat is addressed; a group hands the robot only its @-messages
     )
+
+
+def _elements(said: RobotMessage) -> tuple[Element, ...]:
+    """What the learner sent, in order; ``Skipped`` for a type the gateway does not read."""
+    if said.msgtype == "text" and said.text is not None:
+        return (Text(text=said.text.content.strip()),)
+    content = said.content or _Content()
+    if said.msgtype == "richText":
+        parts: list[Element] = []
+        for item in content.richText:
+            if item.downloadCode:
+                parts.append(Media.inbound("image", MediaRef(locator=item.downloadCode)))
+            elif item.text.strip():
+                parts.append(Text(text=item.text.strip()))
+        if parts:
+            return tuple(parts)
+    elif said.msgtype == "audio" and content.recognition.strip():
+        return (Text(text=content.recognition.strip()),)
+    elif said.msgtype in FILE_TYPES and content.downloadCode:
+        ref = MediaRef(locator=content.downloadCode, name=content.fileName)
+        return (Media.inbound(FILE_TYPES[said.msgtype], ref),)
+    raise Skipped(f"message type {said.msgtype[:20]} is not read")
 
 
 def payload(data: str) -> Any:

@@ -18,6 +18,10 @@ kit's websocket session owns the socket.
 http_errors: a throttled app or API (``Forbidden.AccessDenied.QpsLimit*``) is
 ``RateLimited``, a bad token ``AuthFailed`` (fetched again once).  The session
 webhook answers ``{"errcode": 0}``; any refusal of it means the window closed.
+
+**Files.**  A learner's file is fetched in two steps, after the ack:
+``messageFiles/download`` exchanges its ``downloadCode`` for a short-lived URL,
+which is its own credential (never logged) and is fetched without the token.
 """
 
 from __future__ import annotations
@@ -25,15 +29,19 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 from urllib.parse import quote_plus
 
 import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, raise_for
+from channels._kit.media import download
 from channels.dingtalk.config import DingtalkConfig
 from channels.dingtalk.decode import BOT_TOPIC
-from gateway.core.errors import AuthFailed, PeerUnavailable, PeerUnreachable
+from gateway.core.channel import MediaStream
+from gateway.core.errors import AuthFailed, InvalidEvent, PeerUnavailable, PeerUnreachable
 from gateway.endpoints import origin, why_unreachable
 
 PLATFORM = "dingtalk"
@@ -126,3 +134,14 @@ class Api:
     async def webhook(self, url: str, body: Any) -> Any:
         """A reply through the learner's session webhook (no token: the URL is the credential)."""
         return await self._post(url, "sessionWebhook", body, codes=WEBHOOK_CODES)
+
+    @asynccontextmanager
+    async def open_file(self, download_code: str, *, limit: int, name: str = "") -> AsyncIterator[MediaStream]:
+        """A learner's file by its ``downloadCode``, streamed within ``limit`` bytes."""
+        got = await self.call("/v1.0/robot/messageFiles/download",
+                              {"downloadCode": download_code, "robotCode": self.settings.robot_code})
+        url = got.get("downloadUrl") if isinstance(got, dict) else None
+        if not isinstance(url, str) or not url.startswith(("https://", "http://")):
+            raise InvalidEvent("dingtalk messageFiles/download gave no download URL")
+        async with download(self.client, url, limit=limit, platform=PLATFORM, name=name) as stream:
+            yield stream

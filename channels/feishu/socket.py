@@ -113,9 +113,22 @@ class LongConnection:
             return
         if client is not None:
             try:
-                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(client._disconnect(), loop))
+                await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(_quiet_disconnect(client), loop))
             except Exception as error:  # closing a dead socket is no news
                 log.debug("feishu ws close error=%s", type(error).__name__)
         with contextlib.suppress(RuntimeError):  # already stopped
             loop.call_soon_threadsafe(loop.stop)
         await asyncio.to_thread(thread.join, 10.0)
+
+
+async def _quiet_disconnect(client: Any) -> None:
+    """On the SDK's loop: end the SDK client's own tasks (its receive and ping loops), then close the socket.
+
+    Closed under a running receive loop, the SDK logs the normal close as an ERROR and leaves that loop's task
+    with an exception nobody retrieves, so every stop printed a traceback."""
+    here = asyncio.current_task()
+    own = [t for t in asyncio.all_tasks() if t is not here and getattr(t.get_coro(), "__qualname__", "").startswith("Client.")]
+    for task in own:
+        task.cancel()
+    await asyncio.gather(*own, return_exceptions=True)
+    await client._disconnect()

@@ -8,8 +8,11 @@ the state turns back to ``ok`` (``recoveries`` grows), resumes what the failure 
 pending, as a start does.
 
 A batch counts as a failure when SQLite itself failed (``sqlite3.DatabaseError`` other
-than a constraint or a misuse of the API); it counts as a success only when it wrote
-something and committed, since reads succeed on a full disk.
+than a constraint or a misuse of the API).  Once failing, only a write that *proves
+room* -- the store's probe, which needs many new pages -- turns the state back to
+``ok``: on a full disk small writes still fit in the file's free pages, and counting
+them as a recovery made the state flap, resuming turns whose answers then could not be
+written either (each one a wasted model call).
 """
 
 from __future__ import annotations
@@ -61,10 +64,11 @@ class StoreHealth:
                 since=now.since if now.state is StoreState.FAILING else datetime.now(UTC),
             )
 
-    def wrote(self) -> None:
+    def wrote(self, *, proves_room: bool) -> None:
+        """A batch committed a write; while failing, only one that ``proves_room`` ends the failure."""
         with self._lock:
             now = self._condition
-            if now.state is StoreState.FAILING:
+            if now.state is StoreState.FAILING and proves_room:
                 self._condition = replace(now, state=StoreState.OK, failures=0, recoveries=now.recoveries + 1,
                                           since=datetime.now(UTC))
 

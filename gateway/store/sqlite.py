@@ -150,7 +150,7 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
         if failure is not None:
             self.health.failed(failure)
         elif conn.total_changes != changes:
-            self.health.wrote()
+            self.health.wrote(proves_room=any(op is _probe_room for op, _loop, _future in batch))
         for (ok, value), (_op, loop, future) in zip(outcomes, batch, strict=True):
             loop.call_soon_threadsafe(_settle, future, ok, value)
 
@@ -163,15 +163,10 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
         return await future
 
     async def probe_write(self) -> None:
-        """Commit a write that needs new room (a page-sized row, added and removed), to learn whether
-        writes work again; raises while they do not.  The result reaches :attr:`health` as any write's."""
-
-        def op(conn: sqlite3.Connection) -> None:
-            conn.execute("INSERT INTO cursors (channel, account, name, value) VALUES ('gateway', 'store', 'write-probe',"
-                         " hex(randomblob(4096))) ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value")
-            conn.execute("DELETE FROM cursors WHERE channel = 'gateway' AND account = 'store' AND name = 'write-probe'")
-
-        await self._run(op)
+        """Commit a write that needs new room (:data:`PROBE_BYTES`, added and removed), to learn
+        whether writes work again; raises while they do not.  Its success is the only write that
+        ends a failure (see :mod:`gateway.store.health`)."""
+        await self._run(_probe_room)
 
     # ------------------------------------------------------------------ inbound
 
@@ -701,3 +696,15 @@ def _settle(future: asyncio.Future, ok: bool, value: Any) -> None:
         future.set_result(value)
     else:
         future.set_exception(value)
+
+
+PROBE_BYTES = 65_536
+"""What a probe writes: more than a long answer's outbox row, so a file whose free pages hold
+only small writes still counts as full."""
+
+
+def _probe_room(conn: sqlite3.Connection) -> None:
+    conn.execute("INSERT INTO cursors (channel, account, name, value) VALUES ('gateway', 'store', 'write-probe',"
+                 " hex(randomblob(?))) ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value",
+                 (PROBE_BYTES // 2,))
+    conn.execute("DELETE FROM cursors WHERE channel = 'gateway' AND account = 'store' AND name = 'write-probe'")

@@ -13,7 +13,6 @@ Features left out, and why:
   retried send after a lost answer cannot be promised to show once.
 - ``outage``: while the socket is down the channel keeps answering by the REST
   fallback and reports itself running (polling), never in error.
-- ``slow_send``: not grown in the emulator yet.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ PANELS = tuple(f"p-contract{i}" for i in range(POOL))
 class MochatHarness:
     channel = "mochat"
     account = "school"
-    features: frozenset[str] = frozenset({"groups", "faults", "credentials"})
+    features: frozenset[str] = frozenset({"groups", "faults", "credentials", "slow_send"})
 
     @classmethod
     def create(cls, request: Any) -> MochatHarness:
@@ -102,6 +101,9 @@ class MochatHarness:
 
     async def send_requests(self) -> int:
         return self.server.send_requests
+
+    async def slow_sends(self, seconds: float) -> None:
+        self.server.send_delay_s = seconds
 
     async def stop(self) -> None:
         await self.server.__aexit__(None, None, None)

@@ -16,6 +16,9 @@ What it speaks (open.dingtalk.com, Stream 模式 / 机器人 / AI 卡片):
 - The session webhook: ``{"msgtype": "markdown", "markdown": {title, text}}`` -> ``{"errcode": 0}``;
   past its time ``{"errcode": 300001, "errmsg": "session expired"}``.
 - ``POST /v1.0/card/instances/createAndDeliver`` and ``PUT /v1.0/card/streaming`` (AI cards).
+- Files a learner sends (``picture``, ``file``, ``audio``, ``video``, ``richText``): each carries a
+  ``content.downloadCode``, exchanged by ``POST /v1.0/robot/messageFiles/download {downloadCode,
+  robotCode}`` for ``{downloadUrl}``, a signed URL fetched without the token.
 - HTTP mode instead of the stream: with :attr:`callback_url` set, a learner's message is POSTed
   there as the robot message JSON, headers ``timestamp`` (ms) and ``sign`` = Base64
   HMAC-SHA256(secret, ``timestamp + "\n" + secret``) (K2); an answer other than 200 is posted again
@@ -95,6 +98,12 @@ class DingtalkServer:
         """HTTP mode: where learners' messages are POSTed instead of pushed on the stream."""
         self.callback_answers: list[int] = []
         self.callback_attempts = 3
+        self.files: dict[str, bytes] = {}
+        """downloadCode -> the bytes a learner sent."""
+        self.downloads: list[str] = []
+        """Each downloadCode exchanged for a URL, in order."""
+        self.refuse_downloads = False
+        """Answer every ``messageFiles/download`` as DingTalk does for a code it no longer knows."""
 
     async def __aenter__(self) -> DingtalkServer:
         app = web.Application()
@@ -106,6 +115,8 @@ class DingtalkServer:
         app.router.add_post("/robot/sendBySession", self._webhook)
         app.router.add_post("/v1.0/card/instances/createAndDeliver", self._card_create)
         app.router.add_put("/v1.0/card/streaming", self._card_stream)
+        app.router.add_post("/v1.0/robot/messageFiles/download", self._file_url)
+        app.router.add_get("/files/{code}", self._file)
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -168,6 +179,29 @@ class DingtalkServer:
 
     async def say(self, text: str, *, user: str = "learner1", group: str | None = None, nick: str = "Learner") -> Said:
         """A learner says ``text`` to the robot: in a direct chat, or as an @-message in ``group``."""
+        return await self.post_message({"msgtype": "text", "text": {"content": f" {text}"}},
+                                       user=user, group=group, nick=nick)
+
+    async def say_file(self, msgtype: str, data: bytes, *, name: str = "", text: str = "", recognition: str = "",
+                       user: str = "learner1", group: str | None = None) -> Said:
+        """A learner sends a file: ``picture``, ``file``, ``audio``, ``video``, or ``richText`` (``text``
+        then the picture).  The bytes wait behind a ``downloadCode`` for ``messageFiles/download``."""
+        code = f"dl-{uuid.uuid4().hex}"
+        self.files[code] = data
+        content: dict[str, Any] = {"downloadCode": code}
+        if msgtype == "picture":
+            content["pictureDownloadCode"] = f"pic-{code}"
+        if name:
+            content["fileName"] = name
+        if recognition:
+            content["recognition"] = recognition
+        if msgtype == "richText":
+            content = {"richText": [{"text": text}, {"type": "picture", "downloadCode": code}]}
+        return await self.post_message({"msgtype": msgtype, "content": content}, user=user, group=group)
+
+    async def post_message(self, body: dict[str, Any], *, user: str = "learner1", group: str | None = None,
+                           nick: str = "Learner") -> Said:
+        """A robot message of any type (``body``: ``msgtype`` and its fields), pushed or POSTed."""
         msg_id = f"msg{next(self._ids)}"
         session = uuid.uuid4().hex
         life = -60_000 if self.expire_webhooks else WEBHOOK_LIFE_MS
@@ -177,7 +211,7 @@ class DingtalkServer:
         data = {"msgId": msg_id, "conversationType": "2" if group else "1",
                 "conversationId": group or f"cid-{user}", "senderStaffId": user, "senderId": f"$:{user}",
                 "senderNick": nick, "isInAtList": bool(group), "chatbotUserId": "robot", "robotCode": self.client_id,
-                "msgtype": "text", "text": {"content": f" {text}"}, "createAt": int(time.time() * 1000),
+                **body, "createAt": int(time.time() * 1000),
                 "sessionWebhook": f"{self.url}/robot/sendBySession?session={session}",
                 "sessionWebhookExpiredTime": expires}
         if self.callback_url:
@@ -300,6 +334,25 @@ class DingtalkServer:
         if body.get("isFinalize") and not card.finished:
             card.finished, card.finished_at = True, time.time()
         return web.json_response({"success": True})
+
+    async def _file_url(self, request: web.Request) -> web.Response:
+        """``{downloadCode, robotCode}`` -> ``{downloadUrl}``, a short-lived URL that is its own credential."""
+        if not self._authorized(request):
+            return web.json_response({"code": "InvalidAuthentication", "message": "token invalid"}, status=401)
+        body = await request.json()
+        code = str(body.get("downloadCode", ""))
+        if body.get("robotCode") != self.client_id or code not in self.files or self.refuse_downloads:
+            return web.json_response({"code": "invalidParameter", "message": "downloadCode or robotCode"}, status=400)
+        self.downloads.append(code)
+        signed = hmac.new(self.secret.encode(), code.encode(), hashlib.sha256).hexdigest()
+        return web.json_response({"downloadUrl": f"{self.url}/files/{code}?Signature={signed}"})
+
+    async def _file(self, request: web.Request) -> web.Response:
+        code = request.match_info["code"]
+        signed = hmac.new(self.secret.encode(), code.encode(), hashlib.sha256).hexdigest()
+        if code not in self.files or not hmac.compare_digest(request.query.get("Signature", ""), signed):
+            return web.Response(status=403, text="<Error><Code>AccessDenied</Code></Error>", content_type="application/xml")
+        return web.Response(body=self.files[code], content_type="application/octet-stream")
 
     # ------------------------------------------------------------------ what the learner sees
 

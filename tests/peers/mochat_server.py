@@ -11,7 +11,8 @@ oldest first; a wrong token is refused at connect with a 401 message and on REST
 with HTTP 401.
 
 Test knobs: ``socket_down`` (the Socket.IO path answers 503, so only the REST
-routes work), :meth:`drop` (close every socket), :meth:`fail_next_send`,
+routes work), ``send_delay_s`` (a send is taken at once but answered that many
+seconds later), :meth:`drop` (close every socket), :meth:`fail_next_send`,
 :meth:`push` (any event, malformed ones included), :meth:`redeliver`.
 """
 
@@ -67,6 +68,8 @@ class MochatServer:
         self.panels: dict[str, list[dict[str, Any]]] = {}
         self.sent: list[Sent] = []
         self.socket_down = False
+        self.send_delay_s = 0.0
+        """How long a send route takes to answer a message it already took (a slow Mochat)."""
         self.subscribes = 0
         self.refused_connects = 0
         self.watches = 0
@@ -201,7 +204,7 @@ class MochatServer:
         if route == "sessions/list":
             return self._ok({"sessions": [{"sessionId": s} for s in self.sessions]})
         if route in ("sessions/send", "groups/panels/send"):
-            return self._send(route, body)
+            return await self._send(route, body)
         return web.json_response({"code": 404, "message": f"no route {route}"}, status=404)
 
     @staticmethod
@@ -221,7 +224,7 @@ class MochatServer:
         events = [e for e in state.events if e["seq"] > after][: int(body.get("limit", 100))]
         return {"sessionId": session, "cursor": events[-1]["seq"] if events else after, "events": events}
 
-    def _send(self, route: str, body: dict[str, Any]) -> web.Response:
+    async def _send(self, route: str, body: dict[str, Any]) -> web.Response:
         self.send_requests += 1
         if self._faults:
             status, retry_after = self._faults.pop(0)
@@ -235,4 +238,6 @@ class MochatServer:
         chat = str(body.get("panelId") if panel else body.get("sessionId"))
         sent = Sent(chat, panel, content, body.get("replyTo"), f"out{next(self._ids):06d}")
         self.sent.append(sent)
+        if self.send_delay_s:  # posted already; the answer comes late
+            await asyncio.sleep(self.send_delay_s)
         return self._ok({"messageId": sent.id, "sessionId": chat, "status": "sent"})

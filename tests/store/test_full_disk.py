@@ -17,6 +17,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.http.app import build_app
+from gateway.store.health import StoreState
+from gateway.store.sqlite import SqliteStore
 from tests.pipeline.conftest import ScriptedResponder, make_config
 from tests.pipeline.memory_channel import DEFAULT_CAPS, MemoryChannel
 from tests.waits import HANG_S, tries
@@ -106,7 +108,7 @@ async def test_a_recovery_leaves_work_in_hand_alone(tmp_path):
         await until(lambda: asyncio.sleep(0, len(responder.turns) == 1))
         await channel.inject("second")  # waits in the lane behind the turn in progress
         gateway.store.health.failed(sqlite3.OperationalError("disk I/O error"))  # another write failed meanwhile
-        gateway.store.health.wrote()  # and the next one worked
+        gateway.store.health.wrote(proves_room=True)  # and the next probe worked
         await gateway.store_watch.check()
         assert gateway.dispatcher.backlog == 0
         responder.gate.set()
@@ -116,3 +118,31 @@ async def test_a_recovery_leaves_work_in_hand_alone(tmp_path):
         assert len(responder.turns) == 2
     finally:
         await gateway.stop()
+
+
+async def test_a_small_write_that_fits_in_free_pages_does_not_end_a_failure(tmp_path):
+    """On a full disk small writes still fit in the file's free pages; only the probe, which needs
+    room, says writes work again -- else the state flaps and resumed turns fail once more."""
+    store = SqliteStore(tmp_path / "g.db")
+    await store.open()
+    try:
+        await store.put_cursor("relay", "a", "big", "x" * 200_000)
+        await store.put_cursor("relay", "a", "big", "")  # leaves free pages in the file
+
+        def cap(conn: sqlite3.Connection) -> None:
+            conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+
+        await store._run(cap)
+        with pytest.raises(sqlite3.OperationalError, match="full"):
+            await store.put_cursor("relay", "a", "bigger", "y" * 400_000)
+        assert store.health.condition().state is StoreState.FAILING
+        await store.put_cursor("relay", "a", "small", "z")  # fits: it commits
+        assert await store.get_cursor("relay", "a", "small") == "z"
+        assert store.health.condition().state is StoreState.FAILING
+        assert store.health.condition().recoveries == 0
+        await store._run(lambda conn: conn.execute("PRAGMA max_page_count = 1073741823"))
+        await store.probe_write()
+        assert store.health.condition().state is StoreState.OK
+        assert store.health.condition().recoveries == 1
+    finally:
+        await store.close()
