@@ -94,5 +94,6 @@ async def test_every_message_is_answered_and_a_sigkill_repeats_at_most_one_answe
                 assert asked[token] == (shown.chat, shown.topic), f"{token} asked in {asked[token]}, answered in {shown}"
         answers = Counter(tuple(TOKEN_RE.findall(s.content)) for s in server.sent)
         extras = sum(n - 1 for n in answers.values())
+        print(f"seed {seed}: {len(server.sent)} answers, {extras} extra over {KILLS} kills, {server.registers} queues")
         assert extras <= KILLS * REPEATS_PER_KILL, (
             f"seed {seed}: {extras} extra answers over {KILLS} kills: {[(k, n) for k, n in answers.items() if n > 1]}")
