@@ -141,6 +141,7 @@ HARNESSES: dict[str, str] = {
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
     "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
     "qq": "tests.contract.qq_harness:QQHarness",
+    "qq_ws": "tests.contract.qq_harness:QQWebsocketHarness",
     "napcat": "tests.contract.napcat_harness:NapcatHarness",
     "dingtalk": "tests.contract.dingtalk_harness:DingtalkHarness",
     "feishu": "tests.contract.feishu_harness:FeishuHarness",
