@@ -143,10 +143,13 @@ def decode(event_type: str, data: object, *, account: AccountId) -> InboundMessa
     )
 
 
+KINDS: dict[str, MediaKind] = {"image": "image", "video": "video", "audio": "audio", "voice": "audio"}
+
+
 def _kind(content_type: str) -> MediaKind:
     """QQ's ``content_type`` is a MIME type for pictures and videos, ``voice`` or ``file`` otherwise."""
     major = content_type.split("/", 1)[0].lower()
-    return {"image": "image", "video": "video", "audio": "audio", "voice": "audio"}.get(major, "file")
+    return KINDS.get(major, "file")
 
 
 def _attached(attachment: Attachment) -> Element:
