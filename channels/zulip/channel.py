@@ -35,7 +35,7 @@ from channels._kit.longpoll import Batch, poll
 from channels.base import Channel, ChannelContext
 from channels.zulip.config import ZulipConfig
 from channels.zulip.decode import Me, decode, parse
-from channels.zulip.encode import content, where
+from channels.zulip.encode import where
 from channels.zulip.transport import PLATFORM, QueueGone, ZulipApi
 from gateway.core.capabilities import ChannelCapabilities, SendRate
 from gateway.core.channel import ChannelState, Heartbeat
@@ -181,7 +181,7 @@ class ZulipChannel(Channel[ZulipConfig]):
         if part.attachment is not None or not part.text.strip():
             raise Unsupported(PLATFORM, "this release sends text only (files are not uploaded yet)")
         to = where(target, default_topic=self.settings.default_topic)
-        sent = await self.api.send(kind=to.kind, to=to.to, content=content(part.text), topic=to.topic)
+        sent = await self.api.send(kind=to.kind, to=to.to, content=part.text, topic=to.topic)
         log.info("zulip sent account=%s chat=%s message=%s part=%d", self.account, target.conversation.key, sent,
                  part.index)
         return SentMessage(message=MessageId(str(sent)))
@@ -190,7 +190,7 @@ class ZulipChannel(Channel[ZulipConfig]):
         if not handle.isdigit():
             raise Unsupported(PLATFORM, f"not a Zulip message id: {handle[:40]!r}")
         if part.text.strip():
-            await self.api.edit(int(handle), content(part.text))
+            await self.api.edit(int(handle), part.text)
 
     async def typing(self, target: Address) -> None:
         await self.api.typing(where(target, default_topic=self.settings.default_topic).typing())

@@ -7,17 +7,14 @@ an answer stays in the topic it answers.  ``private`` rather than ``direct``:
 every Zulip server takes the older word, only 7.0 and later the newer one.
 
 **LaTeX.**  Zulip renders ``$$...$$`` as inline math and a fenced ``math``
-block as display math, from the raw text.  The gateway's Markdown renderer
-escapes ASCII punctuation in text (``x_1`` becomes ``x\\_1``), which KaTeX would
-then read as a literal underscore.  A fence is code and comes through as written;
-inside ``$$...$$`` spans this module takes back the backslashes the renderer
-added -- every ``\\`` before ASCII punctuation -- so the learner sees the
-formula the model wrote.  Code spans and fences are left alone.
+block as display math, from the raw text.  Both reach this module as written:
+the gateway's Markdown parser keeps ``$$...$$`` as one math span
+(``gateway.render.markdown.Math``), which the Markdown dialect writes back
+verbatim, and a fence is code.  So the part's text is the message's content.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,10 +23,6 @@ from gateway.core.errors import BadRequest
 from gateway.core.messages import Address
 
 PLATFORM = "zulip"
-_FENCE = re.compile(r"(?ms)^(```|~~~).*?^\1[ \t]*$")
-_CODE_SPAN = re.compile(r"(`+)(?!`).*?(?<!`)\1(?!`)", re.S)
-_MATH = re.compile(r"(?<!\$)\$\$(?!\$)(.+?)(?<!\$)\$\$(?!\$)", re.S)
-_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 
 
 @dataclass(frozen=True)
@@ -59,27 +52,3 @@ def where(target: Address, *, default_topic: str) -> Where:
     except ValueError:
         raise BadRequest(PLATFORM, f"not a Zulip conversation: {chat[:60]!r}") from None
 
-
-def _unescape_math(text: str) -> str:
-    return _MATH.sub(lambda m: "$$" + _ESCAPE.sub(r"\1", m.group(1)) + "$$", text)
-
-
-def content(text: str) -> str:
-    """The part's Markdown with ``$$`` math as written; fences and code spans untouched."""
-    out, at = [], 0
-    for block in _FENCE.finditer(text):
-        out.append(_outside_code_spans(text[at:block.start()]))
-        out.append(block.group(0))
-        at = block.end()
-    out.append(_outside_code_spans(text[at:]))
-    return "".join(out)
-
-
-def _outside_code_spans(text: str) -> str:
-    out, at = [], 0
-    for span in _CODE_SPAN.finditer(text):
-        out.append(_unescape_math(text[at:span.start()]))
-        out.append(span.group(0))
-        at = span.end()
-    out.append(_unescape_math(text[at:]))
-    return "".join(out)

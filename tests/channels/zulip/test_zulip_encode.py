@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from channels.zulip.encode import content, where
-from gateway.core.capabilities import Dialect
+from channels.zulip.channel import ZulipChannel
+from channels.zulip.encode import where
 from gateway.core.errors import BadRequest
 from gateway.core.messages import AccountId, Address, ChannelName, ChatId, Conversation, ConversationKind
-from gateway.render import render_markdown
+from gateway.render import render_reply
 
 
 def to(chat: str, kind: ConversationKind = ConversationKind.DIRECT, thread: str | None = None) -> Address:
@@ -32,13 +32,10 @@ def test_a_chat_that_is_no_zulip_conversation_is_a_bad_request():
 
 @pytest.mark.parametrize("written", [
     "Area $$\\pi r^2$$ and $$x_1 * x_2 < y_{[0]}$$ here.",
+    "Sets $$\\{x \\mid x > 0\\}$$, $$a \\\\ b$$ and $$\\frac{1}{2}\\,\\text{m}$$.",
     "$$\n\\sum_{i=1}^n i = \\frac{n(n+1)}{2}\n$$",
     "```math\n\\int_0^1 x_1^2 \\, dx\n```",
 ])
-def test_math_reaches_zulip_as_written(written):
-    assert content(render_markdown(written, Dialect.MARKDOWN)) == written
-
-
-def test_escapes_outside_math_and_inside_code_stay():
-    rendered = render_markdown("a_b and `$$c_d$$` then $$e_f$$", Dialect.MARKDOWN)
-    assert content(rendered) == "a\\_b and `$$c_d$$` then $$e_f$$"
+def test_math_reaches_zulip_as_written_through_the_markdown_renderer(written):
+    [part] = render_reply(written, ZulipChannel.capabilities())
+    assert part == written
