@@ -146,6 +146,8 @@ HARNESSES: dict[str, str] = {
     "dingtalk": "tests.contract.dingtalk_harness:DingtalkHarness",
     "feishu": "tests.contract.feishu_harness:FeishuHarness",
     "mochat": "tests.contract.mochat_harness:MochatHarness",
+    "whatsapp": "tests.contract.whatsapp_harness:WhatsappHarness",
+    "mattermost": "tests.contract.mattermost_harness:MattermostHarness",
     "zulip": "tests.contract.zulip_harness:ZulipHarness",
 }
 """harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
