@@ -33,6 +33,7 @@ from gateway.render.markdown import (
     Inline,
     LineBreak,
     Link,
+    Math,
     Strike,
     Strong,
     Text,
@@ -90,7 +91,7 @@ def _runs(nodes: tuple[Inline, ...], marks: tuple[_Mark, ...], spans: count[int]
         if isinstance(node, Text) and node.text:
             out.append(_Run(node.text, marks))
         elif isinstance(node, Code) and node.text:
-            out.append(_Run(node.text, marks + (_Mark(Code),)))
+            out.append(_Run(node.text, marks + (_Mark(type(node)),)))
         elif isinstance(node, LineBreak):
             out.append(_Run("\n", marks, node))
         elif isinstance(node, Image) or (isinstance(node, Link) and not node.children):
@@ -115,8 +116,8 @@ def _build(runs: Sequence[_Run], depth: int = 0) -> tuple[Inline, ...]:
         mark, j = run.marks[depth], i
         while j < len(runs) and len(runs[j].marks) > depth and runs[j].marks[depth] == mark:
             j += 1
-        if mark.node is Code:
-            out.append(Code("".join(r.text for r in runs[i:j])))
+        if mark.node is Code or mark.node is Math:
+            out.append(mark.node("".join(r.text for r in runs[i:j])))
         elif mark.node is Link:
             out.append(Link(mark.url, _build(runs[i:j], depth + 1)))
         else:

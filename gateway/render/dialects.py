@@ -248,6 +248,10 @@ class MarkdownRenderer(Renderer):
     def escape(self, text: str) -> str:
         return self._ENTITY.sub(r"\\&", self._ALWAYS.sub(r"\\\1", text))
 
+    def math_span(self, text: str) -> str:
+        """TeX as written: a Markdown platform that renders it (Zulip) reads it, the parser reads it back as math."""
+        return f"$${text}$$"
+
     def paragraph(self, inlines: tuple[Inline, ...]) -> str:
         """Escape what would start a block at a line start; drop edge spaces that would change meaning."""
 

@@ -33,6 +33,7 @@ from gateway.render.markdown import (
     LineBreak,
     Link,
     ListBlock,
+    Math,
     Paragraph,
     Strike,
     Strong,
@@ -166,6 +167,8 @@ class Renderer:
                 return self.escape(text)
             case Strong(children) | Emphasis(children) | Strike(children):
                 return self.styled_inlines(_STYLE_OF[type(node)], children)
+            case Math(text):
+                return self.math_span(text)
             case Code(text):
                 return self.code_span(text)
             case Link(url, children):
@@ -194,6 +197,10 @@ class Renderer:
 
     def code_span(self, text: str) -> str:
         return self.escape(text)
+
+    def math_span(self, text: str) -> str:
+        """``$$...$$`` as text in the dialect's escaping: the formula as typed (the Markdown dialect keeps it raw)."""
+        return self.escape(f"$${text}$$")
 
     def link(self, url: str, children: tuple[Inline, ...]) -> str:
         return self.escape(link_text(inline_text(children), url))

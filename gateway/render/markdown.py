@@ -22,10 +22,30 @@ from dataclasses import dataclass
 from enum import Enum
 
 from markdown_it import MarkdownIt
+from markdown_it.rules_inline import StateInline
 from markdown_it.tree import SyntaxTreeNode
 
 _MAX_NESTING = 100  # deeper than this markdown-it drops the rest of the input; see parse()
 _PARSER = MarkdownIt("commonmark", {"html": False, "maxNesting": _MAX_NESTING}).enable(["strikethrough", "table"])
+
+
+def _math_inline(state: StateInline, silent: bool) -> bool:
+    """``$$...$$`` (not ``$$$``), closed on the same paragraph: one token whose content is the TeX, untouched."""
+    start, src = state.pos, state.src
+    if not src.startswith("$$", start) or src.startswith("$$$", start):
+        return False
+    end = src.find("$$", start + 2)
+    while end != -1 and src.startswith("$$$", end):
+        end = src.find("$$", end + 3)
+    if end == -1 or end == start + 2:
+        return False
+    if not silent:
+        state.push("math_inline", "", 0).content = src[start + 2:end]
+    state.pos = end + 2
+    return True
+
+
+_PARSER.inline.ruler.before("escape", "math_inline", _math_inline)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
 _LANGUAGE = re.compile(r"[A-Za-z0-9_+#.-]{1,32}")
 
@@ -59,6 +79,12 @@ class Code:
 
 
 @dataclass(frozen=True, slots=True)
+class Math(Code):
+    """``$$...$$``: TeX kept exactly as written, for a platform that renders it (Zulip); CommonMark would
+    otherwise take ``\\{`` or ``\\\\`` inside it for escapes and ``*a*`` for emphasis.  Shown as text elsewhere."""
+
+
+@dataclass(frozen=True, slots=True)
 class Link:
     url: str
     children: tuple[Inline, ...]
@@ -77,7 +103,7 @@ class LineBreak:
     hard: bool = False
 
 
-Inline = Text | Strong | Emphasis | Strike | Code | Link | Image | LineBreak
+Inline = Text | Strong | Emphasis | Strike | Code | Math | Link | Image | LineBreak
 
 
 # --------------------------------------------------------------------------- blocks
@@ -275,6 +301,8 @@ def _inlines(nodes: list[SyntaxTreeNode], in_link: bool = False, one_line: bool 
             out.append(Text(" ") if one_line else LineBreak(hard=kind == "hardbreak"))
         elif kind == "code_inline":
             out.append(Code(node.content))
+        elif kind == "math_inline":
+            out.append(Math(node.content))
         elif kind in ("strong", "em", "s"):
             out.append(_WRAPPERS[kind](_inlines(node.children, in_link, one_line)))
         elif kind == "link":

@@ -16,9 +16,9 @@ def test_lists_all_eighteen_built_in_channels_with_availability_and_reason(invok
     assert header.split() == ["CHANNEL", "TITLE", "AVAILABLE", "FEATURES", "REASON"]
     by_name = {row.split()[0]: row for row in rows}
     assert len(BUILT_IN) == 18 and BUILT_IN <= set(by_name)
-    assert "  yes" in by_name["webchat"] and "  yes" in by_name["console"]
-    assert "  no " in by_name["zulip"]
-    assert by_name["zulip"].rstrip().endswith("not implemented in this release yet")
+    # every channel is written, and the test environment installs every extra: all eighteen run here
+    assert all("  yes" in by_name[name] for name in BUILT_IN), [r for r in rows if "  yes" not in r]
+    assert not any("not implemented" in row for row in rows)
 
 
 def test_lists_plugin_channels_too(invoke):

@@ -34,12 +34,12 @@ channels:
     default: {token: "env:PARTNERS_TEST_NO_SUCH_TOKEN"}
   webchat:
     default: {title: ""}
-  zulip:
+  msteams:
     default: {}
 bindings:
   - {partner: tutor, channel: telegram}
   - {partner: tutor, channel: discord, account: main}
-  - {partner: tutor, channel: zulip}
+  - {partner: tutor, channel: msteams}
 """
 
 
@@ -81,7 +81,8 @@ def test_a_bad_config_lists_every_problem_with_its_fix(invoke, workdir, monkeypa
 
     assert result.exit_code == 1
     out = result.output
-    assert "error  zulip/default: will not run: channel 'zulip' is not implemented in this release yet" in out
+    assert "error  msteams/default: partners.yaml: 2 problems:" in out
+    assert "channels.msteams.default.app_id: Field required (fix: add this field)" in out
     assert ("error  telegram/default: partners.yaml:channels.telegram.default.token: "
             "environment variable PARTNERS_TEST_NO_SUCH_TOKEN is not set") in out
     assert "fix: export PARTNERS_TEST_NO_SUCH_TOKEN=... in the gateway's environment before starting it" in out

@@ -149,6 +149,7 @@ HARNESSES: dict[str, str] = {
     "whatsapp": "tests.contract.whatsapp_harness:WhatsappHarness",
     "mattermost": "tests.contract.mattermost_harness:MattermostHarness",
     "msteams": "tests.contract.msteams_harness:MsteamsHarness",
+    "zulip": "tests.contract.zulip_harness:ZulipHarness",
 }
 """harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 
