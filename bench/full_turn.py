@@ -7,9 +7,10 @@ replies that name each message) and the brain the gateway builds for itself
 the SQLite session log and usage ledger), except that the one model client
 the factory makes is ``bench/brain.py``'s zero-latency ``InstantModel``.  The
 model answers every round at once with ``re <ids> `` and a ~400-character
-answer streamed in 4-character pieces, where ``<ids>`` are the message ids in
-the turn's own trailing user messages; so every reply names the messages it
-answers, and a missing or doubled answer is seen.  The coalescing window is 0
+answer streamed in 4-character pieces (made once, so the fake's own cost in
+the CPU figure is two small objects a round), where ``<ids>`` are the message
+ids in the turn's own trailing user messages; so every reply names the
+messages it answers, and a missing or doubled answer is seen.  The coalescing window is 0
 (its default 0.6 s is a deliberate wait that would be all the latency).
 
 Workloads (``--workloads``, all by default), each on a fresh gateway and data
@@ -72,7 +73,7 @@ from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.brain import ANSWER, PARTNER, PERSONA_HEAD, PIECE, InstantModel
+from bench.brain import ANSWER, PARTNER, PERSONA_HEAD, InstantModel, answer_round
 from bench.pipeline import BenchChannel, config, pct
 from brain import factory
 from brain.types import ModelRequest, ModelResult, TextDelta, Usage
@@ -107,9 +108,13 @@ def echo_round(request: ModelRequest) -> list[TextDelta | ModelResult]:
             break
         if message.role == "user":
             ids[:0] = EVENT.findall(message.content)
-    text = f"re {' '.join(ids)} {ANSWER}"
-    pieces: list[TextDelta | ModelResult] = [TextDelta(text=text[i:i + PIECE]) for i in range(0, len(text), PIECE)]
-    return [*pieces, ModelResult(text=text, usage=Usage(prompt_tokens=40, completion_tokens=20))]
+    head = f"re {' '.join(ids)} "
+    return [TextDelta(text=head), *ANSWER_PIECES, ModelResult(text=head + ANSWER, usage=USAGE)]
+
+
+ANSWER_PIECES = tuple(item for item in answer_round() if isinstance(item, TextDelta))
+"""The answer's deltas, made once: the fake model's own cost per round is then two small objects."""
+USAGE = Usage(prompt_tokens=40, completion_tokens=20)
 
 
 class TurnChannel(BenchChannel):
@@ -447,6 +452,7 @@ def main() -> None:
     parser.add_argument("--results", type=Path, default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
 
+    load = os.getloadavg()[0]
     if args.syscalls:
         results = under_strace(sys.argv[1:])
     else:
@@ -455,7 +461,7 @@ def main() -> None:
             args.results.write_text(json.dumps([asdict(r) for r in results]))
             return
     print(f"the full turn: bench channel -> durable ingest -> lane -> real brain (instant model) -> outbox -> send; "
-          f"{args.chats} chats, load average {os.getloadavg()[0]:.2f}")
+          f"{args.chats} chats, load average {load:.2f} before, {os.getloadavg()[0]:.2f} after")
     table(results)
 
 
