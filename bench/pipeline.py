@@ -60,6 +60,12 @@ from gateway.core.messages import (
 )
 from gateway.core.turns import Turn
 
+CAPABILITIES = ChannelCapabilities(
+    platform="bench", text_limit=4000, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN,
+    elements=frozenset({"text"}), edit_mode=EditMode.NONE,
+)
+"""Made once, as a real channel's row is read once from platforms.toml (the outbound path asks per send)."""
+
 
 class BenchChannel(Channel[AccountConfig]):
     """The platform is a dict of timestamps: when each message was offered, when its reply was sent."""
@@ -73,10 +79,7 @@ class BenchChannel(Channel[AccountConfig]):
 
     @classmethod
     def capabilities(cls) -> ChannelCapabilities:
-        return ChannelCapabilities(
-            platform="bench", text_limit=4000, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN,
-            elements=frozenset({"text"}), edit_mode=EditMode.NONE,
-        )
+        return CAPABILITIES
 
     async def run(self, heartbeat: Heartbeat) -> None:
         while True:
