@@ -38,8 +38,8 @@ to last reply):
   (``total_changes`` moved since its ``BEGIN``), and for each statement run
   outside a transaction (the stores are in autocommit) that changed rows --
   each of those is a transaction of its own.  Read-only transactions are not
-  commits.  The callback costs a few microseconds per statement, which the CPU
-  figure includes;
+  commits.  They are also counted by file name, printed under the table.  The
+  callback costs a few microseconds per statement, which the CPU figure includes;
 - fsyncs: only with ``--syscalls``.  The script then runs itself in a child
   under ``strace -f --seccomp-bpf -e trace=fsync,fdatasync,chdir`` (only
   those syscalls stop the child); at the start and end of each window the
@@ -162,6 +162,8 @@ class Commits:
     """Write transactions on every SQLite connection opened while :meth:`install` is in force."""
 
     count: int = 0
+    by_file: dict[str, int] = field(default_factory=dict)
+    """The same commits by the file's name (``gateway.db``, ``brain.db``, ...): which store to look at."""
     pending: list[Callable[[], None]] = field(default_factory=list)
 
     def install(self) -> mock._patch:  # type: ignore[type-arg]
@@ -169,17 +171,21 @@ class Commits:
 
         def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
             conn = original(*args, **kwargs)
-            self.watch(conn)
+            self.watch(conn, Path(str(args[0] if args else kwargs["database"])).name)
             return conn
 
         return mock.patch.object(sqlite3, "connect", connect)
 
-    def watch(self, conn: sqlite3.Connection) -> None:
+    def watch(self, conn: sqlite3.Connection, file: str) -> None:
         state = {"in_tx": False, "since": 0, "loose": -1}
+
+        def counted() -> None:
+            self.count += 1
+            self.by_file[file] = self.by_file.get(file, 0) + 1
 
         def settle() -> None:  # a statement outside a transaction that changed rows committed alone
             if state["loose"] >= 0 and conn.total_changes > state["loose"]:
-                self.count += 1
+                counted()
             state["loose"] = -1
 
         def statement(sql: str) -> None:
@@ -190,7 +196,8 @@ class Commits:
             if head.startswith("BEGIN"):
                 state["in_tx"], state["since"] = True, conn.total_changes
             elif head.startswith(("COMMIT", "END")):
-                self.count += conn.total_changes > state["since"]
+                if conn.total_changes > state["since"]:
+                    counted()
                 state["in_tx"] = False
             elif head.startswith("ROLLBACK"):
                 state["in_tx"] = False
@@ -214,6 +221,7 @@ class Sample:
     cpu: float
     wall: float
     commits: int
+    by_file: dict[str, int]
     syscw: int
     wchar: int
 
@@ -221,7 +229,8 @@ class Sample:
     def take(cls, commits: Commits) -> Sample:
         usage = resource.getrusage(resource.RUSAGE_SELF)
         io = dict(line.split(": ") for line in Path("/proc/self/io").read_text().splitlines())
-        return cls(usage.ru_utime + usage.ru_stime, time.perf_counter(), commits.now(), int(io["syscw"]), int(io["wchar"]))
+        return cls(usage.ru_utime + usage.ru_stime, time.perf_counter(), commits.now(), dict(commits.by_file),
+                   int(io["syscw"]), int(io["wchar"]))
 
 
 def mark(edge: str, name: str) -> None:
@@ -241,6 +250,7 @@ class Result:
     cpu: float
     rss_kb: int
     commits: int
+    commits_by_file: dict[str, int]
     syscw: int
     wchar: int
     latencies: list[float]
@@ -335,6 +345,7 @@ async def run(name: str, drive: Drive, data_dir: Path, commits: Commits, ids: It
         name=name, messages=len(offered), answered=len(offered) - len(missing), replies=TurnChannel.sends,
         wall=after.wall - before.wall, cpu=after.cpu - before.cpu,
         rss_kb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, commits=after.commits - before.commits,
+        commits_by_file={f: n - before.by_file.get(f, 0) for f, n in after.by_file.items() if n > before.by_file.get(f, 0)},
         syscw=after.syscw - before.syscw, wchar=after.wchar - before.wchar, latencies=latencies, problems=problems,
     )
 
@@ -414,7 +425,8 @@ def table(results: list[Result]) -> None:
     print()
     for r in results:
         verdict = "every message answered exactly once" if not r.problems else "FAILED: " + "; ".join(r.problems)
-        print(f"{r.name}: {r.messages} messages, {r.replies} replies -- {verdict}")
+        files = ", ".join(f"{f} {n / max(1, r.messages):.2f}" for f, n in sorted(r.commits_by_file.items()))
+        print(f"{r.name}: {r.messages} messages, {r.replies} replies -- {verdict}; commits per message: {files}")
     print()
     targets(results)
 
