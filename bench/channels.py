@@ -1,5 +1,5 @@
 """End-to-end latency of the real channels against their loopback peers: telegram, matrix, email, discord, slack
-the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat and feishu.
+the WeChat family (weixin_oa, weixin_ilink, wecom, wecom_app), napcat, dingtalk, qq, mochat, feishu, whatsapp and mattermost.
 
 Each channel runs through its real SDK (python-telegram-bot, matrix-nio,
 aioimaplib + aiosmtplib, discord.py, slack-bolt + slack_sdk in Socket Mode, wecom-aibot-sdk; the Official
@@ -38,7 +38,8 @@ Synapse venv (``bash deploy/peers/synapse.sh``, or ``SYNAPSE_VENV``), email
 needs Dovecot and root (``bash deploy/peers/dovecot.sh``).
 
 Usage: python bench/channels.py
-       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,feishu]
+       [--channels telegram,matrix,email,discord,slack,weixin_oa,weixin_ilink,wecom,wecom_app,napcat,dingtalk,qq,mochat,
+                   feishu,whatsapp,mattermost]
        [--telegram-rate 20] [--telegram-chats 40] [--telegram-seconds 10]
        [--matrix-rate 10] [--matrix-rooms 20] [--matrix-seconds 10]
        [--email-rate 0.5] [--email-learners 10] [--email-seconds 20]
@@ -53,6 +54,8 @@ Usage: python bench/channels.py
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
        [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
        [--feishu-rate 20] [--feishu-chats 40] [--feishu-seconds 10]
+       [--whatsapp-rate 20] [--whatsapp-learners 200] [--whatsapp-seconds 10]
+       [--mattermost-rate 20] [--mattermost-chats 40] [--mattermost-seconds 10]
 """
 
 from __future__ import annotations
@@ -611,10 +614,46 @@ class FeishuRig(HarnessRig):
                 for m in server.messages if server.finished(m)]
 
 
+class WhatsappRig(HarnessRig):
+    """A WhatsApp number on the Cloud API emulator: latency runs from the learner's signed webhook POST to the
+    message the emulated Graph took.  WhatsApp's pair rate (one message to a user per 6 s, platforms.toml) paces
+    each chat, so the default spreads 20 msg/s over 200 learners: each writes every 10 s, as people do."""
+
+    name, channel = "whatsapp", "whatsapp"
+    chat_name = "1555800{:04d}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.whatsapp_harness import WhatsappHarness
+
+        return WhatsappHarness()
+
+    def shown(self) -> list[tuple[str, float]]:
+        peer = self.harness.peer
+        return [(s.text, at) for s, at in zip(peer.shown, peer.shown_at, strict=True)]
+class MattermostRig(HarnessRig):
+    """A Mattermost bot: ``posted`` events on the kit's websocket session from the emulator, in this process,
+    answered over REST ``POST /posts``; latency runs from the post pushed to the answer the emulator took."""
+
+    name, channel = "mattermost", "mattermost"
+    chat_name = "dbench{:019d}"
+
+    def make_harness(self) -> Any:
+        from tests.contract.mattermost_harness import MattermostHarness
+
+        return MattermostHarness()
+
+    def settings(self) -> dict[str, Any]:
+        return {"url": self.harness.server.url, "token": f"env:{self.harness.env}"}
+
+    def shown(self) -> list[tuple[str, float]]:
+        return [(p.message, p.at) for room in self.harness.server.rooms.values() for p in room.posts if p.via_api]
+
+
 RIGS = {"telegram": TelegramRig, "matrix": MatrixRig, "email": EmailRig, "discord": DiscordRig, "slack": SlackRig,
         "weixin_oa": WeixinOaRig, "weixin_ilink": WeixinIlinkRig, "wecom": WecomRig, "wecom_app": WecomAppRig,
         "napcat": NapcatRig, "dingtalk": DingtalkRig,
-        "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig}
+        "qq": QQRig, "mochat": MochatRig, "feishu": FeishuRig,
+        "whatsapp": WhatsappRig, "mattermost": MattermostRig}
 
 
 # --------------------------------------------------------------------------- the measurement
@@ -736,7 +775,9 @@ async def main() -> None:
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
                                              ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
                                              ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
-                                             ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats")):
+                                             ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats"),
+                                             ("whatsapp", 20, 200, 10, "learners"),
+                                             ("mattermost", 20, 40, 10, "chats")):
         flag = name.replace("_", "-")
         parser.add_argument(f"--{flag}-rate", type=float, default=rate, dest=f"{name}_rate", metavar="N",
                             help=f"offered {name} messages per second (default {rate:g})")

@@ -29,7 +29,12 @@ owns the loop and its guarantees:
   :class:`gateway.core.retry.RetryPolicy`'s formula); websockets' own reconnecting
   iterator is not used.  When the waits run out the error goes to the
   supervisor.  A handshake the server refuses with 401 or 403 is a wrong
-  credential, not a drop: :class:`~gateway.errors.AuthFailed`, at once.
+  credential, not a drop: :class:`~gateway.errors.AuthFailed`, at once; so is a
+  socket the server closes with one of the protocol's
+  ``auth_failed_close_codes`` (QQ's 4004 "invalid token", 4915 "bot banned"):
+  reconnecting would be refused the same way, and the account waits for a human.
+  A close code in ``identify_again_close_codes`` (QQ's 4006 "invalid session
+  id", 4007 "seq error") forgets the session: the next connection identifies.
 - **Requests on the socket.** A platform whose actions travel on the same
   socket (OneBot) sends them with :meth:`Session.send` and gets their answers
   back as ``ANSWER`` frames through ``on_answer``; headers the handshake needs
@@ -44,6 +49,7 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
+from types import MappingProxyType
 from typing import Protocol
 
 from websockets.asyncio.client import ClientConnection, connect
@@ -62,6 +68,9 @@ Wire = str | bytes
 
 SESSION_KEY = "ws_session"
 SEQUENCE_KEY = "ws_sequence"
+NO_AUTH_CLOSES: Mapping[int, str] = MappingProxyType({})
+"""``auth_failed_close_codes`` of a platform that ends no session over its credentials with a close code."""
+NO_CLOSE_CODES: frozenset[int] = frozenset()
 
 
 class FrameKind(str, Enum):
@@ -122,6 +131,11 @@ class WireProtocol(Protocol):
     opens_ready: bool
     """Whether the open socket is itself the session (the URL carried a one-time ticket and no READY follows):
     the account is running once connected (DingTalk's stream mode)."""
+    auth_failed_close_codes: Mapping[int, str]
+    """Close codes by which the server says the credentials or the account itself are refused, each with what the
+    teacher should do: :class:`~gateway.errors.AuthFailed`, not a reconnect (:data:`NO_AUTH_CLOSES` for none)."""
+    identify_again_close_codes: frozenset[int]
+    """Close codes after which the session cannot be resumed: the next connection identifies afresh."""
 
     async def endpoint(self, resume: Resume | None) -> str:
         """The ``ws(s)://`` URL to connect to (some platforms hand out a new one per session)."""
@@ -180,10 +194,28 @@ class Session:
                 await self._retries.pause(PeerUnavailable(self.what, f"the handshake was answered {status}"))
             except _Reconnect as why:
                 log.info("%s reconnecting reason=%s", self.what, why)
-            except (ConnectionClosed, OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
+            except ConnectionClosed as closed:
+                await self._closed(closed.rcvd.code if closed.rcvd else None)
+                await self._retries.pause(PeerUnavailable(self.what, f"{type(closed).__name__}: {closed}"))
+            except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as error:
                 await self._retries.pause(PeerUnavailable(self.what, f"{type(error).__name__}: {error}"))
             except PeerUnavailable as error:
                 await self._retries.pause(error)
+
+    async def _closed(self, code: int | None) -> None:
+        """AuthFailed when the server closed with one of the protocol's credential codes; a session it will not
+        resume forgotten."""
+        if code is None:
+            return
+        why = self.protocol.auth_failed_close_codes.get(code)
+        if why is not None:
+            raise AuthFailed(self.what, f"the server closed the session ({code}): {why}", code=code) from None
+        if code in self.protocol.identify_again_close_codes:
+            await self._forget()
+
+    async def _forget(self) -> None:
+        await self.cursors.put(SESSION_KEY, "")  # identify afresh next time
+        await self.cursors.put(SEQUENCE_KEY, "")
 
     async def _saved(self) -> Resume | None:
         session = await self.cursors.get(SESSION_KEY)
@@ -254,10 +286,10 @@ class Session:
             elif frame.kind is FrameKind.RECONNECT:
                 raise _Reconnect("the server asked for it")
             elif frame.kind is FrameKind.INVALID_SESSION:
-                await self.cursors.put(SESSION_KEY, "")  # identify afresh next time
-                await self.cursors.put(SEQUENCE_KEY, "")
+                await self._forget()
                 raise _Reconnect("the server refused to resume the session")
         # the server closed the socket: ``async for`` ends on a clean close, raise so it counts as a drop
+        await self._closed(socket.close_code)
         raise PeerUnavailable(self.what, f"the server closed the connection ({socket.close_code})")
 
     async def send(self, wire: Wire) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 
-from channels._kit.websocket import Frame, FrameKind, Resume, Wire
+from channels._kit.websocket import NO_AUTH_CLOSES, NO_CLOSE_CODES, Frame, FrameKind, Resume, Wire
 from channels.dingtalk.decode import BOT_TOPIC, Envelope, Skipped, decode, envelope, payload
 from gateway.core.errors import InvalidEvent
 from gateway.core.messages import AccountId
@@ -36,6 +36,8 @@ class StreamProtocol:
 
     greets = False
     opens_ready = True
+    auth_failed_close_codes = NO_AUTH_CLOSES  # refused credentials fail the ticket call, before any socket
+    identify_again_close_codes = NO_CLOSE_CODES
 
     def __init__(self, account: AccountId, endpoint: Callable[[], Awaitable[str]], *, heartbeat_interval: float,
                  refused: Callable[[str, str], None]) -> None:

@@ -38,7 +38,7 @@ from cachetools import TTLCache
 from starlette.routing import BaseRoute
 from starlette.websockets import WebSocket
 
-from channels._kit.websocket import Frame, FrameKind, Resume, Session, Wire
+from channels._kit.websocket import NO_AUTH_CLOSES, NO_CLOSE_CODES, Frame, FrameKind, Resume, Session, Wire
 from channels.base import Channel, ChannelContext
 from channels.napcat.config import NapcatConfig
 from channels.napcat.decode import Answer, frame_of, parse
@@ -63,6 +63,8 @@ class OneBotWire:
     greets = False
     heartbeat_interval = 30.0
     opens_ready = False  # READY is NapCat's lifecycle/connect event, not the open socket
+    auth_failed_close_codes = NO_AUTH_CLOSES  # a wrong token is a refused handshake (401), not a close code
+    identify_again_close_codes = NO_CLOSE_CODES
 
     def __init__(self, channel: NapcatChannel) -> None:
         self.channel = channel

@@ -1,11 +1,14 @@
-"""QQChannel: a bot on QQ's official API, reached by signed webhook (ADR 0044).
+"""QQChannel: a bot on QQ's official API, reached by signed webhook or QQ's websocket gateway (ADR 0044).
 
-Inbound, QQ POSTs each event to ``/webhooks/qq/<account>``.  The request is
+Inbound (``mode: webhook``, the default), QQ POSTs each event to ``/webhooks/qq/<account>``.  The request is
 verified first (webhook.py: Ed25519, seeded from the AppSecret); the URL
 validation the open platform sends when the teacher saves the callback address
 (op 13) is answered with our signature; a dispatch (op 0) is decoded
 (decode.py), made durable on the kit's ack clock against QQ's 3 s, and only
 then answered op 12.  QQ's repeats of one message land on one dedup key.
+With ``mode: websocket`` the kit's session dials QQ's gateway instead
+(wire.py) and hands each dispatch to the same decode; the sequence stored
+once the event is durable is what a resume names.
 
 Outbound, every message answers a learner's (QQ took no unasked message after
 2025-04-21): the window (60 min direct, 5 min group) and the five replies per
@@ -19,17 +22,20 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from contextlib import AbstractAsyncContextManager
 from typing import TYPE_CHECKING, ClassVar
 
 from channels._kit.ack import AckClock
+from channels._kit.websocket import Session
 from channels.base import Channel, ChannelContext
 from channels.qq.config import QQConfig
 from channels.qq.decode import Skipped, decode
 from channels.qq.transport import PLATFORM, QQApi
-from channels.qq.webhook import ACK, DISPATCH, VALIDATION, WebhookReader
-from gateway.core.channel import ChannelState, Heartbeat
+from channels.qq.webhook import ACK, DISPATCH, VALIDATION, Payload, WebhookReader
+from channels.qq.wire import QQWire
+from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnreachable, ReplyWindowClosed, Unsupported
-from gateway.core.messages import Address, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
 from gateway.core.probes import ProbeResult, Problem
 from gateway.endpoints import origin
 
@@ -68,6 +74,8 @@ class QQChannel(Channel[QQConfig]):
         api = QQApi(self.settings)
         try:
             me = await api.me()
+            if self.settings.mode == "websocket":
+                await api.gateway()
         except PeerUnreachable as error:
             return ProbeResult.failed(where, f"nothing answers at {error.endpoint} ({error.why})",
                                       "check the network, api_base and token_url")
@@ -93,6 +101,12 @@ class QQChannel(Channel[QQConfig]):
     # ------------------------------------------------------------------ inbound
 
     async def run(self, heartbeat: Heartbeat) -> None:
+        if self.settings.mode == "websocket":
+            log.info("qq gateway connecting account=%s app_id=%s sandbox=%s", self.account, self.settings.app_id,
+                     self.settings.sandbox)
+            await Session(QQWire(self.api, self.messages), sink=self.context.sink, cursors=self.context.cursors,
+                          heartbeat=heartbeat, what=f"qq/{self.account}").run()
+            return
         heartbeat.set_state(ChannelState.RUNNING)
         log.info("qq bot ready account=%s app_id=%s sandbox=%s", self.account, self.settings.app_id,
                  self.settings.sandbox)
@@ -100,9 +114,19 @@ class QQChannel(Channel[QQConfig]):
             heartbeat.beat()
             await asyncio.sleep(ALIVE_S)
 
+    def messages(self, payload: Payload) -> tuple[InboundMessage, ...]:
+        """A dispatch's learner message, by either way in; none (recorded as refused) for any other event."""
+        try:
+            return (decode(payload.t, payload.d, account=self.account),)
+        except Skipped as skipped:
+            self.context.sink.refused("qq-type", str(skipped))
+            return ()
+
     async def handle_webhook(self, request: Request) -> Response:
         from starlette.responses import JSONResponse
 
+        if self.settings.mode != "webhook":
+            raise Unsupported(PLATFORM, "this account hears QQ on the websocket gateway (mode: websocket), not by webhook")
         try:
             payload = self.webhooks.read(request.headers, await request.body())
         except InvalidEvent as error:
@@ -115,18 +139,20 @@ class QQChannel(Channel[QQConfig]):
             self.context.sink.refused("qq-op", f"op {payload.op}")
             return JSONResponse(ACK)
         try:
-            message = decode(payload.t, payload.d, account=self.account)
-        except Skipped as skipped:
-            self.context.sink.refused("qq-type", str(skipped))
-            return JSONResponse(ACK)
+            messages = self.messages(payload)
         except InvalidEvent as error:
             self.context.sink.invalid(str(error))
             raise
-        await self.acks.accept(self.context.sink, [message])
-        log.info("qq event stored account=%s type=%s message=%s", self.account, payload.t, message.event_id)
+        if messages:
+            await self.acks.accept(self.context.sink, list(messages))
+            log.info("qq event stored account=%s type=%s message=%s", self.account, payload.t, messages[0].event_id)
         return JSONResponse(ACK)
 
     # ------------------------------------------------------------------ outbound
+
+    def fetch_media(self, ref: MediaRef, *, limit: int) -> AbstractAsyncContextManager[MediaStream]:
+        """A learner's picture, file or voice note, from the URL its event named (after the ack)."""
+        return self.api.open_file(ref.locator, limit=limit, name=ref.name, declared_type=ref.mime_type)
 
     async def send(self, target: Address, part: RenderedPart, *, referrer: Referrer, idempotency_key: str) -> SentMessage:
         """One text message answering the learner's ``referrer.message`` (QQ takes no other)."""

@@ -1,7 +1,10 @@
 """QQConfig: one QQ bot, as the QQ open platform (q.qq.com) shows it, validated before anything connects.
 
 QQ posts each event to ``https://your-host/webhooks/qq/<account>``, signed
-with an Ed25519 key seeded from the bot's *AppSecret* (Q2); answers go to
+with an Ed25519 key seeded from the bot's *AppSecret* (Q2) -- ``mode: webhook``,
+the default, and the only way QQ keeps.  ``mode: websocket`` dials QQ's
+websocket gateway instead (no public URL), for a bot QQ still serves there:
+QQ announced its retirement in favour of webhooks (ADR 0044).  Answers go to
 QQ's OpenAPI with an access token got from *AppID* and *AppSecret*.  The
 secret is read from the environment (``env:NAME``) and never printed.
 
@@ -11,6 +14,8 @@ OpenAPI, where only the sandbox members the teacher listed can talk to the bot.
 """
 
 from __future__ import annotations
+
+from typing import Literal
 
 from pydantic import Field, model_validator
 
@@ -28,6 +33,9 @@ class QQConfig(AccountConfig):
     """The bot's AppID (机器人ID), digits."""
     app_secret: EnvSecret
     """The AppSecret (机器人密钥): it seeds the webhook signing key and gets the access token."""
+    mode: Literal["webhook", "websocket"] = "webhook"
+    """How QQ hands the bot its events: ``webhook`` (QQ posts to the gateway's HTTPS address) or ``websocket``
+    (the gateway dials QQ's websocket gateway, where QQ still offers it; no callback address may be set then)."""
     sandbox: bool = False
     """Talk to QQ's sandbox OpenAPI (沙箱环境) instead of the live one, while the bot is not yet published."""
     api_base: str = ""

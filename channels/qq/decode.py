@@ -16,8 +16,14 @@ That id is also the ``msg_id`` a passive reply names (Referrer.message), and
 the message's ``timestamp`` opens the reply window (60 min direct, 5 min
 group; platforms.toml).  Groups deliver only messages that @ the bot, so each
 is addressed.  Any other event (a member joined, a reaction) is acknowledged
-and recorded as refused; a message with no words (an image alone) likewise,
-for this release reads text only.
+and recorded as refused.
+
+A message's ``attachments`` (a photo of homework, a file, a voice note) each
+name a ``content_type`` and a download ``url`` on QQ's media host (guild ones
+without a scheme): decode makes a :class:`MediaRef` of it and nothing more;
+the pipeline fetches it after the ack.  A voice note QQ transcribed
+(``asr_refer_text``) is read as words.  A message with neither words nor files
+is refused.
 """
 
 from __future__ import annotations
@@ -35,8 +41,12 @@ from gateway.core.messages import (
     ChatId,
     Conversation,
     ConversationKind,
+    Element,
     EventId,
     InboundMessage,
+    Media,
+    MediaKind,
+    MediaRef,
     MessageId,
     Referrer,
     Sender,
@@ -61,10 +71,20 @@ class Author(BaseModel):
     username: str = ""
 
 
+class Attachment(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    content_type: str = ""
+    url: str = ""
+    filename: str = ""
+    size: int | None = None
+    asr_refer_text: str = ""
+
+
 class MessageEvent(BaseModel):
     model_config = ConfigDict(extra="ignore")
     id: str
     content: str = ""
+    attachments: list[Attachment] = []
     timestamp: str = ""
     author: Author
     group_openid: str = ""
@@ -108,15 +128,34 @@ def decode(event_type: str, data: object, *, account: AccountId) -> InboundMessa
     if not place or not who:
         raise InvalidEvent(f"qq {event_type} {event.id[:40]}: no chat or author")
     said = MENTION.sub("", event.content).strip()
-    if not said:
-        raise Skipped(f"{event_type} {event.id[:40]} without text")
+    elements = ((Text(text=said),) if said else ()) + tuple(_attached(a) for a in event.attachments if a.url)
+    if not elements:
+        raise Skipped(f"{event_type} {event.id[:40]} without text or files")
     return InboundMessage(
         event_id=EventId(event.id),
         address=Address(channel=CHANNEL, account=account,
                         conversation=Conversation(chat=ChatId(f"{prefix}:{place}" if prefix else place), kind=kind)),
         sender=Sender(user=UserId(who), display_name=event.author.username),
-        elements=(Text(text=said),),
+        elements=elements,
         referrer=Referrer(message=MessageId(event.id)),
         received_at=_received(event.timestamp),
         addressed=True,
     )
+
+
+KINDS: dict[str, MediaKind] = {"image": "image", "video": "video", "audio": "audio", "voice": "audio"}
+
+
+def _kind(content_type: str) -> MediaKind:
+    """QQ's ``content_type`` is a MIME type for pictures and videos, ``voice`` or ``file`` otherwise."""
+    major = content_type.split("/", 1)[0].lower()
+    return KINDS.get(major, "file")
+
+
+def _attached(attachment: Attachment) -> Element:
+    if _kind(attachment.content_type) == "audio" and attachment.asr_refer_text.strip():
+        return Text(text=attachment.asr_refer_text.strip())
+    url = attachment.url if "://" in attachment.url else f"https://{attachment.url}"
+    mime = attachment.content_type if "/" in attachment.content_type else ""
+    return Media.inbound(_kind(attachment.content_type), MediaRef(
+        locator=url, name=attachment.filename, mime_type=mime, size=attachment.size))

@@ -32,12 +32,15 @@ import asyncio
 import hashlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 
 import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
+from channels._kit.media import download
 from channels.qq.config import QQConfig
+from gateway.core.channel import MediaStream
 from gateway.core.errors import AuthFailed, BadRequest, PeerUnavailable, PeerUnreachable, PlatformError
 from gateway.endpoints import origin, why_unreachable
 
@@ -148,18 +151,44 @@ class QQApi:
             return key
         return str(said.get("id") or key)
 
-    async def me(self) -> dict:
-        """``GET /users/@me``: who the credentials are (the probe)."""
-        token = await self.token()
+    async def get(self, path: str, token: str | None = None) -> dict:
+        """``GET`` OpenAPI ``path`` with ``token`` (or the current one)."""
+        token = token or await self.token()
         try:
-            response = await self._client.get(self.config.api_base + "users/@me", headers=self._auth(token))
+            response = await self._client.get(self.config.api_base + path, headers=self._auth(token))
         except httpx.HTTPError as error:
-            raise PeerUnavailable(PLATFORM, f"users/@me: {type(error).__name__}") from None
+            raise PeerUnavailable(PLATFORM, f"{path}: {type(error).__name__}") from None
         parsed = json_body(response.content)
-        failed = translate(PLATFORM, "users/@me", response.status_code, response.headers, parsed, codes=CODES)
+        failed = translate(PLATFORM, path, response.status_code, response.headers, parsed, codes=CODES)
         if failed is not None:
             raise failed
         return parsed if isinstance(parsed, dict) else {}
+
+    async def me(self) -> dict:
+        """``GET /users/@me``: who the credentials are (the probe)."""
+        return await self.get("users/@me")
+
+    async def gateway(self) -> tuple[str, str]:
+        """``GET /gateway/bot``: the websocket gateway's URL, and the token it was asked with (identify names it)."""
+        token = await self.token()
+        try:
+            said = await self.get("gateway/bot", token)
+        except AuthFailed:  # another process may have fetched a newer token, which ends ours: once
+            token = await self.token(stale=token)
+            said = await self.get("gateway/bot", token)
+        url = said.get("url")
+        if not isinstance(url, str) or not url.startswith(("ws://", "wss://")):
+            raise PeerUnavailable(PLATFORM, "gateway/bot: the answer named no ws(s):// url")
+        return url, token
+
+    @asynccontextmanager
+    async def open_file(self, url: str, *, limit: int, name: str = "", declared_type: str = "") -> AsyncIterator[MediaStream]:
+        """A learner's attachment from QQ's media host: its URL is signed by QQ and wants no token."""
+        if not url.startswith(("https://", "http://")):
+            raise BadRequest(PLATFORM, "an attachment URL that is not http(s)")
+        async with download(self._client, url, limit=limit, platform=PLATFORM, name=name,
+                            declared_type=declared_type) as stream:
+            yield stream
 
     async def close(self) -> None:
         if self._owned:

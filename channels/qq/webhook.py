@@ -35,13 +35,15 @@ ACK: dict[str, int] = {"op": ACK_OP, "d": 0}
 
 
 class Payload(BaseModel):
-    """QQ's envelope: ``op``, and for a dispatch the event ``id``, its type ``t`` and data ``d``."""
+    """QQ's envelope: ``op``, and for a dispatch the event ``id``, its type ``t``, data ``d`` and (on the websocket
+    gateway) its sequence ``s``."""
 
     model_config = ConfigDict(extra="ignore")
     op: int
     id: str = ""
     t: str = ""
     d: Any = None
+    s: int | None = None
 
 
 class Validation(BaseModel):

@@ -66,6 +66,7 @@ class Proactive(str, Enum):
 
     ALLOWED = "allowed"  # any time, within the reply window where the platform declares one
     NONE = "none"  # only replies to a message (QQ's official API since 2025-04-21)
+    TEMPLATE = "template"  # outside the reply window only a template the platform approved (WhatsApp; the channel picks it)
 
 
 class GroupAddressing(str, Enum):

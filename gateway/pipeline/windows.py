@@ -62,6 +62,8 @@ def why_closed(
         return f"{capabilities.platform} does not allow messages the learner did not ask for just now"
     if expires_at is not None and at > expires_at.timestamp():
         return "the platform's reply token expired"
+    if proactive and capabilities.proactive is Proactive.TEMPLATE:
+        return None  # the channel sends it free-form inside the window, as an approved template outside
     window = reply_window(capabilities, target)
     if window is None:
         return None

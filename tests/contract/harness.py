@@ -141,10 +141,13 @@ HARNESSES: dict[str, str] = {
     "weixin": "tests.contract.weixin_harness:WeixinHarness",
     "weixin_ilink": "tests.contract.weixin_ilink_harness:IlinkHarness",
     "qq": "tests.contract.qq_harness:QQHarness",
+    "qq_ws": "tests.contract.qq_harness:QQWebsocketHarness",
     "napcat": "tests.contract.napcat_harness:NapcatHarness",
     "dingtalk": "tests.contract.dingtalk_harness:DingtalkHarness",
     "feishu": "tests.contract.feishu_harness:FeishuHarness",
     "mochat": "tests.contract.mochat_harness:MochatHarness",
+    "whatsapp": "tests.contract.whatsapp_harness:WhatsappHarness",
+    "mattermost": "tests.contract.mattermost_harness:MattermostHarness",
 }
 """harness name (the channel, or channel_kind for a second kind) -> harness class.  A new channel adds one line here."""
 

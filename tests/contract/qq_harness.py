@@ -11,11 +11,16 @@ group messages that @ the bot, so there is no unaddressed one to drop; not
 ``faults``: QQ takes no message that answers none, so a send "directly" is
 refused before the wire (its own tests in tests/channels/qq/ cover 22009, 401
 and the windows).
+
+``qq_ws`` (:class:`QQWebsocketHarness`) runs the same suite with ``mode:
+websocket``: events come over the emulator's websocket gateway, replies go
+to the same OpenAPI.
 """
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 from tests.contract.harness import Said
@@ -44,3 +49,15 @@ class QQHarness(TencentHarness):
     async def fail_next_send(self, status: int, retry_after: float = 1.0) -> None:
         assert status == 504, "this harness loses answers only"
         self.peer.lose_next_answer()
+
+
+class QQWebsocketHarness(QQHarness):
+    """The same bot with ``mode: websocket``: the emulator's gateway dispatches what learners say (``say_again``
+    dispatches the message a second time, with a new ``s``, as a resume after a lost sequence would)."""
+
+    async def start(self, workdir: Path) -> None:
+        await super().start(workdir)
+        await self._stack.enter_async_context(self.peer.gateway())
+
+    def settings(self) -> dict[str, Any]:
+        return super().settings() | {"mode": "websocket"}

@@ -21,15 +21,30 @@ Written from the bot API's documentation (Q1-Q3), not from the gateway:
   seeded from the bot secret, and posts it again -- :data:`RETRIES` times,
   ``retry_after_s`` apart -- while the answer is not op 12;
   :meth:`QQPeer.validate` sends op 13 and checks the signature in the answer.
+- **Websocket gateway** (:meth:`QQPeer.gateway`, on its own loopback port;
+  ``GET /gateway/bot`` names it).  On connect op 10 hello with
+  ``heartbeat_interval`` (ms); op 2 identify with a token QQ handed out
+  (``QQBot <token>``) gets op 0 ``READY`` with a new ``session_id``; op 6 resume
+  of a known session replays every dispatch after its ``seq`` and then sends
+  ``RESUMED`` (an unknown one gets op 9); each dispatch carries the session's
+  next ``s``, and one said while no socket is open waits for the resume; op 1
+  heartbeat gets op 11 unless :attr:`QQPeer.mute`.  On command: op 7 reconnect
+  (:meth:`QQPeer.reconnect`), op 9 invalid session (:meth:`QQPeer.invalidate`),
+  a close code for the next identify or resume (``close_next``: 4004 invalid
+  token, 4914 bot unpublished ...).  While the gateway is served,
+  :meth:`QQPeer.say` dispatches there instead of posting to the webhook.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import hashlib
 import itertools
 import json
 import secrets
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 
@@ -37,11 +52,13 @@ import httpx
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import JSONResponse
+from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
+from websockets.asyncio.server import ServerConnection, serve
+from websockets.exceptions import ConnectionClosed
 
 from tests.peers.tencent_api import TLS
-from tests.waits import HTTP_S
+from tests.waits import HTTP_S, tries
 
 RETRIES = 3
 REPLIES = 5
@@ -82,6 +99,19 @@ class Delivered:
 
 
 @dataclass
+class GatewaySession:
+    """One session on the websocket gateway: its id, the sequence it is at, every dispatch it carried."""
+
+    id: str
+    last_s: int = 0
+    dispatches: list[dict] = field(default_factory=list)
+
+    def next_s(self) -> int:
+        self.last_s += 1
+        return self.last_s
+
+
+@dataclass
 class QQPeer:
     app_id: str = field(default_factory=lambda: str(100_000_000 + secrets.randbelow(899_999_999)))
     secret: str = field(default_factory=lambda: secrets.token_urlsafe(24))
@@ -99,11 +129,32 @@ class QQPeer:
     _faults: list[tuple[int, int]] = field(default_factory=list)
     _lose: int = 0
     _ids: itertools.count = field(default_factory=lambda: itertools.count(int(time.time()) * 1000))
+    gateway_url: str = "wss://api.sgroup.qq.com/websocket"
+    heartbeat_ms: int = 45_000
+    mute: bool = False
+    """Stop answering heartbeats (a connection that died without TCP noticing)."""
+    close_next: int | None = None
+    """Close the next identify or resume with this code instead of answering it."""
+    opened: list[dict] = field(default_factory=list)
+    """Each gateway connection's first client frame: identify (op 2) or resume (op 6)."""
+    beats: list[int | None] = field(default_factory=list)
+    """The ``d`` of every heartbeat: the last sequence the client named."""
+    pushed: list[tuple[int, str]] = field(default_factory=list)
+    """Every dispatch sent on a socket, replays too: (s, message id)."""
+    closed_with: list[int] = field(default_factory=list)
+    _sessions: dict[str, GatewaySession] = field(default_factory=dict)
+    _session: GatewaySession | None = None
+    _live: ServerConnection | None = None
+    _serving: bool = False
+    media: dict[str, bytes] = field(default_factory=dict)
+    """What learners attached, by file id, served at ``/download``."""
+    downloads: list[str] = field(default_factory=list)
+    """Each file id fetched, in order."""
 
     def app(self) -> Starlette:
         return Starlette(routes=[
             Route("/app/getAppAccessToken", self._token, methods=["POST"]),
-            Route("/users/@me", self._me), Route("/gateway/bot", self._gateway),
+            Route("/users/@me", self._me), Route("/gateway/bot", self._gateway), Route("/download", self._download),
             Route("/v2/users/{place}/messages", self._reply("user"), methods=["POST"]),
             Route("/v2/groups/{place}/messages", self._reply("group"), methods=["POST"]),
             Route("/channels/{place}/messages", self._reply("channel"), methods=["POST"]),
@@ -148,7 +199,7 @@ class QQPeer:
 
     async def _gateway(self, request: Request) -> JSONResponse:
         return self._refusal(request) or JSONResponse({
-            "url": "wss://api.sgroup.qq.com/websocket", "shards": 1,
+            "url": self.gateway_url, "shards": 1,
             "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 86400000, "max_concurrency": 1}})
 
     def _reply(self, kind: str):
@@ -191,27 +242,52 @@ class QQPeer:
         return {"Content-Type": "application/json", "User-Agent": "QQBot-Callback", "X-Bot-Appid": self.app_id,
                 "X-Signature-Method": "Ed25519", "X-Signature-Timestamp": stamp, "X-Signature-Ed25519": signature}
 
-    def event(self, kind: str, place: str, user: str, text: str, *, msg_id: str, at: float) -> bytes:
-        """An op 0 payload of the event a learner's ``text`` in ``kind:place`` is, as QQ writes it."""
+    def event(self, kind: str, place: str, user: str, text: str, *, msg_id: str, at: float,
+              attachments: list[dict] | None = None) -> bytes:
+        """An op 0 payload of the event a learner's ``text`` in ``kind:place`` is, as QQ posts it."""
+        return json.dumps(self.payload(kind, place, user, text, msg_id=msg_id, at=at, attachments=attachments),
+                          ensure_ascii=False).encode()
+
+    def attach(self, base: str, data: bytes, *, content_type: str, filename: str = "", **extra: object) -> dict:
+        """An attachment as QQ names one: the bytes wait on the media host (this peer at ``base``) at a signed URL."""
+        key = secrets.token_hex(8)
+        self.media[key] = data
+        return {"content_type": content_type, "filename": filename, "size": len(data),
+                "url": f"{base.rstrip('/')}/download?fileid={key}&rkey={self._rkey(key)}", **extra}
+
+    def _rkey(self, key: str) -> str:
+        return hashlib.sha256(f"{self.secret}:{key}".encode()).hexdigest()[:16]
+
+    async def _download(self, request: Request) -> Response:
+        key = request.query_params.get("fileid", "")
+        if key not in self.media or request.query_params.get("rkey") != self._rkey(key):
+            return PlainTextResponse("forbidden", status_code=403)
+        self.downloads.append(key)
+        return Response(self.media[key], media_type="application/octet-stream")
+
+    def payload(self, kind: str, place: str, user: str, text: str, *, msg_id: str, at: float,
+                attachments: list[dict] | None = None) -> dict:
+        """The op 0 dispatch of a learner's ``text`` in ``kind:place``, as QQ writes it."""
         author = {"user": {"user_openid": user}, "group": {"member_openid": user},
                   "channel": {"id": user, "username": user}, "dms": {"id": user, "username": user}}[kind]
         data: dict = {"id": msg_id, "content": text, "author": author,
                       "timestamp": datetime.fromtimestamp(at, CST).isoformat()}
+        if attachments:
+            data["attachments"] = attachments
         if kind == "group":
             data |= {"group_openid": place, "content": " " + text}
         elif kind == "channel":
             data |= {"channel_id": place, "guild_id": "G1", "content": f"<@!{self.bot_openid}> {text}"}
         elif kind == "dms":
             data |= {"guild_id": place, "channel_id": "C1"}
-        return json.dumps({"op": 0, "id": f"{EVENTS[kind]}:{secrets.token_hex(8)}", "d": data, "s": 42,
-                           "t": EVENTS[kind]}, ensure_ascii=False).encode()
+        return {"op": 0, "id": f"{EVENTS[kind]}:{secrets.token_hex(8)}", "d": data, "s": 42, "t": EVENTS[kind]}
 
     async def post(self, body: bytes, headers: dict[str, str]) -> httpx.Response:
         async with httpx.AsyncClient(timeout=HTTP_S, trust_env=False, verify=TLS) as http:
             return await http.post(self.callback_url, content=body, headers=headers)
 
     async def say(self, chat: str, text: str, *, user: str = "", msg_id: str | None = None,
-                  at: float | None = None) -> str:
+                  at: float | None = None, attachments: list[dict] | None = None) -> str:
         """A learner says ``text`` into ``chat`` (an openid, ``group:<group_openid>`` ...); posted, retried, as
         QQ does; its msg_id."""
         kind, _, place = chat.rpartition(":")
@@ -219,7 +295,11 @@ class QQPeer:
         msg_id = msg_id or f"ROBOT1.0_{next(self._ids)}"
         when = time.time() if at is None else at
         self._delivered.setdefault(msg_id, Delivered(chat, when))
-        body = self.event(kind, place, user or place, text, msg_id=msg_id, at=when)
+        if self._serving:
+            await self.dispatch(self.payload(kind, place, user or place, text, msg_id=msg_id, at=when,
+                                             attachments=attachments))
+            return msg_id
+        body = self.event(kind, place, user or place, text, msg_id=msg_id, at=when, attachments=attachments)
         for attempt in range(1 + RETRIES):
             began = time.monotonic()
             try:
@@ -248,6 +328,115 @@ class QQPeer:
             return answer, said["plain_token"] == plain
         except Exception:  # any wrong answer is a failed validation
             return answer, False
+
+
+    # ------------------------------------------------------------------ the websocket gateway
+
+    @contextlib.asynccontextmanager
+    async def gateway(self) -> AsyncIterator[str]:
+        """The websocket gateway on a free loopback port, named by ``GET /gateway/bot``; yields its URL."""
+        async with serve(self._connection, "127.0.0.1", 0) as server:
+            host, port = next(iter(server.sockets)).getsockname()[:2]
+            self.gateway_url, self._serving = f"ws://{host}:{port}/websocket", True
+            try:
+                yield self.gateway_url
+            finally:
+                self._serving = False
+
+    def sessions(self) -> int:
+        return len(self._sessions)
+
+    async def _send(self, ws: ServerConnection, frame: dict) -> None:
+        if frame.get("op") == 0 and frame.get("t") not in ("READY", "RESUMED"):
+            self.pushed.append((frame["s"], frame["d"]["id"]))
+        await ws.send(json.dumps(frame, ensure_ascii=False))
+
+    async def _connection(self, ws: ServerConnection) -> None:
+        try:
+            await ws.send(json.dumps({"op": 10, "d": {"heartbeat_interval": self.heartbeat_ms}}))
+            first = json.loads(await ws.recv())
+            self.opened.append(first)
+            asked = first.get("d") or {}
+            scheme, _, token = str(asked.get("token", "")).partition(" ")
+            if self.close_next is not None:
+                code, self.close_next = self.close_next, None
+                self.closed_with.append(code)
+                await ws.close(code, "refused")
+                return
+            if first.get("op") not in (2, 6) or scheme != "QQBot" or token not in self._tokens:
+                self.closed_with.append(4004)
+                await ws.close(4004, "invalid token")
+                return
+            self._live = ws
+            if first["op"] == 2:
+                session = self._session = GatewaySession(secrets.token_hex(8))
+                self._sessions[session.id] = session
+                await ws.send(json.dumps({"op": 0, "s": session.next_s(), "t": "READY", "d": {
+                    "version": 1, "session_id": session.id, "shard": [0, 1],
+                    "user": {"id": self.bot_openid, "username": "Tutor Bot", "bot": True}}}))
+            else:
+                known = self._sessions.get(str(asked.get("session_id")))
+                if known is None:
+                    await ws.send(json.dumps({"op": 9, "d": False}))
+                    await ws.wait_closed()
+                    return
+                self._session = known
+                for frame in [f for f in known.dispatches if f["s"] > int(asked.get("seq") or 0)]:
+                    await self._send(ws, frame)
+                await ws.send(json.dumps({"op": 0, "s": known.next_s(), "t": "RESUMED", "d": ""}))
+            async for raw in ws:
+                said = json.loads(raw)
+                if said.get("op") == 1:
+                    self.beats.append(said.get("d"))
+                    if not self.mute:
+                        await ws.send(json.dumps({"op": 11}))
+        except ConnectionClosed:
+            pass
+        finally:
+            if self._live is ws:
+                self._live = None
+
+    async def dispatch(self, payload: dict) -> None:
+        """Send ``payload`` on the session's socket with its next ``s``; kept for a resume if no socket is open."""
+        await _until(lambda: self._session is not None)  # nothing identified yet: QQ has no session to put it in
+        assert self._session is not None
+        frame = payload | {"s": self._session.next_s()}
+        self._session.dispatches.append(frame)
+        if self._live is not None:
+            with contextlib.suppress(ConnectionClosed):
+                await self._send(self._live, frame)
+
+    async def _socket(self) -> ServerConnection:
+        await _until(lambda: self._live is not None)
+        assert self._live is not None
+        return self._live
+
+    async def _command(self, frame: dict) -> None:
+        await (await self._socket()).send(json.dumps(frame))
+
+    async def reconnect(self) -> None:
+        """Op 7: the client should reconnect and resume."""
+        await self._command({"op": 7})
+
+    async def invalidate(self) -> None:
+        """Op 9: the session is gone (resuming it is refused); the client must identify afresh."""
+        if self._session is not None:
+            self._sessions.pop(self._session.id, None)
+        await self._command({"op": 9, "d": False})
+
+    async def close_live(self, code: int, reason: str = "") -> None:
+        live = await self._socket()
+        self.closed_with.append(code)
+        await live.close(code, reason)
+
+
+async def _until(check) -> None:
+    """Wait for the gateway's state to allow a command, bounded by the tests' hang limit."""
+    for _ in tries(0.01):
+        if check():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("the QQ gateway emulator waited for a connection that never came")
 
 
 def _acked(body: str) -> bool:

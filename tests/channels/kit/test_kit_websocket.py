@@ -16,14 +16,15 @@ import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from types import MappingProxyType
 
 import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from channels._kit.websocket import SEQUENCE_KEY, SESSION_KEY, Frame, FrameKind, Resume, Session, Wire
+from channels._kit.websocket import NO_AUTH_CLOSES, NO_CLOSE_CODES, SEQUENCE_KEY, SESSION_KEY, Frame, FrameKind, Resume, Session, Wire
 from gateway.core.channel import ChannelState
-from gateway.core.errors import InvalidEvent
+from gateway.core.errors import AuthFailed, InvalidEvent
 from gateway.core.messages import (
     AccountId,
     Address,
@@ -40,6 +41,7 @@ from gateway.core.messages import (
 from gateway.core.retry import RetryPolicy
 from tests.contract.harness import eventually
 from tests.fakes import MemoryCursors, RecordingHeartbeat, RecordingSink
+from tests.waits import HANG_S
 
 FAST = RetryPolicy(base_delay=0.01, max_delay=0.05, max_attempts=4, jitter=0.0)
 
@@ -110,6 +112,8 @@ class LoopbackProtocol:
     greets = True
     heartbeat_interval = 30.0
     opens_ready = False
+    auth_failed_close_codes = NO_AUTH_CLOSES
+    identify_again_close_codes = NO_CLOSE_CODES
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -267,6 +271,8 @@ class TicketProtocol:
     greets = False
     heartbeat_interval = 30.0
     opens_ready = True
+    auth_failed_close_codes = NO_AUTH_CLOSES
+    identify_again_close_codes = NO_CLOSE_CODES
 
     def __init__(self, url: str) -> None:
         self.url = url
@@ -310,3 +316,33 @@ async def test_a_ticket_socket_is_running_once_open_and_an_unreadable_frame_is_s
     assert ChannelState.RUNNING in heartbeat.states  # no ready frame was ever sent
     assert sink.invalid_reasons == ["frame f1 has no text"]
     assert [m.text for m in sink.accepted] == ["hi"]
+
+
+class ClosingProtocol(LoopbackProtocol):
+    """A platform that ends sessions with close codes of its own: one for a refused credential, one for a session
+    it will not resume."""
+
+    auth_failed_close_codes = MappingProxyType({4004: "copy the token again"})
+    identify_again_close_codes = frozenset({4006})
+
+
+async def test_a_credentials_close_is_auth_failed_and_an_identify_again_close_forgets_the_session(rig: Rig):
+    session = Session(ClosingProtocol(rig.server.url), sink=rig.sink, cursors=rig.cursors, heartbeat=rig.heartbeat,
+                      policy=FAST, what="loopback")
+    task = asyncio.create_task(session.run())
+    try:
+        await eventually(lambda: ChannelState.RUNNING in rig.heartbeat.states, what="the session to be ready")
+        assert rig.server.live is not None
+        await rig.server.live.close(4006, "invalid session id")
+        await eventually(lambda: len(rig.server.hellos) == 2, what="the second connection")
+        assert rig.server.hellos[1]["op"] == "identify"  # not a resume of s-1
+        await eventually(lambda: rig.server.closed == 1, what="the first connection to end")
+        assert rig.server.live is not None
+        await rig.server.live.close(4004, "invalid token")
+        with pytest.raises(AuthFailed, match="4004.*copy the token again"):
+            await asyncio.wait_for(task, HANG_S)
+        assert len(rig.server.hellos) == 2  # no reconnect after the refusal
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, AuthFailed):
+            await task

@@ -17,7 +17,7 @@ import pytest
 from websockets.asyncio.server import ServerConnection, serve
 from websockets.exceptions import ConnectionClosed
 
-from channels._kit.websocket import Frame, FrameKind, Resume, Session, Wire
+from channels._kit.websocket import NO_AUTH_CLOSES, NO_CLOSE_CODES, Frame, FrameKind, Resume, Session, Wire
 from gateway.core.channel import ChannelState
 from gateway.core.errors import AuthFailed, PeerUnavailable
 from gateway.core.retry import RetryPolicy
@@ -32,6 +32,8 @@ class Requests:
     greets = False
     heartbeat_interval = 30.0
     opens_ready = False
+    auth_failed_close_codes = NO_AUTH_CLOSES
+    identify_again_close_codes = NO_CLOSE_CODES
 
     def __init__(self, url: str) -> None:
         self.url = url

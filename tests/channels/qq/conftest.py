@@ -1,7 +1,8 @@
 """A gateway with one QQ bot on the QQ emulator, served on loopback.
 
 The emulator (tests/peers/qq_server.py) plays QQ both ways: it posts signed
-events to the gateway's webhook route and serves the token and the OpenAPI.
+events to the gateway's webhook route (or, with ``websocket=True``, serves its
+websocket gateway and dispatches there) and serves the token and the OpenAPI.
 The gateway is the real one on its durable SQLite store, answering with the
 contract suite's echoing responder unless a test builds the brain.
 """
@@ -34,6 +35,8 @@ class QQRig:
     peer: QQPeer
     gateway: Gateway
     responder: ContractResponder | None
+    raw: dict
+    """The gateway's configuration, for a test that starts another gateway on the same store."""
 
     async def texts(self, chat: str, count: int) -> list[str]:
         async def enough():
@@ -71,25 +74,30 @@ async def qq_rig(tmp_path) -> AsyncIterator[Callable[..., Awaitable[QQRig]]]:
         env = f"QQ_SECRET_{tag}"
         stack.callback(lambda: os.environ.pop(env, None))
 
-        async def open_(*, config: Callable[[dict], dict] | None = None,
-                        responder: ContractResponder | None = None) -> QQRig:
-            peer = QQPeer()
+        async def open_(*, config: Callable[[dict], dict] | None = None, responder: ContractResponder | None = None,
+                        websocket: bool = False, heartbeat_ms: int = 45_000) -> QQRig:
+            peer = QQPeer(heartbeat_ms=heartbeat_ms)
             api = await stack.enter_async_context(serving(peer))
+            settings = account_settings(peer, api, env)
+            if websocket:
+                await stack.enter_async_context(peer.gateway())
+                settings["mode"] = "websocket"
             raw = {
                 "data_dir": str(tmp_path / f"data-{tag}"),
                 "partners": [{"id": "tutor", "name": "Tutor",
                               "owners": [{"channel": "qq", "user": TEACHER, "account": "school"}]}],
                 "bindings": [{"partner": "tutor", "channel": "qq", "account": "school"}],
-                "channels": {"qq": {"school": account_settings(peer, api, env)}},
+                "channels": {"qq": {"school": settings}},
                 "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 1},
             }
             chosen = ContractResponder() if responder is None and config is None else responder
-            gateway = Gateway(parse_config(config(raw) if config else raw), responder=chosen)
+            raw = config(raw) if config else raw
+            gateway = Gateway(parse_config(raw), responder=chosen)
             await gateway.start()
             stack.push_async_callback(gateway.stop)
             assert gateway.channel("qq", "school") is not None, gateway.unavailable
             url = await stack.enter_async_context(served(gateway))
             peer.callback_url = f"{url}/webhooks/qq/school"
-            return QQRig(peer, gateway, chosen)
+            return QQRig(peer, gateway, chosen, raw)
 
         yield open_
