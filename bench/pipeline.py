@@ -39,6 +39,7 @@ from gateway.app import Gateway
 from gateway.configfile import parse_config
 from gateway.core.capabilities import ChannelCapabilities, Dialect, EditMode, TextUnit
 from gateway.core.channel import Heartbeat
+from gateway.core.config import AccountConfig
 from gateway.core.events import RuntimeEvent, StreamEnd, TurnEnd
 from gateway.core.messages import (
     AccountId,
@@ -59,11 +60,18 @@ from gateway.core.messages import (
 )
 from gateway.core.turns import Turn
 
+CAPABILITIES = ChannelCapabilities(
+    platform="bench", text_limit=4000, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN,
+    elements=frozenset({"text"}), edit_mode=EditMode.NONE,
+)
+"""Made once, as a real channel's row is read once from platforms.toml (the outbound path asks per send)."""
 
-class BenchChannel(Channel):
+
+class BenchChannel(Channel[AccountConfig]):
     """The platform is a dict of timestamps: when each message was offered, when its reply was sent."""
 
     name = "bench"
+    config_model = AccountConfig
     offered: dict[str, float] = {}
     answered: dict[str, float] = {}
     done = asyncio.Event()
@@ -71,10 +79,7 @@ class BenchChannel(Channel):
 
     @classmethod
     def capabilities(cls) -> ChannelCapabilities:
-        return ChannelCapabilities(
-            platform="bench", text_limit=4000, text_unit=TextUnit.CHARS, dialect=Dialect.PLAIN,
-            elements=frozenset({"text"}), edit_mode=EditMode.NONE,
-        )
+        return CAPABILITIES
 
     async def run(self, heartbeat: Heartbeat) -> None:
         while True:
@@ -118,11 +123,13 @@ class ZeroLatencyResponder:
         yield TurnEnd()
 
 
-def config(data_dir: Path):
+def config(data_dir: Path, partner: dict | None = None):
+    """One bench account bound to ``partner`` (default: a bare tutor), no coalescing wait."""
+    partner = partner or {"id": "tutor", "name": "Tutor"}
     return parse_config({
         "data_dir": str(data_dir),
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "bench", "account": "a"}],
+        "partners": [partner],
+        "bindings": [{"partner": partner["id"], "channel": "bench", "account": "a"}],
         "channels": {"bench": {"a": {"access": {"dm": "open"}}}},
         "pipeline": {"coalesce_window_s": 0},
     })
