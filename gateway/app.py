@@ -115,8 +115,8 @@ class AccountCursors:
     async def get(self, name: str) -> str | None:
         return await self.store.get_cursor(self.channel, self.account, name)
 
-    async def put(self, name: str, value: str) -> None:
-        await self.store.put_cursor(self.channel, self.account, name, value)
+    async def put(self, name: str, value: str, *, keep_s: float | None = None) -> None:
+        await self.store.put_cursor(self.channel, self.account, name, value, keep_s=keep_s)
 
 
 class _ReportedReminders:

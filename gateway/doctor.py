@@ -377,7 +377,7 @@ class _NoInbound:
     async def get(self, name: str) -> str | None:
         raise RuntimeError("a probe must not read cursors")
 
-    async def put(self, name: str, value: str) -> None:
+    async def put(self, name: str, value: str, *, keep_s: float | None = None) -> None:
         raise RuntimeError("a probe must not move cursors")
 
 

@@ -55,7 +55,7 @@ class MemoryCursors:
     async def get(self, name: str) -> str | None:
         return self.values.get(name)
 
-    async def put(self, name: str, value: str) -> None:
+    async def put(self, name: str, value: str, *, keep_s: float | None = None) -> None:
         self.values[name] = value
 
 

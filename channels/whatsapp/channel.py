@@ -7,7 +7,8 @@ is stored.  The learners' messages in it (decode.py) are made durable on the
 kit's ack clock and only then answered 200; Meta's redeliveries of a ``wamid``
 land on one dedup key.  The status callbacks in the same bodies (sent,
 delivered, read, failed) move each sent message's delivery state forward in
-the account's cursors -- never back, as Meta's statuses arrive out of order.
+the account's cursors -- never back, as Meta's statuses arrive out of order --
+and the store prunes each once Meta would no longer resend it.
 The GET Meta sends when the teacher saves the callback URL is answered with its
 ``hub.challenge`` once ``hub.verify_token`` matches.
 
@@ -166,7 +167,8 @@ class WhatsappChannel(Channel[WhatsappConfig]):
         chat, at = str(message.address.conversation.chat), message.received_at.timestamp()
         if at >= self._last.get(chat, (0.0, ""))[0]:
             self._last[chat] = (at, str(message.event_id))
-            await self.context.cursors.put(f"last:{chat}", f"{at} {message.event_id}")
+            await self.context.cursors.put(f"last:{chat}", f"{at} {message.event_id}",
+                                           keep_s=self.declared.reply_window_s)  # past it, no record means closed
 
     async def _last_wrote(self, chat: str) -> tuple[float, str] | None:
         if chat not in self._last and (kept := await self.context.cursors.get(f"last:{chat}")):
@@ -188,7 +190,7 @@ class WhatsappChannel(Channel[WhatsappConfig]):
             said += "".join(f" {e.code}" for e in status.errors)
             log.warning("whatsapp message failed account=%s chat=%s message=%s errors=%s", self.account,
                         status.recipient_id, status.id, [(e.code, e.title) for e in status.errors])
-        await self.context.cursors.put(key, said)
+        await self.context.cursors.put(key, said, keep_s=self.declared.redelivery_horizon_s)  # Meta stops resending then
 
     async def delivery_state(self, wamid: str) -> str | None:
         """What Meta last said of a message we sent: ``sent``, ``delivered``, ``read``, ``failed <codes>``."""

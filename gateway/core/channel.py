@@ -55,7 +55,10 @@ class CursorStore(Protocol):
 
     async def get(self, name: str) -> str | None: ...
 
-    async def put(self, name: str, value: str) -> None: ...
+    async def put(self, name: str, value: str, *, keep_s: float | None = None) -> None:
+        """Store ``value`` under ``name``; with ``keep_s`` it is dropped by the store's prune that long after
+        its last write (per-message notes: a delivery state, a reply window), else kept for good."""
+        ...
 
 
 class Heartbeat(Protocol):

@@ -181,6 +181,12 @@ MIGRATIONS: list[list[str]] = [
         )""",
         "CREATE INDEX IF NOT EXISTS console_tokens_user ON console_tokens (username, created_at)",
     ],
+    [
+        # Cursors that expire (CursorStore.put's keep_s): per-message notes such as a WhatsApp message's delivery
+        # state are pruned, not kept for good.  NULL: kept until overwritten, as every cursor was before.
+        "ALTER TABLE cursors ADD COLUMN keep_until REAL",
+        "CREATE INDEX IF NOT EXISTS cursors_expiring ON cursors (keep_until) WHERE keep_until IS NOT NULL",
+    ],
 ]
 
 

@@ -435,12 +435,14 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
         return await self._run(op)
 
-    async def put_cursor(self, channel: str, account: str, name: str, value: str) -> None:
+    async def put_cursor(self, channel: str, account: str, name: str, value: str, *, keep_s: float | None = None) -> None:
+        keep_until = None if keep_s is None else time.time() + keep_s
+
         def op(conn: sqlite3.Connection) -> None:
             conn.execute(
-                "INSERT INTO cursors (channel, account, name, value) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value",
-                (channel, account, name, value),
+                "INSERT INTO cursors (channel, account, name, value, keep_until) VALUES (?, ?, ?, ?, ?)"
+                " ON CONFLICT (channel, account, name) DO UPDATE SET value = excluded.value, keep_until = excluded.keep_until",
+                (channel, account, name, value, keep_until),
             )
 
         await self._run(op)
@@ -684,6 +686,7 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
                 "DELETE FROM outbox WHERE state IN (?, ?) AND updated_at < ?",
                 (ReplyState.DELIVERED.value, ReplyState.FAILED.value, now - finished_replies_after_s),
             ).rowcount
+            removed += conn.execute("DELETE FROM cursors WHERE keep_until < ?", (now,)).rowcount
             return removed + self._prune_console(conn, now) + self._prune_activity(conn, now) + self._prune_tokens(conn, now)
 
         return await self._run(op)

@@ -79,7 +79,7 @@ async def test_a_send_to_a_full_set_is_a_transient_error(tmp_path: Path) -> None
         async def get(self, name: str) -> str | None:
             return None
 
-        async def put(self, name: str, value: str) -> None: ...
+        async def put(self, name: str, value: str, *, keep_s: float | None = None) -> None: ...
 
     channel = WebchatChannel(ChannelContext(AccountId("default"), WebchatConfig(), NullSink(), NoCursors(), tmp_path))
     channel.feeds.max_sessions = 1

@@ -203,3 +203,26 @@ async def test_a_takeover_from_before_locales_were_kept_reads_with_none(tmp_path
 async def test_using_a_closed_store_is_a_clear_error(tmp_path):
     with pytest.raises(RuntimeError, match="not open"):
         await SqliteStore(tmp_path / "g.db").get_cursor("a", "b", "c")
+
+
+async def test_a_cursor_written_to_expire_is_pruned_after_its_time_and_others_are_kept(tmp_path, monkeypatch):
+    store = SqliteStore(tmp_path / "g.db")
+    await store.open()
+    try:
+        await store.put_cursor("whatsapp", "a", "status:wamid.1", "read", keep_s=60.0)
+        await store.put_cursor("whatsapp", "a", "status:wamid.2", "sent", keep_s=3600.0)
+        await store.put_cursor("whatsapp", "a", "offset", "42")
+        import gateway.store.sqlite as sqlite_module
+
+        later = sqlite_module.time.time() + 120.0
+        monkeypatch.setattr(sqlite_module.time, "time", lambda: later)
+        assert await store.prune() >= 1
+        assert await store.get_cursor("whatsapp", "a", "status:wamid.1") is None
+        assert await store.get_cursor("whatsapp", "a", "status:wamid.2") == "sent"
+        assert await store.get_cursor("whatsapp", "a", "offset") == "42"
+        await store.put_cursor("whatsapp", "a", "status:wamid.2", "read")  # written again without keep_s: kept for good
+        monkeypatch.setattr(sqlite_module.time, "time", lambda: later + 7200.0)
+        await store.prune()
+        assert await store.get_cursor("whatsapp", "a", "status:wamid.2") == "read"
+    finally:
+        await store.close()

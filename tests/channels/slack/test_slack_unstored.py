@@ -38,7 +38,7 @@ class NoCursors:
     async def get(self, name: str) -> str | None:
         return None
 
-    async def put(self, name: str, value: str) -> None:
+    async def put(self, name: str, value: str, *, keep_s: float | None = None) -> None:
         pass
 
 
