@@ -33,7 +33,6 @@ in an error message: errors name the API path only.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import time
@@ -47,6 +46,7 @@ from pydantic import SecretStr
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
 from channels._kit.media import download
+from channels._kit.tokens import AccessToken, Grant, lifetime
 from gateway.core.channel import MediaStream
 from gateway.core.errors import PeerUnavailable, PeerUnreachable, PlatformError
 from gateway.endpoints import origin, why_unreachable
@@ -93,11 +93,7 @@ class TencentApi:
         self.platform, self.api_base, self._fetch, self._codes, self._clock = platform, api_base, fetch, codes, clock
         self._client = client or httpx.AsyncClient(timeout=TIMEOUT, trust_env=False)
         self._owned = client is None
-        self._token: str | None = None
-        self._expires = 0.0
-        self._lock = asyncio.Lock()
-        self.fetched = 0
-        """Tokens fetched since start (``/status`` and the tests read it)."""
+        self.tokens = AccessToken(self._grant, margin_s=TOKEN_MARGIN_S, clock=clock)
 
     async def request(self, path: str, *, params: Mapping[str, str], body: dict | None = None,
                       files: Mapping[str, tuple[str, bytes, str]] | None = None) -> dict:
@@ -125,19 +121,22 @@ class TencentApi:
             raise failed
         return parsed if isinstance(parsed, dict) else {}
 
+    @property
+    def fetched(self) -> int:
+        """Tokens fetched since start (``/status`` and the tests read it)."""
+        return self.tokens.fetched
+
     async def token(self, *, stale: str | None = None) -> str:
         """A good ``access_token``; ``stale`` is one the platform just refused, replaced unless another call did."""
-        async with self._lock:
-            if self._token is not None and self._token != stale and self._clock() < self._expires:
-                return self._token
-            said = await self.request(self._fetch.path, params=self._fetch.query())
-            token, lasts = said.get("access_token"), said.get("expires_in", TOKEN_LIFE_S)
-            if not isinstance(token, str) or not token:
-                raise PeerUnavailable(self.platform, f"{self._fetch.path}: the answer has no access_token")
-            self._token, self._expires = token, self._clock() + max(0.0, float(lasts) - TOKEN_MARGIN_S)
-            self.fetched += 1
-            log.info("%s access token fetched %s lasts_s=%s", self.platform, self._fetch.account, lasts)
-            return token
+        return await self.tokens.get(stale=stale)
+
+    async def _grant(self) -> Grant:
+        said = await self.request(self._fetch.path, params=self._fetch.query())
+        token, lasts = said.get("access_token"), lifetime(said.get("expires_in"), TOKEN_LIFE_S)
+        if not isinstance(token, str) or not token:
+            raise PeerUnavailable(self.platform, f"{self._fetch.path}: the answer has no access_token")
+        log.info("%s access token fetched %s lasts_s=%s", self.platform, self._fetch.account, lasts)
+        return Grant(token, lasts)
 
     async def call(self, path: str, body: dict) -> dict:
         """POST ``body`` to ``path`` with the token, fetching a new token once if the platform says it is stale."""

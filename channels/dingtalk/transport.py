@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -38,6 +37,7 @@ import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, raise_for
 from channels._kit.media import download
+from channels._kit.tokens import AccessToken, Grant, lifetime
 from channels.dingtalk.config import DingtalkConfig
 from channels.dingtalk.decode import BOT_TOPIC
 from gateway.core.channel import MediaStream
@@ -92,8 +92,7 @@ class Api:
 
     def __init__(self, settings: DingtalkConfig, client: httpx.AsyncClient) -> None:
         self.settings, self.client = settings, client
-        self._token: tuple[str, float] | None = None
-        self._lock = asyncio.Lock()
+        self.tokens = AccessToken(self._grant, margin_s=TOKEN_MARGIN_S)
 
     async def _post(self, url: str, action: str, body: Any, *, method: str = "POST", headers: dict[str, str] | None = None,
                     codes: BodyCodes = CODES) -> Any:
@@ -107,28 +106,27 @@ class Api:
             raise PeerUnavailable(PLATFORM, f"{action}: {type(error).__name__}") from None
         return raise_for(PLATFORM, action, response, codes=codes)
 
-    async def token(self) -> str:
-        async with self._lock:
-            if self._token is None or time.monotonic() > self._token[1]:
-                got = await self._post(self.settings.api_base + "/v1.0/oauth2/accessToken", "accessToken", {
-                    "appKey": self.settings.client_id, "appSecret": self.settings.client_secret.get_secret_value()})
-                if not isinstance(got, dict) or not got.get("accessToken"):
-                    raise AuthFailed(PLATFORM, "accessToken: no token in the answer")
-                lifetime = float(got.get("expireIn") or 7200)
-                self._token = (str(got["accessToken"]), time.monotonic() + max(lifetime - TOKEN_MARGIN_S, 1.0))
-            return self._token[0]
+    async def token(self, *, stale: str | None = None) -> str:
+        return await self.tokens.get(stale=stale)
+
+    async def _grant(self) -> Grant:
+        got = await self._post(self.settings.api_base + "/v1.0/oauth2/accessToken", "accessToken", {
+            "appKey": self.settings.client_id, "appSecret": self.settings.client_secret.get_secret_value()})
+        if not isinstance(got, dict) or not got.get("accessToken"):
+            raise AuthFailed(PLATFORM, "accessToken: no token in the answer")
+        return Grant(str(got["accessToken"]), lifetime(got.get("expireIn"), 7200.0))
 
     async def call(self, path: str, body: Any, *, method: str = "POST") -> Any:
         """One open API call with the token; a refused token is fetched again once."""
         for attempt in (1, 2):
-            headers = {"x-acs-dingtalk-access-token": await self.token()}
+            token = await self.token()
             try:
                 return await self._post(self.settings.api_base + path, path.rsplit("/", 1)[-1], body,
-                                        method=method, headers=headers)
+                                        method=method, headers={"x-acs-dingtalk-access-token": token})
             except AuthFailed:
-                self._token = None
                 if attempt == 2:
                     raise
+                await self.token(stale=token)
         raise AssertionError("unreachable")  # pragma: no cover
 
     async def webhook(self, url: str, body: Any) -> Any:

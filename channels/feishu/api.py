@@ -24,7 +24,6 @@ uuid within an hour, so the outbound path's retry of a lost answer shows one mes
 
 from __future__ import annotations
 
-import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Callable
@@ -35,6 +34,7 @@ import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, raise_for
 from channels._kit.media import download
+from channels._kit.tokens import AccessToken, Grant, lifetime
 from channels.feishu.config import FeishuConfig
 from gateway.core.channel import MediaStream
 from gateway.core.errors import AuthFailed, InvalidEvent, PeerUnavailable
@@ -59,9 +59,7 @@ class FeishuApi:
         self.settings, self.base = settings, settings.api_base + "/open-apis/"
         self._own = client is None
         self.client = client or httpx.AsyncClient(timeout=httpx.Timeout(30.0, connect=10.0))
-        self._clock, self._lock = clock, asyncio.Lock()
-        self._token: tuple[str, float] | None = None
-        self.fetched = 0
+        self.tokens = AccessToken(self._grant, margin_s=TOKEN_MARGIN_S, clock=clock)
 
     async def _request(self, method: str, path: str, action: str, **kwargs: Any) -> Any:
         try:
@@ -70,19 +68,21 @@ class FeishuApi:
             raise PeerUnavailable(PLATFORM, f"{action}: {self.settings.api_base} unreachable ({type(error).__name__})") from None
         return raise_for(PLATFORM, action, response, codes=CODES) or {}
 
+    @property
+    def fetched(self) -> int:
+        return self.tokens.fetched
+
     async def token(self, *, stale: str | None = None) -> str:
         """The tenant access token, fetched when there is none, it is near its end, or ``stale`` was refused."""
-        async with self._lock:
-            if self._token is not None and self._token[0] != stale and self._clock() < self._token[1]:
-                return self._token[0]
-            said = await self._request("POST", "auth/v3/tenant_access_token/internal", "tenant_access_token", json={
-                "app_id": self.settings.app_id, "app_secret": self.settings.app_secret.get_secret_value()})
-            token = said.get("tenant_access_token")
-            if not isinstance(token, str) or not token:
-                raise AuthFailed(PLATFORM, "tenant_access_token: the answer has no token")
-            self.fetched += 1
-            self._token = (token, self._clock() + max(float(said.get("expire") or 0) - TOKEN_MARGIN_S, 0.0))
-            return token
+        return await self.tokens.get(stale=stale)
+
+    async def _grant(self) -> Grant:
+        said = await self._request("POST", "auth/v3/tenant_access_token/internal", "tenant_access_token", json={
+            "app_id": self.settings.app_id, "app_secret": self.settings.app_secret.get_secret_value()})
+        token = said.get("tenant_access_token")
+        if not isinstance(token, str) or not token:
+            raise AuthFailed(PLATFORM, "tenant_access_token: the answer has no token")
+        return Grant(token, lifetime(said.get("expire"), 0.0))
 
     async def call(self, method: str, path: str, **kwargs: Any) -> dict[str, Any]:
         """One call with the token; ``data`` of the answer.  A token Feishu calls stale is fetched again once."""

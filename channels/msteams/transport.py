@@ -24,7 +24,6 @@ No header, token or secret is ever logged; errors name the call only.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from urllib.parse import quote
 import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
+from channels._kit.tokens import AccessToken, Grant, lifetime
 from channels.msteams.config import MsteamsConfig
 from gateway.core.errors import AuthFailed, PeerUnavailable, PeerUnreachable
 from gateway.endpoints import origin, why_unreachable
@@ -55,10 +55,7 @@ class ConnectorApi:
         self.config, self._clock = config, clock
         self.client = client or httpx.AsyncClient(timeout=TIMEOUT, trust_env=False)
         self._owned = client is None
-        self._token: str | None = None
-        self._expires = 0.0
-        self._lock = asyncio.Lock()
-        self.fetched = 0
+        self.tokens = AccessToken(self._grant, margin_s=TOKEN_MARGIN_S, clock=clock)
 
     async def _request(self, url: str, action: str, **kwargs: Any) -> dict:
         try:
@@ -79,25 +76,24 @@ class ConnectorApi:
             raise failed
         return parsed if isinstance(parsed, dict) else {}
 
+    @property
+    def fetched(self) -> int:
+        return self.tokens.fetched
+
     async def token(self, *, stale: str | None = None) -> str:
         """A good token; ``stale`` is one the connector just refused, replaced unless another call did."""
-        async with self._lock:
-            if self._token is not None and self._token != stale and self._clock() < self._expires:
-                return self._token
-            said = await self._request(self.config.token_endpoint, "token", data={
-                "grant_type": "client_credentials", "client_id": self.config.app_id,
-                "client_secret": self.config.app_password.get_secret_value(), "scope": self.config.scope})
-            token = said.get("access_token")
-            if not isinstance(token, str) or not token:
-                raise AuthFailed(PLATFORM, "token: no access_token (check app_id and app_password)")
-            try:
-                lasts = float(said.get("expires_in", 3600))
-            except (TypeError, ValueError):
-                lasts = 3600.0
-            self._token, self._expires = token, self._clock() + max(0.0, lasts - TOKEN_MARGIN_S)
-            self.fetched += 1
-            log.info("msteams token fetched app_id=%s lasts_s=%g", self.config.app_id, lasts)
-            return token
+        return await self.tokens.get(stale=stale)
+
+    async def _grant(self) -> Grant:
+        said = await self._request(self.config.token_endpoint, "token", data={
+            "grant_type": "client_credentials", "client_id": self.config.app_id,
+            "client_secret": self.config.app_password.get_secret_value(), "scope": self.config.scope})
+        token = said.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise AuthFailed(PLATFORM, "token: no access_token (check app_id and app_password)")
+        lasts = lifetime(said.get("expires_in"), 3600.0)
+        log.info("msteams token fetched app_id=%s lasts_s=%g", self.config.app_id, lasts)
+        return Grant(token, lasts)
 
     async def post(self, service_url: str, conversation: str, activity: dict, *, reply_to: str | None = None) -> str:
         """Post ``activity`` into ``conversation`` (as the reply to ``reply_to``); the new activity's id."""

@@ -28,7 +28,6 @@ No header, token or secret is ever logged; errors name the API path only.
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import logging
 import time
@@ -39,6 +38,7 @@ import httpx
 
 from channels._kit.http_errors import BodyCodes, ErrorKind, json_body, translate
 from channels._kit.media import download
+from channels._kit.tokens import AccessToken, Grant, lifetime
 from channels.qq.config import QQConfig
 from gateway.core.channel import MediaStream
 from gateway.core.errors import AuthFailed, BadRequest, PeerUnavailable, PeerUnreachable, PlatformError
@@ -82,11 +82,7 @@ class QQApi:
         self.config, self._clock = config, clock
         self._client = client or httpx.AsyncClient(timeout=TIMEOUT, trust_env=False)
         self._owned = client is None
-        self._token: str | None = None
-        self._expires = 0.0
-        self._lock = asyncio.Lock()
-        self.fetched = 0
-        """Tokens fetched since start (tests read it)."""
+        self.tokens = AccessToken(self._grant, margin_s=TOKEN_MARGIN_S, clock=clock)
 
     async def _post(self, url: str, action: str, body: dict, headers: dict[str, str]) -> dict:
         try:
@@ -103,25 +99,24 @@ class QQApi:
             raise failed
         return parsed if isinstance(parsed, dict) else {}
 
+    @property
+    def fetched(self) -> int:
+        return self.tokens.fetched
+
     async def token(self, *, stale: str | None = None) -> str:
         """A good access token; ``stale`` is one QQ just refused, replaced unless another call did."""
-        async with self._lock:
-            if self._token is not None and self._token != stale and self._clock() < self._expires:
-                return self._token
-            said = await self._post(self.config.token_url, "getAppAccessToken",
-                                    {"appId": self.config.app_id,
-                                     "clientSecret": self.config.app_secret.get_secret_value()}, {})
-            token = said.get("access_token")
-            if not isinstance(token, str) or not token:
-                raise AuthFailed(PLATFORM, "getAppAccessToken: no access_token (check app_id and app_secret)")
-            try:
-                lasts = float(said.get("expires_in", TOKEN_LIFE_S))
-            except (TypeError, ValueError):
-                lasts = TOKEN_LIFE_S
-            self._token, self._expires = token, self._clock() + max(0.0, lasts - TOKEN_MARGIN_S)
-            self.fetched += 1
-            log.info("qq access token fetched app_id=%s lasts_s=%s", self.config.app_id, lasts)
-            return token
+        return await self.tokens.get(stale=stale)
+
+    async def _grant(self) -> Grant:
+        said = await self._post(self.config.token_url, "getAppAccessToken",
+                                {"appId": self.config.app_id,
+                                 "clientSecret": self.config.app_secret.get_secret_value()}, {})
+        token = said.get("access_token")
+        if not isinstance(token, str) or not token:
+            raise AuthFailed(PLATFORM, "getAppAccessToken: no access_token (check app_id and app_secret)")
+        lasts = lifetime(said.get("expires_in"), TOKEN_LIFE_S)
+        log.info("qq access token fetched app_id=%s lasts_s=%s", self.config.app_id, lasts)
+        return Grant(token, lasts)
 
     async def call(self, path: str, body: dict) -> dict:
         """POST ``body`` to OpenAPI ``path`` with the token, fetching a new one once if QQ refuses it."""

@@ -158,7 +158,7 @@ async def test_the_probe_names_the_bot_and_a_wrong_secret(qq_rig):
     result = await channel.probe()
     assert result.ok and "Tutor Bot" in result.checked
     rig.peer.secret = "Zq" + rig.peer.secret[2:][::-1]
-    channel.api._token = None
+    channel.api.tokens.forget()
     refused = await channel.probe()
     assert not refused.ok and rig.peer.secret not in str(refused)
 
