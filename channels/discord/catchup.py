@@ -3,9 +3,10 @@
 The Gateway replays missed dispatches only to a *resumed* session; a new
 process identifies a new session, so messages posted while ``partners serve``
 was down, in flight when it was killed, or whose ``sink.accept`` failed, would
-never reach us.  :class:`Cursors` keeps, durably in the account's
-``CursorStore``, the last accepted message snowflake of each channel or thread
-the bot has received messages in (the ``CHANNELS_KEPT`` most recently active);
+never reach us.  The kit's :class:`~channels._kit.positions.ChatPositions`
+keeps, durably in the account's ``CursorStore``, the last accepted message
+snowflake of each channel or thread the bot has received messages in (the 500
+most recently active);
 it is written only after ``sink.accept`` returned, so it never passes a message
 that is not durable.  On READY of a new session :func:`missed` pages
 ``GET /channels/{id}/messages?after=`` oldest first from each cursor, bounded by
@@ -18,7 +19,6 @@ has no "list my DMs with unread messages" call for bots.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime, timedelta
 
@@ -27,33 +27,7 @@ import discord
 from channels.discord.config import DiscordConfig
 
 CURSOR = "last_messages"
-"""Cursor name: one JSON object, channel id -> last accepted message snowflake, least recently active first."""
-CHANNELS_KEPT = 500
-
-
-class Cursors:
-    """The per-channel positions, oldest activity first, bounded to ``CHANNELS_KEPT``."""
-
-    def __init__(self, saved: str | None) -> None:
-        try:
-            loaded = json.loads(saved or "{}")
-        except ValueError:
-            loaded = {}
-        self.last: dict[str, int] = {str(k): int(v) for k, v in loaded.items()} if isinstance(loaded, dict) else {}
-
-    def advance(self, channel: str, message: int) -> bool:
-        """Move ``channel``'s cursor to ``message`` (never back); True when it moved."""
-        previous = self.last.pop(channel, 0)
-        self.last[channel] = max(previous, message)
-        while len(self.last) > CHANNELS_KEPT:
-            self.last.pop(next(iter(self.last)))
-        return message > previous
-
-    def forget(self, channel: str) -> None:
-        self.last.pop(channel, None)
-
-    def dump(self) -> str:
-        return json.dumps(self.last)
+"""Cursor name: the kit's per-chat positions (channel or thread id -> last accepted message snowflake)."""
 
 
 async def missed(client: discord.Client, channel: str, after: int, settings: DiscordConfig,

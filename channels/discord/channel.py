@@ -50,8 +50,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from channels._kit.media import download
+from channels._kit.positions import ChatPositions
 from channels.base import Channel, ChannelContext
-from channels.discord.catchup import CURSOR, Cursors, missed
+from channels.discord.catchup import CURSOR, missed
 from channels.discord.config import DiscordConfig
 from channels.discord.decode import InteractionPayload, decode_interaction, decode_message, interaction_token
 from channels.discord.encode import nonce_for, outgoing
@@ -84,7 +85,7 @@ class DiscordChannel(Channel[DiscordConfig]):
         """Interaction token -> set once its deferral was answered: an answer ready sooner (``/stop``) waits for it."""
         self._followups: TTLCache[str, str] = TTLCache(FOLLOWUPS_KEPT, ttl=self.token_lifetime_s)
         """Message id -> the interaction token it was sent through, while it lives: a streaming edit goes the same way."""
-        self._cursors = Cursors(None)
+        self._cursors = ChatPositions(None)
         self._failed: BaseException | None = None
         self._behind: dict[str, int] = {}
         """Cursors as they stood when the session was lost: live messages do not move these until caught up."""
@@ -135,7 +136,7 @@ class DiscordChannel(Channel[DiscordConfig]):
         client = await self._ready()
         self._heartbeat = heartbeat
         self._failed = None
-        self._cursors = Cursors(await self.context.cursors.get(CURSOR))
+        self._cursors = ChatPositions(await self.context.cursors.get(CURSOR))
         self._behind = dict(self._cursors.last)
         heartbeat.set_state(ChannelState.CONNECTING)
         app = client.application

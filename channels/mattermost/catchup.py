@@ -16,33 +16,13 @@ id answers it once.  Positions move only after ``sink.accept`` returned.
 
 from __future__ import annotations
 
-import json
+from channels._kit.positions import ChatPositions
 
 CURSOR = "channel_positions"
-CHANNELS_KEPT = 500
 
 
-class Positions:
-    """Per-channel positions (ms), least recently active first, and the floor; JSON in one cursor."""
-
-    def __init__(self, saved: str | None) -> None:
-        try:
-            loaded = json.loads(saved or "{}")
-        except ValueError:
-            loaded = {}
-        loaded = loaded if isinstance(loaded, dict) else {}
-        channels = loaded.get("channels")
-        self.last: dict[str, int] = {str(k): int(v) for k, v in channels.items()} if isinstance(channels, dict) else {}
-        floor = loaded.get("floor")
-        self.floor: int | None = int(floor) if isinstance(floor, int) else None
-
-    def advance(self, channel: str, at: int) -> bool:
-        """Move ``channel`` to ``at`` (never back) and make it the most recently active; True when it moved."""
-        previous = self.last.pop(channel, 0)
-        self.last[channel] = max(previous, at)
-        while len(self.last) > CHANNELS_KEPT:
-            self.last.pop(next(iter(self.last)))
-        return at > previous
+class Positions(ChatPositions):
+    """The kit's per-chat positions (ms), read the way ``posts?since=`` wants them."""
 
     def since(self, channel: str, horizon: int) -> int | None:
         """Where a catch-up of ``channel`` starts: one ms before its position (or the floor), never before
@@ -54,7 +34,4 @@ class Positions:
         """Every channel listed is read up to its newest post, the newest of them made at ``listed``: a channel
         with no position of its own starts there next time.  A post made after the listing came on the open
         socket, and if it is not durable yet its time is past the floor, so the next catch-up still reads it."""
-        self.floor = max(self.floor or 0, listed)
-
-    def dump(self) -> str:
-        return json.dumps({"channels": self.last, "floor": self.floor})
+        self.raise_floor(listed)

@@ -7,7 +7,8 @@ from collections.abc import Sequence
 
 import discord
 
-from channels.discord.catchup import CHANNELS_KEPT, Cursors
+from channels._kit.positions import KEPT as CHANNELS_KEPT
+from channels._kit.positions import ChatPositions as Cursors
 from gateway.app import Gateway
 from gateway.configfile import parse_config
 from gateway.core.messages import InboundMessage, Text
