@@ -50,8 +50,8 @@ Usage: python bench/channels.py
        [--weixin-ilink-rate 10] [--weixin-ilink-learners 40] [--weixin-ilink-seconds 10]
        [--wecom-rate 10] [--wecom-chats 60] [--wecom-seconds 10]
        [--wecom-app-rate 20] [--wecom-app-members 40] [--wecom-app-seconds 10]
-       [--napcat-rate 10] [--napcat-chats 60] [--napcat-seconds 10]
-       [--dingtalk-rate 10] [--dingtalk-chats 60] [--dingtalk-seconds 10]
+       [--napcat-rate 20] [--napcat-chats 60] [--napcat-seconds 10]
+       [--dingtalk-rate 20] [--dingtalk-chats 120] [--dingtalk-seconds 10]
        [--qq-rate 20] [--qq-learners 40] [--qq-seconds 10]
        [--mochat-rate 20] [--mochat-sessions 40] [--mochat-seconds 10]
        [--feishu-rate 20] [--feishu-chats 40] [--feishu-seconds 10]
@@ -817,8 +817,8 @@ async def main() -> None:
                                              ("email", 0.5, 10, 20, "learners"), ("discord", 20, 40, 10, "chats"),
                                              ("slack", 20, 40, 10, "chats"), ("weixin_oa", 20, 40, 10, "learners"),
                                              ("weixin_ilink", 10, 40, 10, "learners"), ("wecom", 10, 60, 10, "chats"),
-                                             ("wecom_app", 20, 40, 10, "members"), ("napcat", 10, 60, 10, "chats"),
-                                             ("dingtalk", 10, 60, 10, "chats"), ("qq", 20, 40, 10, "learners"),
+                                             ("wecom_app", 20, 40, 10, "members"), ("napcat", 20, 60, 10, "chats"),
+                                             ("dingtalk", 20, 120, 10, "chats"), ("qq", 20, 40, 10, "learners"),
                                              ("mochat", 20, 40, 10, "sessions"), ("feishu", 20, 40, 10, "chats"),
                                              ("whatsapp", 20, 200, 10, "learners"),
                                              ("mattermost", 20, 40, 10, "chats"),

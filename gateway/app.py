@@ -339,6 +339,7 @@ class Gateway:
         ingest = Ingest(
             name, account, caps, self.store, self.metrics, self.dispatcher.submit,
             on_event=lambda: self.supervisor.note_event(health_key),
+            on_undelivered=self._tell_undelivered,
         )
         context = ChannelContext(
             account=AccountId(account),
@@ -760,17 +761,22 @@ class Gateway:
                           partner_budget=policies.daily_token_budget_per_partner)
 
     async def _tell_shortfall(self, reply: OutboundReply, reason: str) -> None:
-        """A reply went out without some of what it held, or not at all: its partner's teacher hears what and why.
+        """A reply went out without some of what it held, or not at all: its partner's teacher hears what and why."""
+        await self._tell_teacher(reply.target, f"A reply could not be sent whole: {reason}.")
 
-        Not when the reply was for a teacher: a report that cannot reach them would report itself again."""
-        partner = self.router.route(reply.target)
-        chat = reply.target.conversation.chat
-        if partner is not None and any(owner.channel == reply.target.channel and (owner.chat or owner.user) == chat
+    async def _tell_undelivered(self, target: Address, reason: str) -> None:
+        """The platform took a message for ``target`` and later said it never arrived: told as a refused send is."""
+        await self._tell_teacher(target, f"A reply was taken by the platform but never arrived: {reason}.")
+
+    async def _tell_teacher(self, target: Address, report: str) -> None:
+        """Not when the message was for a teacher: a report that cannot reach them would report itself again."""
+        partner = self.router.route(target)
+        chat = target.conversation.chat
+        if partner is not None and any(owner.channel == target.channel and (owner.chat or owner.user) == chat
                                        for owner in partner.owners):
-            log.warning("shortfall not reported: the reply was for a teacher platform=%s reason=%s",
-                        reply.target.channel, reason)
+            log.warning("not reported: the message was for a teacher platform=%s report=%s", target.channel, report)
             return
-        await self.teacher.report(reply.target, f"A reply could not be sent whole: {reason}.")
+        await self.teacher.report(target, report)
 
     @property
     def store_failure(self) -> str | None:

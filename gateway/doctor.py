@@ -374,6 +374,9 @@ class _NoInbound:
     def late_ack(self, took_s: float, deadline_s: float) -> None:
         raise RuntimeError("a probe must not record events")
 
+    async def undelivered(self, target: Any, reason: str) -> None:
+        raise RuntimeError("a probe must not record events")
+
     async def get(self, name: str) -> str | None:
         raise RuntimeError("a probe must not read cursors")
 

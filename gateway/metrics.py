@@ -34,6 +34,10 @@ class Metrics:
             "partners_slow_accepts", "Inbound batches made durable later than half the platform's ack deadline",
             labels, registry=self.registry,
         )
+        self.undelivered = Counter(
+            "partners_undelivered", "Messages the platform took and later said never arrived (a failed status)",
+            labels, registry=self.registry,
+        )
         self.late_acks = Counter(
             "partners_late_acks", "Webhooks answered after the platform's ack deadline (it will send them again), "
             "as the channel's ack clock measured them", labels, registry=self.registry,

@@ -22,6 +22,7 @@ class RecordingSink:
     def __init__(self) -> None:
         self.accepted: list[InboundMessage] = []
         self.invalid_reasons: list[str] = []
+        self.undelivered_reasons: list[str] = []
         self.refusals: list[tuple[str, str]] = []
         self.late_acks: list[tuple[float, float]] = []
         self.calls = 0
@@ -46,6 +47,9 @@ class RecordingSink:
 
     def late_ack(self, took_s: float, deadline_s: float) -> None:
         self.late_acks.append((took_s, deadline_s))
+
+    async def undelivered(self, target: object, reason: str) -> None:
+        self.undelivered_reasons.append(reason)
 
 
 class MemoryCursors:

@@ -39,12 +39,23 @@ from channels._kit.media import read_attachment
 from channels._kit.signatures import META_HUB, verify_hmac
 from channels.base import Channel, ChannelContext
 from channels.whatsapp.config import WhatsappConfig
-from channels.whatsapp.decode import Message, Skipped, Status, decode, items, read_body, values
+from channels.whatsapp.decode import CHANNEL, Message, Skipped, Status, decode, items, read_body, values
 from channels.whatsapp.transport import PLATFORM, GraphApi
 from gateway.core.capabilities import ChannelCapabilities, Proactive
 from gateway.core.channel import ChannelState, Heartbeat, MediaStream
 from gateway.core.errors import AuthFailed, GatewayError, InvalidEvent, PeerUnreachable, PlatformError, ReplyWindowClosed
-from gateway.core.messages import Address, InboundMessage, MediaRef, MessageId, Referrer, RenderedPart, SentMessage
+from gateway.core.messages import (
+    Address,
+    ChatId,
+    Conversation,
+    ConversationKind,
+    InboundMessage,
+    MediaRef,
+    MessageId,
+    Referrer,
+    RenderedPart,
+    SentMessage,
+)
 from gateway.core.probes import ProbeResult, Problem
 from gateway.endpoints import origin
 
@@ -188,9 +199,12 @@ class WhatsappChannel(Channel[WhatsappConfig]):
         said = status.status
         if status.status == "failed":
             said += "".join(f" {e.code}" for e in status.errors)
-            log.warning("whatsapp message failed account=%s chat=%s message=%s errors=%s", self.account,
-                        status.recipient_id, status.id, [(e.code, e.title) for e in status.errors])
         await self.context.cursors.put(key, said, keep_s=self.declared.redelivery_horizon_s)  # Meta stops resending then
+        if status.status == "failed" and status.recipient_id:  # recorded first: a redelivered status reports nothing
+            why = "; ".join(f"{e.code} {e.title}".strip() for e in status.errors) or "no reason given"
+            learner = Address(channel=CHANNEL, account=self.account, conversation=Conversation(
+                chat=ChatId(status.recipient_id), kind=ConversationKind.DIRECT))
+            await self.context.sink.undelivered(learner, f"WhatsApp {why}")
 
     async def delivery_state(self, wamid: str) -> str | None:
         """What Meta last said of a message we sent: ``sent``, ``delivered``, ``read``, ``failed <codes>``."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import Address, InboundMessage
 
 
 class ChannelState(str, Enum):
@@ -47,6 +47,12 @@ class InboundSink(Protocol):
         """Record that a webhook was answered only ``took_s`` after it arrived, past its platform's
         ``deadline_s`` (``channels._kit.ack``): the platform will send it again, and the store is too
         slow for it.  Counted per account in ``partners_late_acks_total``."""
+        ...
+
+    async def undelivered(self, target: Address, reason: str) -> None:
+        """The platform said, after taking it, that a message we sent ``target`` never arrived (WhatsApp's
+        ``failed`` status): counted in ``partners_undelivered_total`` and told to the partner's teacher, as a
+        send refused at once would be."""
         ...
 
 

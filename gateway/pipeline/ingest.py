@@ -19,10 +19,10 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 from gateway.core.capabilities import ChannelCapabilities
-from gateway.core.messages import InboundMessage
+from gateway.core.messages import Address, InboundMessage
 from gateway.metrics import Metrics
 from gateway.store import Store
 
@@ -39,6 +39,7 @@ class Ingest:
         metrics: Metrics,
         dispatch: Callable[[InboundMessage], None],
         on_event: Callable[[], None] = lambda: None,
+        on_undelivered: Callable[[Address, str], Awaitable[None]] | None = None,
     ) -> None:
         self.channel, self.account = channel, account
         self.retention_s = capabilities.redelivery_horizon_s
@@ -47,6 +48,7 @@ class Ingest:
         self.metrics = metrics
         self.dispatch = dispatch
         self.on_event = on_event
+        self.on_undelivered = on_undelivered
 
     async def accept(self, messages: Sequence[InboundMessage]) -> None:
         if not messages:
@@ -82,6 +84,13 @@ class Ingest:
     def late_ack(self, took_s: float, deadline_s: float) -> None:
         """The channel's ack clock saw a webhook answered past its deadline (it logged the times)."""
         self.metrics.late_acks.labels(self.channel, self.account).inc()
+
+    async def undelivered(self, target: Address, reason: str) -> None:
+        self.metrics.undelivered.labels(self.channel, self.account).inc()
+        log.warning("message not delivered platform=%s account=%s chat=%s reason=%s",
+                    self.channel, self.account, target.conversation.key, reason)
+        if self.on_undelivered is not None:
+            await self.on_undelivered(target, reason)
 
     def refused(self, rule: str, detail: str) -> None:
         self.metrics.dropped.labels(self.channel, self.account, rule).inc()

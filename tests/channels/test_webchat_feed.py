@@ -75,6 +75,8 @@ async def test_a_send_to_a_full_set_is_a_transient_error(tmp_path: Path) -> None
 
         def late_ack(self, took_s: float, deadline_s: float) -> None: ...
 
+        async def undelivered(self, target: object, reason: str) -> None: ...
+
     class NoCursors:
         async def get(self, name: str) -> str | None:
             return None

@@ -9,7 +9,9 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import sqlite3
 import time
+from contextlib import closing
 
 from tests.channels.whatsapp.conftest import VERIFY
 from tests.contract.harness import eventually
@@ -124,3 +126,26 @@ async def test_a_send_meta_fails_by_status_is_recorded_failed_with_its_code(what
                                 what="the failed status")
     assert await eventually(lambda: rig.channel.delivery_state(failed["id"])) == "failed 131047"
     assert rig.peer.shown == []
+
+
+async def test_a_reply_meta_took_and_then_failed_is_told_to_the_teacher_once(whatsapp_rig):
+    """Meta answers a send 200 and says only later, by a ``failed`` status, that it never arrived (131047 outside
+    the window, 131026 undeliverable): silent loss unless the teacher hears of it, and once, however often Meta
+    posts the status again."""
+    rig = await whatsapp_rig()
+    await rig.peer.say(LEARNER, "hi")
+    await rig.texts(LEARNER, 1)
+    wamid = rig.peer.shown[0].id
+    for _ in range(2):
+        await rig.peer.post_status(wamid, LEARNER, "failed", errors=[{"code": 131026, "title": "Message undeliverable"}])
+    await eventually(lambda: told(rig), what="the teacher's report")
+    await rig.quiet()
+    [said] = told(rig)  # queued for the teacher (whose own 24 hours are closed here: it stays in the outbox)
+    assert "131026 Message undeliverable" in said
+    assert b'partners_undelivered_total{account="school",channel="whatsapp"} 1.0' in rig.gateway.metrics.render()
+
+
+def told(rig) -> list[str]:
+    with closing(sqlite3.connect(rig.gateway.config.database_path)) as db:
+        rows = db.execute("SELECT payload FROM outbox WHERE payload LIKE '%never arrived%'").fetchall()
+    return [str(row[0]) for row in rows]
