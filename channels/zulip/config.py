@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, SecretStr, model_validator
 
-from gateway.core.config import AccountConfig, EnvSecret
+from gateway.core.config import AccountConfig, EnvSecret, secret_read
 
 
 class ZulipConfig(AccountConfig):
@@ -51,7 +51,9 @@ class ZulipConfig(AccountConfig):
                 if getattr(self, name) is None and section.get(key):
                     object.__setattr__(self, name, section[key].strip())
             if self.api_key is None and section.get("key"):
-                object.__setattr__(self, "api_key", SecretStr(section["key"].strip()))
+                key = SecretStr(section["key"].strip())
+                secret_read(key, f"api_key (zuliprc {self.zuliprc.name})")
+                object.__setattr__(self, "api_key", key)
         missing = [name for name in ("site", "email", "api_key") if getattr(self, name) is None]
         if missing:
             raise ValueError(f"missing {', '.join(missing)}: name a zuliprc file, or give site, email and api_key")

@@ -58,6 +58,12 @@ def _resolved(value: SecretStr | str, label: str) -> None:
         listener(value, label)
 
 
+def secret_read(value: SecretStr | str, label: str) -> None:
+    """Register a secret a model read from somewhere other than ``env:`` (a credentials file such as a zuliprc),
+    so no log line, status page or CLI output can show it either."""
+    _resolved(value, label)
+
+
 class Secrets(str, Enum):
     """How ``env:NAME`` secrets are treated while a config loads (passed as pydantic's validation context)."""
 

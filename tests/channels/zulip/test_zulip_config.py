@@ -16,15 +16,18 @@ def test_a_zuliprc_fills_site_email_and_key(tmp_path):
     assert settings.site == "https://school.zulipchat.com"
     assert settings.email == "tutor-bot@school.zulipchat.com" and settings.key == "abc123XYZ"
     assert "abc123XYZ" not in repr(settings)
+    from gateway.redaction import redact
+
+    assert "abc123XYZ" not in redact("basic auth failed with key abc123XYZ")  # read from a file, still scrubbed
     assert ZulipChannel.check(settings) == []
 
 
 def test_values_given_by_hand_win_over_the_zuliprc(tmp_path, monkeypatch):
     rc = tmp_path / "zuliprc"
-    rc.write_text("[api]\nemail=old@school.zulipchat.com\nkey=old\nsite=https://old.zulipchat.com\n")
-    monkeypatch.setenv("ZULIP_NEW_KEY", "new-key")
+    rc.write_text("[api]\nemail=old@school.zulipchat.com\nkey=zk-rc-old-Tn41Bx\nsite=https://old.zulipchat.com\n")
+    monkeypatch.setenv("ZULIP_NEW_KEY", "zk-hand-Vq83LmP2")
     settings = ZulipConfig(zuliprc=rc, site="https://school.zulipchat.com", api_key="env:ZULIP_NEW_KEY")
-    assert settings.site == "https://school.zulipchat.com" and settings.key == "new-key"
+    assert settings.site == "https://school.zulipchat.com" and settings.key == "zk-hand-Vq83LmP2"
     assert settings.email == "old@school.zulipchat.com"
 
 
