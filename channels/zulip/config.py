@@ -51,9 +51,9 @@ class ZulipConfig(AccountConfig):
                 if getattr(self, name) is None and section.get(key):
                     object.__setattr__(self, name, section[key].strip())
             if self.api_key is None and section.get("key"):
-                key = SecretStr(section["key"].strip())
-                secret_read(key, f"api_key (zuliprc {self.zuliprc.name})")
-                object.__setattr__(self, "api_key", key)
+                read_key = SecretStr(section["key"].strip())
+                secret_read(read_key, f"api_key (zuliprc {self.zuliprc.name})")
+                object.__setattr__(self, "api_key", read_key)
         missing = [name for name in ("site", "email", "api_key") if getattr(self, name) is None]
         if missing:
             raise ValueError(f"missing {', '.join(missing)}: name a zuliprc file, or give site, email and api_key")
