@@ -24,6 +24,7 @@ results in the text protocol, for models that take no ``tools``.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -54,11 +55,21 @@ _TEXT_PATTERN = _pattern(_TEXT_MARKERS)
 _CLOSER_PATTERNS = {closers: _pattern(closers) for _, closers in _OPENERS.values()}
 
 
-def _partial_marker(text: str, markers: Sequence[str]) -> int:
-    """Length of the longest end of ``text`` that could be the start of one of ``markers``."""
-    for size in range(min(len(text), max(map(len, markers)) - 1), 0, -1):
-        tail = text[-size:].lower()
-        if any(marker.startswith(tail) for marker in markers):
+@functools.cache
+def _starts_of(markers: tuple[str, ...]) -> tuple[frozenset[str], frozenset[str], int]:
+    """Every proper start of ``markers`` (lower case), their first characters, and the longest start's length."""
+    starts = frozenset(marker[:size].lower() for marker in markers for size in range(1, len(marker)))
+    return starts, frozenset(marker[0].lower() for marker in markers), max(map(len, markers)) - 1
+
+
+def _partial_marker(text: str, markers: tuple[str, ...]) -> int:
+    """Length of the longest end of ``text`` that could be the start of one of ``markers``.
+
+    Run on every streamed delta, so it looks a tail up in a set, and only a tail that begins with a
+    marker's first character (``<`` or a backtick), instead of testing every tail against every marker."""
+    starts, firsts, longest = _starts_of(markers)
+    for size in range(min(len(text), longest), 0, -1):
+        if text[-size].lower() in firsts and text[-size:].lower() in starts:
             return size
     return 0
 

@@ -207,3 +207,13 @@ def test_history_with_native_calls_becomes_text_protocol():
     assert [c.name for c in parse_tool_markup(converted[1].content)[0]] == ["lookup", "hand_off"]
     assert converted[2].content == ('<tool_result name="lookup">\nA is a letter.\n</tool_result>\n'
                                     '<tool_result name="hand_off">\nTeacher told.\n</tool_result>')
+
+
+@given(text=st.text(alphabet="<>/`tTihnkgoc_l x", max_size=24))
+def test_the_held_back_tail_is_the_longest_that_could_start_a_marker(text):
+    """The set lookup gives what testing every tail against every marker gives (the plain definition)."""
+    from brain.markup import _TEXT_MARKERS, _partial_marker
+
+    plain = max((size for size in range(1, min(len(text), 12) + 1)
+                 if any(m.startswith(text[-size:].lower()) and len(m) > size for m in _TEXT_MARKERS)), default=0)
+    assert _partial_marker(text, _TEXT_MARKERS) == plain
