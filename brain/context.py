@@ -54,25 +54,48 @@ def estimate_tokens(message: ChatMessage) -> int:
     return size // CHARS_PER_TOKEN + 4
 
 
-def _history_messages(entries: Sequence[Entry], group: bool) -> list[list[ChatMessage]]:
-    """History as blocks that must stay together (an assistant tool call and its results)."""
-    blocks: list[list[ChatMessage]] = []
+def _blocks(entries: Sequence[Entry]) -> list[list[Entry]]:
+    """The entries that become messages, in blocks that must stay together (an assistant tool call and its
+    results).  Grouped on the entries themselves, so a window can be chosen before any message is made."""
+    blocks: list[list[Entry]] = []
     for entry in entries:
         event = entry.event
-        if isinstance(event, UserSaid):
-            text = f"{event.sender}: {event.text}" if group else event.text
-            blocks.append([ChatMessage(role="user", content=text)])
-        elif isinstance(event, AssistantSaid):
-            blocks.append([ChatMessage(role="assistant", content=event.text, tool_calls=event.tool_calls)])
-        elif isinstance(event, ToolReturned):
-            message = ChatMessage(role="tool", content=event.text, tool_call_id=event.call_id, name=event.name)
-            if blocks and blocks[-1][0].role == "assistant" and blocks[-1][0].tool_calls:
-                blocks[-1].append(message)
+        if isinstance(event, ToolReturned):
+            head = blocks[-1][0].event if blocks else None
+            if isinstance(head, AssistantSaid) and head.tool_calls:
+                blocks[-1].append(entry)
             else:
-                blocks.append([message])
-        elif isinstance(event, Nudged):
-            blocks.append([ChatMessage(role="system", content=event.text)])
+                blocks.append([entry])
+        elif isinstance(event, (UserSaid, AssistantSaid, Nudged)):
+            blocks.append([entry])
     return blocks
+
+
+def _tokens(entry: Entry, group: bool) -> int:
+    """:func:`estimate_tokens` of the message ``entry`` becomes, without making it (a turn asks this of the
+    whole history, every round)."""
+    event = entry.event
+    if isinstance(event, UserSaid):
+        size = len(event.sender) + 2 + len(event.text) if group else len(event.text)
+    elif isinstance(event, AssistantSaid):
+        size = len(event.text) + sum(len(c.arguments) + len(c.name) for c in event.tool_calls)
+    elif isinstance(event, (ToolReturned, Nudged)):
+        size = len(event.text)
+    else:
+        return 0
+    return size // CHARS_PER_TOKEN + 4
+
+
+def _message(entry: Entry, group: bool) -> ChatMessage:
+    event = entry.event
+    if isinstance(event, UserSaid):
+        return ChatMessage(role="user", content=f"{event.sender}: {event.text}" if group else event.text)
+    if isinstance(event, AssistantSaid):
+        return ChatMessage(role="assistant", content=event.text, tool_calls=event.tool_calls)
+    if isinstance(event, ToolReturned):
+        return ChatMessage(role="tool", content=event.text, tool_call_id=event.call_id, name=event.name)
+    assert isinstance(event, Nudged), "only message-bearing entries are in blocks"
+    return ChatMessage(role="system", content=event.text)
 
 
 def history_to_fold(entries: Sequence[Entry], history_tokens: int, group: bool = False) -> list[Entry]:
@@ -82,7 +105,7 @@ def history_to_fold(entries: Sequence[Entry], history_tokens: int, group: bool =
     summary = next((e.event for e in reversed(entries) if isinstance(e.event, Summarized)), None)
     floor = summary.covers_through if summary else 0
     unsummarized = [e for e in entries if e.seq > floor and not isinstance(e.event, Summarized)]
-    total = sum(estimate_tokens(m) for block in _history_messages(unsummarized, group) for m in block)
+    total = sum(_tokens(e, group) for e in unsummarized)
     if total <= history_tokens:
         return []
     # Fold the older half (by tokens) so the window keeps the recent conversation verbatim.
@@ -91,7 +114,7 @@ def history_to_fold(entries: Sequence[Entry], history_tokens: int, group: bool =
         if budget <= 0:
             break
         folded.append(entry)
-        budget -= sum(estimate_tokens(m) for block in _history_messages([entry], group) for m in block)
+        budget -= _tokens(entry, group)
     return folded
 
 
@@ -121,20 +144,15 @@ def build_request(entries: Sequence[Entry], settings: ModelSettings, *, history_
     earlier = [e for e in entries[:start] if e.seq > floor]
     current = list(entries[start + 1:])
 
-    kept: list[list[ChatMessage]] = []
-    budget = history_tokens
-    for block in reversed(_history_messages(earlier, group)):
-        cost = sum(estimate_tokens(m) for m in block)
-        if cost > budget:
-            break
-        kept.insert(0, block)
-        budget -= cost
+    blocks = _blocks(earlier)
+    budget, first = history_tokens, len(blocks)
+    while first and (cost := sum(_tokens(e, group) for e in blocks[first - 1])) <= budget:
+        first, budget = first - 1, budget - cost
 
     messages = [ChatMessage(role="system", content=turn.system)]
     if summary is not None:
         messages.append(ChatMessage(role="system", content=f"Earlier in this conversation (summary):\n{summary.text}"))
-    for block in kept + _history_messages(current, group):
-        messages.extend(block)
+    messages += [_message(entry, group) for block in blocks[first:] + _blocks(current) for entry in block]
     tools = () if withdrawn or turn.text_tool_protocol else turn.tools
     return ModelRequest(settings=settings, messages=tuple(messages), tools=tools)
 

@@ -103,3 +103,18 @@ async def test_session_log_appends_in_order_and_survives_reopen(tmp_path):
     assert await again.forget("c1") == 2 and await again.read("c1") == []
     assert len(await again.read("c2")) == 1
     again.close()
+
+
+def test_the_window_is_costed_as_the_messages_it_makes_would_be():
+    """The history is costed before any message is made; the cost must be exactly the messages' own."""
+    from brain.context import _message, _tokens, estimate_tokens
+    from brain.session_log import AssistantSaid, Entry, Nudged, ToolReturned, UserSaid
+    from brain.types import ToolCall
+
+    events = [UserSaid(turn="t1", event_id="e1", sender="Ana", text="what is 7 x 8?"), Nudged(turn="t1", text="be brief"),
+              AssistantSaid(turn="t1", text="", tool_calls=(ToolCall(id="c1", name="calculator", arguments='{"x": "7*8"}'),)),
+              ToolReturned(turn="t1", call_id="c1", name="calculator", text="56"), AssistantSaid(turn="t1", text="It is 56.")]
+    for group in (False, True):
+        for seq, event in enumerate(events, 1):
+            entry = Entry(seq=seq, event=event)
+            assert _tokens(entry, group) == estimate_tokens(_message(entry, group))
