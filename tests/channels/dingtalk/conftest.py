@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.configfile import parse_config
-from tests.contract.harness import ContractResponder, eventually, settled
+from tests.channels.rigs import Answers, one_account
+from tests.contract.harness import ContractResponder
 from tests.e2e.rig import served
 from tests.extras import need_module
 from tests.peers.dingtalk_server import DingtalkServer, Shown
@@ -31,27 +31,17 @@ def account_settings(server: DingtalkServer, env: str, **settings: Any) -> dict[
 
 
 def config(data_dir: Path, server: DingtalkServer, env: str, **settings: Any) -> Any:
-    return parse_config({
-        "data_dir": str(data_dir),
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "dingtalk", "account": "school"}],
-        "channels": {"dingtalk": {"school": account_settings(server, env, **settings)}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-    })
+    return one_account(data_dir, "dingtalk", "school", account_settings(server, env, **settings))
 
 
 @dataclass
-class DingtalkRig:
+class DingtalkRig(Answers[Shown]):
     server: DingtalkServer
     gateway: Gateway
     responder: ContractResponder
 
-    async def answers(self, chat: str, count: int) -> list[Shown]:
-        async def enough() -> list[Shown] | None:
-            shown = self.server.answers(chat)
-            return shown if len(shown) >= count and settled(self.gateway) else None
-
-        return await eventually(enough, what=f"{count} answers in {chat}")
+    def seen(self, chat: str) -> list[Shown]:
+        return self.server.answers(chat)
 
 
 RigFactory = Callable[..., Any]

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.configfile import parse_config
-from tests.contract.harness import ContractResponder, eventually, settled
+from tests.channels.rigs import Answers, one_account
+from tests.contract.harness import ContractResponder
 from tests.extras import need_module
 
 need_module("websockets")
@@ -31,30 +31,17 @@ def account_settings(server: MattermostServer, env: str, **settings: Any) -> dic
 
 
 def config(data_dir: Path, server: MattermostServer, env: str, **settings: Any) -> Any:
-    return parse_config({
-        "data_dir": str(data_dir),
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "mattermost", "account": "school"}],
-        "channels": {"mattermost": {"school": account_settings(server, env, **settings)}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-    })
+    return one_account(data_dir, "mattermost", "school", account_settings(server, env, **settings))
 
 
 @dataclass
-class MattermostRig:
+class MattermostRig(Answers[Post]):
     server: MattermostServer
     gateway: Gateway
     responder: ContractResponder
 
-    async def answers(self, chat: str, count: int) -> list[Post]:
-        async def enough() -> list[Post] | None:
-            shown = self.server.shown(chat)
-            return shown if len(shown) >= count and settled(self.gateway) else None
-
-        return await eventually(enough, what=f"{count} answers in {chat}")
-
-    async def quiet(self) -> None:
-        await eventually(lambda: settled(self.gateway), what="the gateway to settle")
+    def seen(self, chat: str) -> list[Post]:
+        return self.server.shown(chat)
 
 
 @pytest.fixture

@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.configfile import parse_config
-from tests.contract.harness import ContractResponder, eventually, settled
+from tests.channels.rigs import Answers, one_account
+from tests.contract.harness import ContractResponder
 from tests.extras import need_module
 
 need_module("socketio")  # before the emulator, which imports them: a missing SDK fails, never skips
@@ -39,30 +39,17 @@ def account_settings(server: MochatServer, env: str, **settings: Any) -> dict[st
 
 
 def config(data_dir: Path, server: MochatServer, env: str, **settings: Any) -> Any:
-    return parse_config({
-        "data_dir": str(data_dir),
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "mochat", "account": "school"}],
-        "channels": {"mochat": {"school": account_settings(server, env, **settings)}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-    })
+    return one_account(data_dir, "mochat", "school", account_settings(server, env, **settings))
 
 
 @dataclass
-class MochatRig:
+class MochatRig(Answers[Sent]):
     server: MochatServer
     gateway: Gateway
     responder: ContractResponder
 
-    async def answers(self, chat: str, count: int) -> list[Sent]:
-        async def enough() -> list[Sent] | None:
-            shown = self.server.shown(chat)
-            return shown if len(shown) >= count and settled(self.gateway) else None
-
-        return await eventually(enough, what=f"{count} answers in {chat}")
-
-    async def quiet(self) -> None:
-        await eventually(lambda: settled(self.gateway), what="the gateway to settle")
+    def seen(self, chat: str) -> list[Sent]:
+        return self.server.shown(chat)
 
     async def account(self) -> Any:
         [account] = (await self.gateway.status()).accounts

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.configfile import parse_config
+from tests.channels.rigs import one_account
 from tests.contract.harness import ContractResponder, eventually, settled
 from tests.peers.napcat_server import NapcatServer, Shown
 
@@ -23,14 +23,7 @@ def account_settings(server: NapcatServer, env: str, **settings: Any) -> dict[st
 
 
 def config(data_dir: Path, settings: dict[str, Any], **top: Any) -> Any:
-    return parse_config({
-        "data_dir": str(data_dir),
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "napcat", "account": "qq"}],
-        "channels": {"napcat": {"qq": settings}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-        **top,
-    })
+    return one_account(data_dir, "napcat", "qq", settings, **top)
 
 
 @dataclass

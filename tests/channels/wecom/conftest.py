@@ -18,8 +18,8 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.configfile import parse_config
-from tests.contract.harness import ContractResponder, eventually, settled
+from tests.channels.rigs import Answers, one_account
+from tests.contract.harness import ContractResponder
 from tests.extras import need_module
 from tests.peers.wecom_server import StreamSeen, WecomServer
 
@@ -30,30 +30,17 @@ def account_settings(server: WecomServer, env: str, **settings: Any) -> dict[str
 
 
 def config(data_dir: Path, server: WecomServer, env: str, **settings: Any) -> Any:
-    return parse_config({
-        "data_dir": str(data_dir),
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "wecom", "account": "school"}],
-        "channels": {"wecom": {"school": account_settings(server, env, **settings)}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-    })
+    return one_account(data_dir, "wecom", "school", account_settings(server, env, **settings))
 
 
 @dataclass
-class WecomRig:
+class WecomRig(Answers[StreamSeen]):
     server: WecomServer
     gateway: Gateway
     responder: ContractResponder
 
-    async def answers(self, chat: str, count: int) -> list[StreamSeen]:
-        async def enough() -> list[StreamSeen] | None:
-            shown = self.server.answers(chat)
-            return shown if len(shown) >= count and settled(self.gateway) else None
-
-        return await eventually(enough, what=f"{count} answers in {chat}")
-
-    async def quiet(self) -> None:
-        await eventually(lambda: settled(self.gateway), what="the gateway to settle")
+    def seen(self, chat: str) -> list[StreamSeen]:
+        return self.server.answers(chat)
 
 
 @contextlib.asynccontextmanager

@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.configfile import parse_config
-from tests.contract.harness import ContractResponder, eventually, settled
+from tests.channels.rigs import Answers, one_account
+from tests.contract.harness import ContractResponder, eventually
 from tests.peers.zulip_server import BOT_EMAIL, Sent, ZulipServer
 
 
@@ -28,30 +28,17 @@ def account_settings(server: ZulipServer, env: str, **settings: Any) -> dict[str
 
 
 def config(data_dir: Path, server: ZulipServer, env: str, **settings: Any) -> Any:
-    return parse_config({
-        "data_dir": str(data_dir),
-        "partners": [{"id": "tutor", "name": "Tutor"}],
-        "bindings": [{"partner": "tutor", "channel": "zulip", "account": "school"}],
-        "channels": {"zulip": {"school": account_settings(server, env, **settings)}},
-        "pipeline": {"coalesce_window_s": 0, "shutdown_drain_s": 2},
-    })
+    return one_account(data_dir, "zulip", "school", account_settings(server, env, **settings))
 
 
 @dataclass
-class ZulipRig:
+class ZulipRig(Answers[Sent]):
     server: ZulipServer
     gateway: Gateway
     responder: ContractResponder
 
-    async def answers(self, chat: str, count: int) -> list[Sent]:
-        async def enough() -> list[Sent] | None:
-            shown = self.server.shown(chat)
-            return shown if len(shown) >= count and settled(self.gateway) else None
-
-        return await eventually(enough, what=f"{count} answers in {chat}")
-
-    async def quiet(self) -> None:
-        await eventually(lambda: settled(self.gateway), what="the gateway to settle")
+    def seen(self, chat: str) -> list[Sent]:
+        return self.server.shown(chat)
 
 
 @pytest.fixture
