@@ -94,6 +94,23 @@ async def kill_and_restart(
     return ready
 
 
+async def kill_then_stay_down(
+    gateway: GatewayProcess, rng: random.Random, stop: asyncio.Event, *, quick_kills: int,
+    calm: tuple[float, float], said_into_outage_s: float, down_s: float,
+) -> list[float]:
+    """``quick_kills`` kills with a quick restart, then one that stays down ``down_s``: learners keep writing
+    for its first ``said_into_outage_s`` (``stop`` is set then), so a platform's redeliveries run out on some.
+
+    Returns how long each restart took to be ready."""
+    ready = await kill_and_restart(gateway, rng, kills=quick_kills, between=(1.5, 3.5))
+    await asyncio.sleep(rng.uniform(*calm))
+    await gateway.kill()
+    await asyncio.sleep(said_into_outage_s)
+    stop.set()
+    await asyncio.sleep(down_s - said_into_outage_s)
+    return [*ready, await gateway.start()]
+
+
 async def wait_until(check: Callable[[], Awaitable[bool] | bool], *, within: float, what: str, poll: float = 0.25) -> None:
     """Poll ``check`` until it holds; fail naming ``what`` after ``within`` seconds."""
     deadline = time.monotonic() + within

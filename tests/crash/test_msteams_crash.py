@@ -31,7 +31,14 @@ from collections import Counter
 
 import pytest
 
-from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, until_settled, write_config
+from tests.crash.scenario import (
+    CallbackGateway,
+    crash_seed,
+    gateway_env,
+    kill_then_stay_down,
+    until_settled,
+    write_config,
+)
 from tests.peers.msteams_server import RETRIES, TeamsPeer
 from tests.peers.tencent_api import serving
 from tests.waits import HANG_S
@@ -65,16 +72,6 @@ async def say_all(peer: TeamsPeer, rng: random.Random, stop: asyncio.Event) -> d
     return asked
 
 
-async def kill_all(gateway: CallbackGateway, rng: random.Random, stop: asyncio.Event) -> list[float]:
-    ready = await kill_and_restart(gateway, rng, kills=QUICK_KILLS, between=(1.5, 3.5))
-    await asyncio.sleep(rng.uniform(*CALM_S))
-    await gateway.kill()
-    await asyncio.sleep(SAID_INTO_OUTAGE_S)
-    stop.set()
-    await asyncio.sleep(DOWN_S - SAID_INTO_OUTAGE_S)
-    return [*ready, await gateway.start()]
-
-
 async def test_every_activity_teams_delivered_is_answered_across_sigkills(tmp_path):
     seed = crash_seed()
     stop = asyncio.Event()
@@ -89,7 +86,9 @@ async def test_every_activity_teams_delivered_is_answered_across_sigkills(tmp_pa
         try:
             await gateway.start()
             asked, ready = await asyncio.gather(say_all(peer, random.Random(seed), stop),
-                                                kill_all(gateway, random.Random(seed + 1), stop))
+                                                kill_then_stay_down(gateway, random.Random(seed + 1), stop,
+                                                                    quick_kills=QUICK_KILLS, calm=CALM_S,
+                                                                    said_into_outage_s=SAID_INTO_OUTAGE_S, down_s=DOWN_S))
             acked = peer.acknowledged() & set(asked)
             await until_settled(gateway, within=HANG_S, what="the gateway still had messages or replies waiting")
         finally:

@@ -49,8 +49,14 @@ from collections import Counter
 
 import pytest
 
-from tests.crash.gateway_process import GatewayProcess
-from tests.crash.scenario import CallbackGateway, crash_seed, gateway_env, kill_and_restart, until_settled, write_config
+from tests.crash.scenario import (
+    CallbackGateway,
+    crash_seed,
+    gateway_env,
+    kill_then_stay_down,
+    until_settled,
+    write_config,
+)
 from tests.peers.tencent_api import RETRIES, serving
 from tests.peers.weixin_oa_server import WechatOA
 from tests.waits import HANG_S
@@ -94,17 +100,6 @@ async def say_all(oa: WechatOA, rng: random.Random, stop: asyncio.Event) -> dict
     return asked
 
 
-async def kill_all(gateway: GatewayProcess, rng: random.Random, stop: asyncio.Event) -> list[float]:
-    """QUICK_KILLS kills with a quick restart, then one that stays down DOWN_S while learners keep writing a while."""
-    ready = await kill_and_restart(gateway, rng, kills=QUICK_KILLS, between=(1.5, 3.5))
-    await asyncio.sleep(rng.uniform(*CALM_S))
-    await gateway.kill()
-    await asyncio.sleep(SAID_INTO_OUTAGE_S)
-    stop.set()
-    await asyncio.sleep(DOWN_S - SAID_INTO_OUTAGE_S)
-    return [*ready, await gateway.start()]
-
-
 async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(tmp_path):
     seed = crash_seed()
     stop = asyncio.Event()
@@ -117,7 +112,9 @@ async def test_every_message_wechat_delivered_is_answered_once_across_sigkills(t
             await gateway.start()
             began = time.monotonic()
             asked, ready = await asyncio.gather(say_all(oa, random.Random(seed), stop),
-                                                kill_all(gateway, random.Random(seed + 1), stop))
+                                                kill_then_stay_down(gateway, random.Random(seed + 1), stop,
+                                                                    quick_kills=QUICK_KILLS, calm=CALM_S,
+                                                                    said_into_outage_s=SAID_INTO_OUTAGE_S, down_s=DOWN_S))
             acked = oa.acknowledged() & set(asked)
 
             def shown() -> Counter[str]:
