@@ -13,7 +13,6 @@ harnesses never read each other's.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import os
 import uuid
@@ -23,8 +22,8 @@ from typing import Any, ClassVar, Self
 from gateway.configfile import parse_config
 from gateway.core.config import Config
 from tests.contract.harness import Said, Seen
+from tests.e2e.rig import served
 from tests.peers.tencent_api import TencentPeer, serving
-from tests.waits import HANG_S
 
 
 class TencentHarness:
@@ -87,20 +86,7 @@ class TencentHarness:
         return config, refused
 
     async def attach(self, gateway: Any) -> None:
-        from gateway.http.app import build_app
-        from gateway.http.server import serve_http
-
-        ready: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-        server = asyncio.create_task(serve_http(build_app(gateway), "127.0.0.1", 0, on_ready=ready.set_result,
-                                                shutdown_timeout=1))
-
-        async def stop_server() -> None:
-            server.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await server
-
-        self._stack.push_async_callback(stop_server)
-        url = await asyncio.wait_for(ready, HANG_S)
+        url = await self._stack.enter_async_context(served(gateway))
         self.peer.callback_url = f"{url}/webhooks/{self.channel}/{self.account}"
 
     async def say(self, text: str, *, chat: str | None = None, group: bool = False, mention: bool = False) -> Said:
