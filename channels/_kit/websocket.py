@@ -56,7 +56,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, InvalidURI
 
 from channels._kit.retry import RECONNECT, Retries, Sleep
-from gateway.core.channel import ChannelState, CursorStore, Heartbeat, InboundSink
+from gateway.core.channel import ChannelState, CursorStore, Heartbeat
 from gateway.core.errors import AuthFailed, InvalidEvent, PeerUnavailable
 from gateway.core.messages import InboundMessage
 from gateway.core.retry import RetryPolicy
@@ -154,6 +154,16 @@ class WireProtocol(Protocol):
         ...
 
 
+class FrameSink(Protocol):
+    """What of the channel's sink (``gateway.core.channel.InboundSink``) a session uses: it makes a frame's
+    messages durable and records a frame it could not read.  A channel that must do more on accept (its own
+    catch-up position) hands the session a small object with these two, not a copy of the whole sink."""
+
+    async def accept(self, messages: Sequence[InboundMessage]) -> None: ...
+
+    def invalid(self, reason: str) -> None: ...
+
+
 class _NotDurable(Exception):
     """``sink.accept`` failed: carried past the connection-error handling, raised as itself to the supervisor."""
 
@@ -169,7 +179,7 @@ class _Reconnect(Exception):
 class Session:
     """One account's websocket session; :meth:`run` until cancelled, as a channel's ``run`` would."""
 
-    def __init__(self, protocol: WireProtocol, *, sink: InboundSink, cursors: CursorStore, heartbeat: Heartbeat,
+    def __init__(self, protocol: WireProtocol, *, sink: FrameSink, cursors: CursorStore, heartbeat: Heartbeat,
                  policy: RetryPolicy = RECONNECT, sleep: Sleep = asyncio.sleep, what: str = "websocket",
                  open_timeout: float = 10.0, headers: Mapping[str, str] | None = None,
                  on_answer: Callable[[Frame], None] | None = None) -> None:

@@ -109,15 +109,6 @@ class _Durable:
     def invalid(self, reason: str) -> None:
         self.sink.invalid(reason)
 
-    def refused(self, rule: str, detail: str) -> None:
-        self.sink.refused(rule, detail)
-
-    def late_ack(self, took_s: float, deadline_s: float) -> None:
-        self.sink.late_ack(took_s, deadline_s)
-
-    async def undelivered(self, target: Address, reason: str) -> None:
-        await self.sink.undelivered(target, reason)
-
 
 class MattermostChannel(Channel[MattermostConfig]):
     name: ClassVar[str] = "mattermost"
