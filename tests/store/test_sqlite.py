@@ -40,14 +40,6 @@ def message(event: str, chat: str = "c1", user: str = "u1", channel: str = "rela
     )
 
 
-@pytest.fixture
-async def store(tmp_path):
-    s = SqliteStore(tmp_path / "g.db")
-    await s.open()
-    yield s
-    await s.close()
-
-
 async def test_accept_deduplicates_by_channel_account_and_event(store):
     first = await store.accept([message("1"), message("2")], retention_s=60)
     again = await store.accept([message("2"), message("3"), message("1", channel="other")], retention_s=60)
