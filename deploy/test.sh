@@ -16,7 +16,7 @@ venv="${PARTNERS_VENV:-.venv}"
 pyver="$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
 cpu_torch="$(ls /opt/wheels/torch-*+cpu-cp"$pyver"-cp"$pyver"-*linux*_x86_64.whl 2>/dev/null | sort -V | tail -n 1 || true)"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check ${cpu_torch:+"$cpu_torch"} \
-  -e '.[test,lightrag,local-embeddings,telegram,discord,email,matrix,slack,wecom,dingtalk,feishu,mochat]'
+  -e '.[test,lightrag,local-embeddings,telegram,discord,email,matrix,slack,wecom,dingtalk,feishu,mochat,postgresql]'
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
