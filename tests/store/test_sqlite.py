@@ -167,3 +167,29 @@ async def test_a_cursor_written_to_expire_is_pruned_after_its_time_and_others_ar
         assert await store.get_cursor("whatsapp", "a", "status:wamid.2") == "read"
     finally:
         await store.close()
+
+
+async def test_two_stores_on_one_file_claim_notices_reminders_and_codes_once(tmp_path):
+    """Two writers on one file (``partners serve`` and a CLI command, each its own connection): each
+    read-modify-write is one statement, so what one claims the other never claims again."""
+    from gateway.store import Reminder
+
+    first, second = SqliteStore(tmp_path / "g.db"), SqliteStore(tmp_path / "g.db")
+    await first.open()
+    await second.open()
+    try:
+        target = message("1").address
+        for i in range(4):
+            await first.add_reminder(Reminder(id=f"r{i}", target=target, text=f"t{i}", due_at=1.0))
+        request = await first.pairing_request("relay", "a", "kid", "", 60, max_pending=3)
+        assert request is not None
+        calls = [s for _ in range(10) for s in (first, second)]
+        notices = await asyncio.gather(*(s.notice_due("relay", "a", "u1", 3600) for s in calls))
+        fired = await asyncio.gather(*(s.fire_due_reminders(2.0, lambda r: f"reminder-{r}") for s in calls))
+        resolved = await asyncio.gather(*(s.pairing_resolve(request.code, approve=True) for s in calls))
+        assert sum(notices) == 1
+        assert sorted(i.reply.idempotency_key for batch in fired for i in batch) == [f"reminder-r{i}" for i in range(4)]
+        assert sum(r is not None for r in resolved) == 1
+    finally:
+        await first.close()
+        await second.close()
