@@ -70,7 +70,7 @@ from gateway.redaction import register_secret
 from gateway.reminders import ReminderDesk
 from gateway.secretbox import KEY_ENV, MAKE_ONE, OLD_KEY_ENV, SecretBox
 from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
-from gateway.store import QueueDepths, Store
+from gateway.store import CursorTable, QueueDepths, Store
 from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
 from gateway.store.health import StoreState
@@ -109,7 +109,7 @@ def responder_from_env() -> Responder | None:
 class AccountCursors:
     """The CursorStore a channel account is handed: its own namespace in the store."""
 
-    def __init__(self, store: Store, channel: str, account: str) -> None:
+    def __init__(self, store: CursorTable, channel: str, account: str) -> None:
         self.store, self.channel, self.account = store, channel, account
 
     async def get(self, name: str) -> str | None:
