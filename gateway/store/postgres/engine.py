@@ -67,8 +67,10 @@ class PostgresStoreError(GatewayError):
 def is_pg_failure(error: BaseException) -> bool:
     """True for the database failing (connection lost, disk full, pool exhausted), not a rejected statement."""
     import psycopg
+    from psycopg import errors
 
-    return isinstance(error, psycopg.OperationalError)
+    # Read-only: the server became a standby (a failover) or was set so; every write fails alike.
+    return isinstance(error, psycopg.OperationalError | errors.ReadOnlySqlTransaction)
 
 
 def _retryable(error: BaseException) -> bool:
@@ -672,21 +674,25 @@ async def migrate(conn: AsyncConnection) -> int:
     Two nodes starting together: the second waits on the lock, then finds the version already current."""
     async with conn.transaction():
         await conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+        version = 0
+        exists = await (await conn.execute("SELECT to_regclass('schema_migrations') IS NOT NULL")).fetchone()
+        if exists and exists[0]:  # read first: a node on a current database writes nothing at start
+            row = await (await conn.execute("SELECT version FROM schema_migrations WHERE name = %s", (SCHEMA_NAME,))).fetchone()
+            version = int(row[0]) if row else 0
+        if version == len(MIGRATIONS):
+            return version
         await conn.execute(MIGRATIONS_TABLE)
-        row = await (await conn.execute("SELECT version FROM schema_migrations WHERE name = %s", (SCHEMA_NAME,))).fetchone()
-        version = int(row[0]) if row else 0
         if version > len(MIGRATIONS):
             raise PostgresStoreError(f"the PostgreSQL store is at schema version {version}, newer than this release's "
                                      f"{len(MIGRATIONS)} (fix: run the newer release, or restore a backup)")
         for statements in MIGRATIONS[version:]:
             for statement in statements:
                 await conn.execute(statement)  # type: ignore[arg-type]  # shipped constants, not user input
-        if version < len(MIGRATIONS):
-            await conn.execute(
-                "INSERT INTO schema_migrations (name, version) VALUES (%s, %s)"
-                " ON CONFLICT (name) DO UPDATE SET version = excluded.version",
-                (SCHEMA_NAME, len(MIGRATIONS)),
-            )
+        await conn.execute(
+            "INSERT INTO schema_migrations (name, version) VALUES (%s, %s)"
+            " ON CONFLICT (name) DO UPDATE SET version = excluded.version",
+            (SCHEMA_NAME, len(MIGRATIONS)),
+        )
         return len(MIGRATIONS)
 
 
