@@ -20,7 +20,6 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from gateway.core.errors import GatewayError
 from gateway.core.messages import Address, InboundMessage, MessageId, OutboundReply
 from gateway.store import (
     InboundState,
@@ -40,6 +39,7 @@ from gateway.store.postgres.activity import PgActivityRows
 from gateway.store.postgres.console import PgConsoleRows
 from gateway.store.postgres.migrations import MIGRATION_LOCK, MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_NAME
 from gateway.store.postgres.tokens import PgApiTokenRows
+from gateway.store.schema import StoreError
 from gateway.store.postgres.transcripts import PgTranscriptRows
 
 if TYPE_CHECKING:
@@ -60,8 +60,13 @@ def _pairing_code() -> str:
     return "".join(secrets.choice(PAIRING_ALPHABET) for _ in range(8))
 
 
-class PostgresStoreError(GatewayError):
-    """The database cannot be used (unreachable, refused, newer schema): one line, what and the fix."""
+class PostgresStoreError(StoreError):
+    """The database cannot be used (unreachable, refused, newer schema): one line, what and the fix.
+
+    A :class:`StoreError`, so the command line prints it as one line as it does a damaged SQLite file."""
+
+    def __init__(self, problem: str, fix: str) -> None:
+        super().__init__("postgresql", f"store {problem}", fix, damaged=False)
 
 
 def is_pg_failure(error: BaseException) -> bool:
@@ -99,8 +104,8 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
         try:
             conn = await psycopg.AsyncConnection.connect(self.dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S)
         except psycopg.Error as error:
-            raise PostgresStoreError(f"the PostgreSQL store cannot be reached: {_one_line(error)} "
-                                     "(fix: check the store: DSN in partners.yaml, that the server runs, and PGPASSWORD)") from None
+            raise PostgresStoreError(f"cannot be reached: {_one_line(error)}",
+                                     "check store: in partners.yaml, that the server runs, and PGPASSWORD") from None
         try:
             await migrate(conn)
         finally:
@@ -683,8 +688,8 @@ async def migrate(conn: AsyncConnection) -> int:
             return version
         await conn.execute(MIGRATIONS_TABLE)
         if version > len(MIGRATIONS):
-            raise PostgresStoreError(f"the PostgreSQL store is at schema version {version}, newer than this release's "
-                                     f"{len(MIGRATIONS)} (fix: run the newer release, or restore a backup)")
+            raise PostgresStoreError(f"is at schema version {version}, newer than this release's {len(MIGRATIONS)}",
+                                     "run the newer release, or restore a backup")
         for statements in MIGRATIONS[version:]:
             for statement in statements:
                 await conn.execute(statement)  # type: ignore[arg-type]  # shipped constants, not user input
