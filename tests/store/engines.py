@@ -44,7 +44,7 @@ async def drop_database(dsn: str) -> None:
         await conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
 
 
-def _scratch_postgres_store(dsn: str):  # noqa: ANN202  # the class needs psycopg, imported only here
+def _scratch_postgres_store(dsn: str):  # the class needs psycopg, imported only here
     from gateway.store.postgres.engine import PostgresStore
 
     class ScratchPostgresStore(PostgresStore):

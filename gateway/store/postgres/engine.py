@@ -39,8 +39,8 @@ from gateway.store.postgres.activity import PgActivityRows
 from gateway.store.postgres.console import PgConsoleRows
 from gateway.store.postgres.migrations import MIGRATION_LOCK, MIGRATIONS, MIGRATIONS_TABLE, SCHEMA_NAME
 from gateway.store.postgres.tokens import PgApiTokenRows
-from gateway.store.schema import StoreError
 from gateway.store.postgres.transcripts import PgTranscriptRows
+from gateway.store.schema import StoreError
 
 if TYPE_CHECKING:
     from psycopg import AsyncConnection
@@ -692,7 +692,7 @@ async def migrate(conn: AsyncConnection) -> int:
                                      "run the newer release, or restore a backup")
         for statements in MIGRATIONS[version:]:
             for statement in statements:
-                await conn.execute(statement)  # type: ignore[arg-type]  # shipped constants, not user input
+                await conn.execute(statement)  # shipped constants, not user input
         await conn.execute(
             "INSERT INTO schema_migrations (name, version) VALUES (%s, %s)"
             " ON CONFLICT (name) DO UPDATE SET version = excluded.version",
