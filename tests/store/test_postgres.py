@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from gateway.core.messages import Address, OutboundReply
+from gateway.core.messages import Address, OutboundReply, Text
 from gateway.store import InboundState, Reminder, ReplyState
 from gateway.store.postgres.engine import PostgresStore, PostgresStoreError
 from gateway.store.postgres.migrations import MIGRATIONS, SCHEMA_NAME
@@ -165,3 +165,13 @@ async def test_an_unreachable_server_is_one_clear_line():
     assert "\n" not in str(caught.value) and "cannot be reached" in str(caught.value)
     with pytest.raises(RuntimeError, match="not open"):
         await store.get_cursor("relay", "a", "offset")
+
+
+async def test_a_message_carrying_a_nul_character_is_kept_as_it_came(store):
+    """A platform may hand over a NUL; ``jsonb`` cannot hold one, so the inbox keeps messages as text."""
+    m = message("1").model_copy(update={"elements": (Text(text="before\x00after"),)})
+    assert await store.accept([m], 60) == [True]
+    assert (await store.open_inbound())[0].message == m
+    reply = OutboundReply(idempotency_key="k-nul", target=m.address, markdown="echo\x00")
+    await store.put_reply(reply, ReplyState.READY)
+    assert (await store.get_reply("k-nul")).reply.markdown.startswith("echo")

@@ -15,6 +15,7 @@ lost, disk full) is recorded in :attr:`PostgresStore.health` as the SQLite store
 from __future__ import annotations
 
 import logging
+import re
 import secrets
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -54,6 +55,15 @@ RETRIES = 5
 CONNECT_TIMEOUT_S = 10
 PROBE_BYTES = 65_536
 """What a probe writes: more than a long answer's outbox row (as the SQLite store's probe)."""
+
+
+_JSON_NUL = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
+
+
+def _jsonb(json_text: str) -> str:
+    """A reply's JSON as ``jsonb`` takes it: a NUL character (which ``jsonb`` cannot hold, and no platform
+    shows) becomes U+FFFD.  Inbound messages are kept as text instead, exactly as they came."""
+    return _JSON_NUL.sub(lambda m: m.group(1) + "\\ufffd", json_text)
 
 
 def _pairing_code() -> str:
@@ -171,7 +181,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
         async def op(conn: AsyncConnection) -> set[tuple[str, str, str]]:
             cursor = await conn.execute(
                 "INSERT INTO inbound (channel, account, event_id, conversation, sender, payload, state, received_at, keep_until)"
-                " SELECT c, a, e, v, s, p::jsonb, %s, %s, %s"
+                " SELECT c, a, e, v, s, p, %s, %s, %s"
                 " FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[]) WITH ORDINALITY"
                 " AS m (c, a, e, v, s, p, n) ORDER BY n"
                 " ON CONFLICT (channel, account, event_id) DO NOTHING RETURNING channel, account, event_id",
@@ -189,7 +199,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
 
     async def open_inbound(self) -> list[InboxItem]:
         async def op(conn: AsyncConnection) -> list[InboxItem]:
-            cursor = await conn.execute("SELECT seq, payload::text, state FROM inbound WHERE state = %s ORDER BY seq",
+            cursor = await conn.execute("SELECT seq, payload, state FROM inbound WHERE state = %s ORDER BY seq",
                                         (InboundState.PENDING.value,))
             return self._inbox(await cursor.fetchall())
 
@@ -210,7 +220,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
         payload = message.model_dump_json()
 
         async def op(conn: AsyncConnection) -> None:
-            await conn.execute("UPDATE inbound SET payload = %s::jsonb WHERE channel = %s AND account = %s AND event_id = %s",
+            await conn.execute("UPDATE inbound SET payload = %s WHERE channel = %s AND account = %s AND event_id = %s",
                                (payload, *message.dedup_key))
 
         await self._tx(op)
@@ -218,7 +228,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
     async def blobs_in_use(self, received_before: float) -> set[str]:
         async def op(conn: AsyncConnection) -> set[str]:
             cursor = await conn.execute(
-                "SELECT payload::text FROM inbound WHERE jsonb_path_exists(payload, '$.** ? (@.blob.type() == \"string\")')"
+                "SELECT payload FROM inbound WHERE payload LIKE '%%\"blob\":\"%%'"
                 " AND (state IN (%s, %s) OR received_at >= %s)",
                 (InboundState.PENDING.value, InboundState.HELD.value, received_before),
             )
@@ -229,7 +239,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
     async def erase_sender_files(self, channel: str, account: str, user: str, note: str) -> set[str]:
         async def op(conn: AsyncConnection) -> set[str]:
             cursor = await conn.execute(
-                "SELECT seq, payload::text FROM inbound WHERE channel = %s AND account = %s AND sender = %s FOR UPDATE",
+                "SELECT seq, payload FROM inbound WHERE channel = %s AND account = %s AND sender = %s FOR UPDATE",
                 (channel, account, user),
             )
             erased: set[str] = set()
@@ -239,7 +249,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
                 if stripped == message:
                     continue
                 erased |= blob_keys(message)
-                await conn.execute("UPDATE inbound SET payload = %s::jsonb WHERE seq = %s", (stripped.model_dump_json(), seq))
+                await conn.execute("UPDATE inbound SET payload = %s WHERE seq = %s", (stripped.model_dump_json(), seq))
             return erased
 
         return await self._tx(op)
@@ -248,7 +258,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
         async def op(conn: AsyncConnection) -> list[InboxItem]:
             cursor = await conn.execute(
                 "UPDATE inbound SET state = %s, reason = '' WHERE channel = %s AND account = %s AND sender = %s AND state = %s"
-                " RETURNING seq, payload::text",
+                " RETURNING seq, payload",
                 (InboundState.PENDING.value, channel, account, user, InboundState.HELD.value),
             )
             return self._inbox(await cursor.fetchall(), InboundState.PENDING)
@@ -262,7 +272,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
             cursor = await conn.execute(
                 "UPDATE inbound i SET state = %s, reason = '' FROM approved_senders a"
                 " WHERE a.channel = i.channel AND a.account = i.account AND a.sender = i.sender AND i.state = %s"
-                " RETURNING i.seq, i.payload::text",
+                " RETURNING i.seq, i.payload",
                 (InboundState.PENDING.value, InboundState.HELD.value),
             )
             return self._inbox(await cursor.fetchall(), InboundState.PENDING)
@@ -305,7 +315,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
         self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()
     ) -> OutboxItem:
         now = time.time()
-        payload = reply.model_dump_json()
+        payload = _jsonb(reply.model_dump_json())
         target = reply.target
 
         async def op(conn: AsyncConnection) -> OutboxItem:
@@ -337,7 +347,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
                 "INSERT INTO outbox (key, channel, account, conversation, payload, state, preview_unconfirmed, created_at, updated_at)"
                 " VALUES (%s, %s, %s, %s, %s::jsonb, %s, true, %s, %s)"
                 " ON CONFLICT (key) DO UPDATE SET preview_unconfirmed = true, updated_at = excluded.updated_at",
-                (reply.idempotency_key, target.channel, target.account, target.conversation_key, reply.model_dump_json(),
+                (reply.idempotency_key, target.channel, target.account, target.conversation_key, _jsonb(reply.model_dump_json()),
                  ReplyState.STREAMING.value, now, now),
             )
 
@@ -541,7 +551,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
         async def op(conn: AsyncConnection) -> None:
             await conn.execute(
                 "INSERT INTO reminders (id, channel, account, target, text, due_at, state, created_at)"
-                " VALUES (%s, %s, %s, %s::jsonb, %s, %s, 'scheduled', %s) ON CONFLICT (id) DO NOTHING",
+                " VALUES (%s, %s, %s, %s, %s, %s, 'scheduled', %s) ON CONFLICT (id) DO NOTHING",
                 (reminder.id, target.channel, target.account, target.model_dump_json(), reminder.text, reminder.due_at, time.time()),
             )
 
@@ -560,7 +570,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
             cursor = await conn.execute(
                 "UPDATE reminders SET state = 'fired' WHERE id IN (SELECT id FROM reminders"
                 " WHERE state = 'scheduled' AND due_at <= %s ORDER BY due_at FOR UPDATE SKIP LOCKED)"
-                " RETURNING id, target::text, text, due_at",
+                " RETURNING id, target, text, due_at",
                 (now,),
             )
             items = []
@@ -570,8 +580,8 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
                 await conn.execute(
                     "INSERT INTO outbox (key, channel, account, conversation, payload, state, created_at, updated_at)"
                     " VALUES (%s, %s, %s, %s, %s::jsonb, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                    (reply.idempotency_key, target.channel, target.account, target.conversation_key, reply.model_dump_json(),
-                     ReplyState.READY.value, now, now),
+                    (reply.idempotency_key, target.channel, target.account, target.conversation_key,
+                     _jsonb(reply.model_dump_json()), ReplyState.READY.value, now, now),
                 )
                 items.append(OutboxItem(reply, ReplyState.READY, None, False, 0, (), 0, None))
             return items
@@ -580,7 +590,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
 
     # ------------------------------------------------------------------ takeovers
 
-    _TAKEOVER_COLUMNS = "code, partner, target::text, reason, started_at, locale"
+    _TAKEOVER_COLUMNS = "code, partner, target, reason, started_at, locale"
 
     @staticmethod
     def _takeover(row: Sequence[Any] | None) -> Takeover | None:
@@ -593,7 +603,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
         async def op(conn: AsyncConnection) -> Takeover:
             await conn.execute(
                 "INSERT INTO takeovers (code, conversation, partner, target, reason, started_at, locale)"
-                " VALUES (%s, %s, %s, %s::jsonb, %s, %s, %s) ON CONFLICT (conversation) DO NOTHING",
+                " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (conversation) DO NOTHING",
                 (_pairing_code()[:6], target.conversation_key, partner, target.model_dump_json(), reason, time.time(), locale),
             )
             # A new statement: it sees the row a racing node committed, which the insert above gave way to.

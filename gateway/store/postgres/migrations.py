@@ -8,7 +8,9 @@ seconds).  A PostgreSQL database starts empty, so its first migration is the SQL
 
 - timestamps are ``double precision``;
 - the inbox order is an identity column (``seq ... GENERATED ALWAYS AS IDENTITY``), not a rowid;
-- the JSON the store looks into (a reply's payload, its sent ids, an address) is ``jsonb``;
+- the JSON the store looks into (a reply's payload, its sent ids) is ``jsonb``; JSON it only keeps (an
+  inbound message, an address) stays ``text``, because ``jsonb`` cannot hold a NUL character and a
+  platform's message may carry one: it must be kept as it came;
 - flags are ``boolean``, sealed settings ``bytea``.
 
 Each entry is one list of statements; all pending entries run in one transaction under an advisory
@@ -35,7 +37,7 @@ CORE: list[str] = [
         event_id text NOT NULL,
         conversation text NOT NULL,
         sender text NOT NULL,
-        payload jsonb NOT NULL,
+        payload text NOT NULL,
         state text NOT NULL,
         reason text NOT NULL DEFAULT '',
         received_at double precision NOT NULL,
@@ -103,7 +105,7 @@ CORE: list[str] = [
         id text PRIMARY KEY,
         channel text NOT NULL,
         account text NOT NULL,
-        target jsonb NOT NULL,
+        target text NOT NULL,
         text text NOT NULL,
         due_at double precision NOT NULL,
         state text NOT NULL,
@@ -114,7 +116,7 @@ CORE: list[str] = [
         code text PRIMARY KEY,
         conversation text NOT NULL UNIQUE,
         partner text NOT NULL,
-        target jsonb NOT NULL,
+        target text NOT NULL,
         reason text NOT NULL,
         started_at double precision NOT NULL,
         locale text NOT NULL DEFAULT ''
