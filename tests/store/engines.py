@@ -14,8 +14,11 @@ import os
 import secrets
 from pathlib import Path
 
+import pytest
+
 from gateway.store import Store
 from gateway.store.sqlite import SqliteStore
+from tests.extras import need_module
 
 ENGINES: tuple[str, ...] = ("sqlite", "postgresql")
 PG_ADMIN_DSN = os.environ.get("PARTNERS_TEST_PG_DSN", "postgresql://postgres@127.0.0.1:5432/postgres")
@@ -23,7 +26,7 @@ PG_ADMIN_DSN = os.environ.get("PARTNERS_TEST_PG_DSN", "postgresql://postgres@127
 
 async def create_database() -> str:
     """A new empty database on the test server; its DSN.  Fails (never skips) when the server is not there."""
-    import psycopg
+    psycopg = need_module("psycopg")
     from psycopg.conninfo import make_conninfo
 
     name = f"t_{secrets.token_hex(6)}"
@@ -31,7 +34,8 @@ async def create_database() -> str:
         async with await psycopg.AsyncConnection.connect(PG_ADMIN_DSN, autocommit=True, connect_timeout=10) as conn:
             await conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]  # a name made here
     except psycopg.OperationalError as error:
-        raise AssertionError(f"the PostgreSQL store tests need a server at PARTNERS_TEST_PG_DSN ({PG_ADMIN_DSN}): {error}") from None
+        pytest.fail(f"the PostgreSQL store tests need a server at PARTNERS_TEST_PG_DSN ({PG_ADMIN_DSN}): {error}"
+                    " (`bash deploy/test.sh` sets one up)", pytrace=False)
     return make_conninfo(PG_ADMIN_DSN, dbname=name)
 
 
