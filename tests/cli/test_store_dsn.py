@@ -62,3 +62,30 @@ def test_the_config_selects_the_engine():
     assert isinstance(configured_store(parse_config({})), SqliteStore)
     store = configured_store(parse_config({"store": "postgresql://gateway@db.internal:5432/partners"}))
     assert isinstance(store, PostgresStore) and store.dsn == "postgresql://gateway@db.internal:5432/partners"
+
+
+def test_commands_work_on_the_postgresql_store_the_config_names(invoke, workdir):
+    """``partners pairing list`` reads the fleet's database, not a ``gateway.db`` of its own beside the config."""
+    import asyncio
+
+    from tests.store.engines import create_database, drop_database
+
+    dsn = asyncio.run(create_database())
+    try:
+        async def ask() -> None:
+            store = PostgresStore(dsn)
+            await store.open()
+            await store.pairing_request("relay", "a", "stranger", "S", ttl_s=600, max_pending=3)
+            await store.close()
+
+        asyncio.run(ask())
+        from psycopg.conninfo import conninfo_to_dict
+
+        part = conninfo_to_dict(dsn)
+        write(workdir, f"store: postgresql://{part['user']}@{part['host']}:{part.get('port', 5432)}/{part['dbname']}\n")
+        result = invoke("pairing", "list")
+        assert result.exit_code == 0, result.output
+        assert "stranger" in result.output
+        assert not list(workdir.rglob("gateway.db"))
+    finally:
+        asyncio.run(drop_database(dsn))
