@@ -28,4 +28,5 @@ fi
 
 export SYNAPSE_VENV="$(bash deploy/peers/synapse.sh)"  # the Matrix tests' homeserver, in its own venv
 bash deploy/peers/dovecot.sh  # the email tests' IMAP/LMTP server (apt) and its vmail user
+bash deploy/peers/postgresql.sh  # the PostgreSQL store tests' server (apt), loopback trust
 exec "$venv/bin/python" -m pytest "$@"

@@ -73,8 +73,8 @@ from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus
 from gateway.store import CursorTable, QueueDepths, Store
 from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
+from gateway.store.choice import configured_store
 from gateway.store.health import StoreState
-from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
 from gateway.takeover import TeacherDesk
 
@@ -149,7 +149,7 @@ class Gateway:
         self.http_load = HttpLoad(config.http)
         """What the HTTP server holds against ``http.*`` limits; ``/status`` and the metrics read it."""
         self.metrics.watch_http(self.http_load.report)
-        self.store: Store = store or SqliteStore(config.database_path)
+        self.store: Store = store or configured_store(config)
         self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
         self.activity = ActivityLog(self.metrics, self.store, self._partner_of_account)
