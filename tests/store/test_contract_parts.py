@@ -225,12 +225,16 @@ async def test_the_cap_frees_room_when_expired_tokens_are_pruned(parts):
 
 
 async def test_concurrent_adds_never_pass_the_token_cap(parts):
-    await parts.add_console_user(user("ada"))
-    for i in range(MAX_TOKENS_PER_USER - 5):
-        await parts.add_api_token(token(f"t{i}"), f"api-secret-pre-{i}-Rz2")
-    made = await asyncio.gather(*(parts.add_api_token(token(f"c{i}"), f"api-secret-conc-{i}-Sa3") for i in range(MANY)))
-    assert made.count(True) == 5
-    assert len(await parts.api_tokens("ada")) == MAX_TOKENS_PER_USER
+    users = [f"user{n}" for n in range(4)]
+    for name in users:
+        await parts.add_console_user(user(name, Role.TEACHER))
+        for i in range(MAX_TOKENS_PER_USER - 3):
+            await parts.add_api_token(token(f"{name}-t{i}", name), f"api-secret-pre-{name}-{i}-Rz2")
+    made = await asyncio.gather(*(parts.add_api_token(token(f"{name}-c{i}", name), f"api-secret-conc-{name}-{i}-Sa3")
+                                  for name in users for i in range(MANY)))
+    assert made.count(True) == 3 * len(users)
+    for name in users:
+        assert len(await parts.api_tokens(name)) == MAX_TOKENS_PER_USER
 
 
 async def test_concurrent_revokes_of_one_token_succeed_once(parts):

@@ -1,10 +1,10 @@
 """The channel switches and hourly activity sums on PostgreSQL: :class:`~gateway.store.activity.ActivityStore` for a fleet.
 
 Each node adds what it counted to the same hour's rows, so adding is one upsert that sums in the
-database (``total = activity_hourly.total + excluded.total``), never a read then a write.  The rows of
+database (``value = activity_hourly.value + excluded.value``), never a read then a write.  The rows of
 one call are summed by key first (one statement may not touch a row twice) and sent in key order, so
-two nodes adding overlapping hours lock those rows in the same order and never deadlock.  ``hour`` and
-``value`` are reserved words in the SQL standard: the columns are ``hour_start`` and ``total``.
+two nodes adding overlapping hours lock those rows in the same order and never deadlock.  The columns
+are SQLite's (``hour`` and ``value`` are unreserved in PostgreSQL).
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ DDL: tuple[str, ...] = (
         PRIMARY KEY (channel, account)
     )""",
     """CREATE TABLE IF NOT EXISTS activity_hourly (
-        hour_start bigint NOT NULL,
+        hour bigint NOT NULL,
         partner text NOT NULL,
         channel text NOT NULL,
         account text NOT NULL,
         measure text NOT NULL,
         label text NOT NULL,
-        total double precision NOT NULL,
-        PRIMARY KEY (hour_start, partner, channel, account, measure, label)
+        value double precision NOT NULL,
+        PRIMARY KEY (hour, partner, channel, account, measure, label)
     )""",
 )
 """The switches' and activity sums' tables, for the PostgreSQL migrations."""
@@ -82,11 +82,11 @@ class PgActivityRows(OnPool):
 
         async def op(conn: AsyncConnection) -> None:
             await conn.execute(
-                "INSERT INTO activity_hourly (hour_start, partner, channel, account, measure, label, total)"
+                "INSERT INTO activity_hourly (hour, partner, channel, account, measure, label, value)"
                 " SELECT h, p, c, a, m, l, v FROM unnest(%s::bigint[], %s::text[], %s::text[], %s::text[], %s::text[],"
                 " %s::text[], %s::double precision[]) WITH ORDINALITY AS r (h, p, c, a, m, l, v, n) ORDER BY n"
-                " ON CONFLICT (hour_start, partner, channel, account, measure, label)"
-                " DO UPDATE SET total = activity_hourly.total + excluded.total",
+                " ON CONFLICT (hour, partner, channel, account, measure, label)"
+                " DO UPDATE SET value = activity_hourly.value + excluded.value",
                 (*(list(column) for column in columns), [value for _, value in summed]))
 
         if summed:
@@ -95,13 +95,13 @@ class PgActivityRows(OnPool):
     async def activity_since(self, since: float) -> list[ActivityRow]:
         async def op(conn: AsyncConnection) -> list[ActivityRow]:
             cursor = await conn.execute(
-                "SELECT hour_start, partner, channel, account, measure, label, total FROM activity_hourly"
-                " WHERE hour_start >= %s ORDER BY hour_start", (int(since) - int(since) % 3600,))
+                "SELECT hour, partner, channel, account, measure, label, value FROM activity_hourly"
+                " WHERE hour >= %s ORDER BY hour", (int(since) - int(since) % 3600,))
             return [ActivityRow(*row) for row in await cursor.fetchall()]
 
         return await self._tx(op)
 
     async def _prune_activity(self, conn: AsyncConnection, now: float) -> int:
         """Hours older than the dashboard's longest view, a week, with a day to spare (for the store's ``prune``)."""
-        cursor = await conn.execute("DELETE FROM activity_hourly WHERE hour_start < %s", (now - 8 * 24 * 3600,))
+        cursor = await conn.execute("DELETE FROM activity_hourly WHERE hour < %s", (now - 8 * 24 * 3600,))
         return max(cursor.rowcount, 0)

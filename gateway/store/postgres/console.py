@@ -4,8 +4,7 @@ The rows and what they mean are those of :mod:`gateway.store.console` (its datac
 :func:`normal_username`); only the SQL differs, because N nodes may run it at once.  The one live setup
 link is a unique partial index, so issuing one is a single upsert, and redeeming it marks the link
 used and creates the first administrator in one statement: two nodes redeeming the same link (or two
-links) never make two administrators.  ``role`` is a reserved word in the SQL standard, so the column is
-``console_role``.
+links) never make two administrators.  The columns are SQLite's, every name unreserved in PostgreSQL.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ DDL: tuple[str, ...] = (
     """CREATE TABLE IF NOT EXISTS console_users (
         username text PRIMARY KEY,
         display_name text NOT NULL,
-        console_role text NOT NULL,
+        role text NOT NULL,
         teacher text,
         password_hash text NOT NULL,
         created_at double precision NOT NULL,
@@ -49,11 +48,11 @@ DDL: tuple[str, ...] = (
 )
 """The console's tables, for the PostgreSQL migrations."""
 
-USER_COLUMNS = "u.username, u.display_name, u.console_role, u.teacher, u.password_hash, u.created_at, u.disabled"
+USER_COLUMNS = "u.username, u.display_name, u.role, u.teacher, u.password_hash, u.created_at, u.disabled"
 """A console user's columns in :func:`user_from_row`'s order (``u`` is ``console_users``); the tokens' join reads them too."""
 
 _INSERT_USER = (
-    "INSERT INTO console_users (username, display_name, console_role, teacher, password_hash, created_at, disabled)"
+    "INSERT INTO console_users (username, display_name, role, teacher, password_hash, created_at, disabled)"
     " VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (username) DO NOTHING RETURNING 1"
 )
 
@@ -162,7 +161,7 @@ class PgConsoleRows(OnPool):
             cursor = await conn.execute(
                 "WITH taken AS (UPDATE console_setup_tokens SET used_at = %s WHERE digest = %s AND used_at IS NULL"
                 " AND expires_at > %s AND NOT EXISTS (SELECT 1 FROM console_users) RETURNING 1)"
-                " INSERT INTO console_users (username, display_name, console_role, teacher, password_hash, created_at,"
+                " INSERT INTO console_users (username, display_name, role, teacher, password_hash, created_at,"
                 " disabled) SELECT %s, %s, %s, %s, %s, %s, %s FROM taken ON CONFLICT (username) DO NOTHING RETURNING 1",
                 (now, digest(token), now, *_user_values(user)))
             return await cursor.fetchone() is not None

@@ -1,12 +1,13 @@
 """The console's API tokens on PostgreSQL: :class:`~gateway.store.tokens.ApiTokenStore` for a fleet.
 
-The rows are :class:`~gateway.store.tokens.ApiToken` as on SQLite, kept by their secret's digest.  The
-cap of :data:`~gateway.store.tokens.MAX_TOKENS_PER_USER` must hold with N nodes adding at once, which
-a count then an insert does not: each user's number of tokens is a row of ``console_token_counts``,
-raised by an upsert that refuses past the cap (``ON CONFLICT ... DO UPDATE ... WHERE held < cap``, which
-locks the row and rechecks it), and the token is inserted in the same statement only when it was
-raised.  Revoking and pruning lower it in the statement that deletes.  A token's use is noted at most
-once a :data:`~gateway.store.tokens.TOUCH_EVERY_S`, in the statement that finds it.
+The rows are :class:`~gateway.store.tokens.ApiToken` as on SQLite, kept by their secret's digest, in
+SQLite's table and columns.  The cap of :data:`~gateway.store.tokens.MAX_TOKENS_PER_USER` must hold
+with N nodes adding at once, which a count then an insert does not on its own: adding first locks the
+user's row (``FOR NO KEY UPDATE``, which foreign-key checks do not wait for), so one user's adds run
+one after another across all nodes, and the counting insert that follows is a new statement whose
+snapshot sees every add committed before it (READ COMMITTED).  One statement cannot do both: its snapshot is taken before it waits for the lock.
+Revoking and pruning only delete, which can only make room.  A token's use is noted at most once a
+:data:`~gateway.store.tokens.TOUCH_EVERY_S`, in the statement that finds it.
 """
 
 from __future__ import annotations
@@ -33,20 +34,10 @@ DDL: tuple[str, ...] = (
         expires_at double precision
     )""",
     "CREATE INDEX IF NOT EXISTS console_tokens_user ON console_tokens (username, created_at)",
-    """CREATE TABLE IF NOT EXISTS console_token_counts (
-        username text PRIMARY KEY REFERENCES console_users (username) ON DELETE CASCADE,
-        held integer NOT NULL CHECK (held >= 0)
-    )""",
 )
-"""The API tokens' tables, for the PostgreSQL migrations (after the console's)."""
+"""The API tokens' table, for the PostgreSQL migrations (after the console's)."""
 
 _COLUMNS = "t.id, t.username, t.name, t.created_at, t.last_used_at, t.expires_at"
-
-_LOWER_COUNTS = (
-    " UPDATE console_token_counts c SET held = c.held - g.n"
-    " FROM (SELECT username, COUNT(*) AS n FROM gone GROUP BY username) g WHERE c.username = g.username"
-)
-"""Lowers each user's count by the tokens the ``gone`` CTE (``DELETE ... RETURNING username``) deleted."""
 
 
 def _token(row: tuple[Any, ...]) -> ApiToken:
@@ -57,16 +48,18 @@ class PgApiTokenRows(OnPool):
     """The PostgreSQL side of :class:`~gateway.store.tokens.ApiTokenStore`."""
 
     async def add_api_token(self, token: ApiToken, secret: str) -> bool:
+        username = normal_username(token.username)
+
         async def op(conn: AsyncConnection) -> bool:
+            owner = await conn.execute("SELECT 1 FROM console_users WHERE username = %s FOR NO KEY UPDATE", (username,))
+            if await owner.fetchone() is None:
+                return False
             cursor = await conn.execute(
-                "WITH raised AS (INSERT INTO console_token_counts (username, held)"
-                " SELECT username, 1 FROM console_users WHERE username = %s"
-                " ON CONFLICT (username) DO UPDATE SET held = console_token_counts.held + 1"
-                " WHERE console_token_counts.held < %s RETURNING username)"
-                " INSERT INTO console_tokens (id, digest, username, name, created_at, last_used_at, expires_at)"
-                " SELECT %s, %s, username, %s, %s, NULL, %s FROM raised RETURNING 1",
-                (normal_username(token.username), MAX_TOKENS_PER_USER, token.id, digest(secret), token.name,
-                 token.created_at, token.expires_at))
+                "INSERT INTO console_tokens (id, digest, username, name, created_at, last_used_at, expires_at)"
+                " SELECT %s, %s, %s, %s, %s, NULL, %s"
+                " WHERE (SELECT COUNT(*) FROM console_tokens WHERE username = %s) < %s RETURNING 1",
+                (token.id, digest(secret), username, token.name, token.created_at, token.expires_at, username,
+                 MAX_TOKENS_PER_USER))
             return await cursor.fetchone() is not None
 
         return await self._tx(op)
@@ -109,18 +102,13 @@ class PgApiTokenRows(OnPool):
             if username is not None:
                 where += " AND username = %s"
                 args.append(normal_username(username))
-            cursor = await conn.execute(
-                f"WITH gone AS (DELETE FROM console_tokens WHERE {where} RETURNING username),"
-                f" lowered AS ({_LOWER_COUNTS} RETURNING 1) SELECT COUNT(*) FROM gone", args)
-            row = await cursor.fetchone()
-            return bool(row and row[0] == 1)
+            cursor = await conn.execute(f"DELETE FROM console_tokens WHERE {where} RETURNING 1", args)
+            return len(await cursor.fetchall()) == 1
 
         return await self._tx(op)
 
     async def _prune_tokens(self, conn: AsyncConnection, now: float) -> int:
         """Expired tokens (for the store's ``prune``, with the console's): they open nothing, and listing them helps no one."""
         cursor = await conn.execute(
-            "WITH gone AS (DELETE FROM console_tokens WHERE expires_at IS NOT NULL AND expires_at <= %s RETURNING username),"
-            f" lowered AS ({_LOWER_COUNTS} RETURNING 1) SELECT COUNT(*) FROM gone", (now,))
-        row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+            "DELETE FROM console_tokens WHERE expires_at IS NOT NULL AND expires_at <= %s", (now,))
+        return max(cursor.rowcount, 0)

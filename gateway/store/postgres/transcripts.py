@@ -21,11 +21,11 @@ if TYPE_CHECKING:
     from psycopg import AsyncConnection
 
 DDL: tuple[str, ...] = (
-    # The indexes the reads below need; the core creates the tables (and may already hold these indexes).
-    "CREATE INDEX IF NOT EXISTS inbound_by_conversation ON inbound (conversation, received_at)",
-    "CREATE INDEX IF NOT EXISTS outbox_by_conversation ON outbox (conversation, created_at)",
+    # The index the echo scan's ``ORDER BY seq`` per conversation needs; the core's tables (and their
+    # ``(conversation, received_at)`` and ``(conversation, created_at)`` indexes) are the core's.
+    "CREATE INDEX IF NOT EXISTS inbound_by_conversation_seq ON inbound (conversation, seq)",
 )
-"""The transcripts' indexes on the core's tables, for the PostgreSQL migrations (after the core's tables)."""
+"""The transcripts' index on the core's inbox, for the PostgreSQL migrations (after the core's tables)."""
 
 
 def _heard(row: tuple[Any, ...]) -> Heard:
