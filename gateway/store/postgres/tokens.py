@@ -5,9 +5,10 @@ SQLite's table and columns.  The cap of :data:`~gateway.store.tokens.MAX_TOKENS_
 with N nodes adding at once, which a count then an insert does not on its own: adding first locks the
 user's row (``FOR NO KEY UPDATE``, which foreign-key checks do not wait for), so one user's adds run
 one after another across all nodes, and the counting insert that follows is a new statement whose
-snapshot sees every add committed before it (READ COMMITTED).  One statement cannot do both: its snapshot is taken before it waits for the lock.
-Revoking and pruning only delete, which can only make room.  A token's use is noted at most once a
-:data:`~gateway.store.tokens.TOUCH_EVERY_S`, in the statement that finds it.
+snapshot sees every add committed before it (READ COMMITTED).  One statement cannot do both: its
+snapshot is taken before it waits for the lock.  Revoking and pruning only delete, which can only
+make room.  A token's use is noted at most once a :data:`~gateway.store.tokens.TOUCH_EVERY_S`, in the
+statement that finds it.
 """
 
 from __future__ import annotations
