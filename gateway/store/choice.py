@@ -23,4 +23,4 @@ def configured_store(config: Config) -> Store:
 
         raise ConfigError("store: names a PostgreSQL database but psycopg is not installed",
                           fix="install the gateway with its postgresql extra (pip install 'partners-gateway[postgresql]')") from None
-    return PostgresStore(config.store)  # type: ignore[return-value]  # a Store once the pg-rows parts replace the placeholders
+    return PostgresStore(config.store)

@@ -376,7 +376,7 @@ class PostgresStore(PgConsoleRows, PgTranscriptRows, PgActivityRows, PgAccountRo
                 (parts_sent, message, message, delivered, ReplyState.DELIVERED.value, time.time(), key),
             )
             if await cursor.fetchone() is None:  # as the SQLite store: progress of a reply never written is a bug
-                raise TypeError(f"no reply {key!r} to record a part of")
+                raise KeyError(f"no reply {key!r} to record a part of")
 
         await self._tx(op)
 

@@ -21,6 +21,9 @@ tables, the activity sums, the stored accounts and the API tokens come in the en
 
 from __future__ import annotations
 
+from gateway.fleet import leases
+from gateway.store.postgres import accounts, activity, console, tokens, transcripts
+
 SCHEMA_NAME = "gateway store"
 """Its row in ``schema_migrations``."""
 
@@ -123,5 +126,9 @@ CORE: list[str] = [
     )""",
 ]
 
-MIGRATIONS: list[list[str]] = [CORE]
+MIGRATIONS: list[list[str]] = [
+    CORE,
+    [*console.DDL, *transcripts.DDL, *activity.DDL, *accounts.DDL, *tokens.DDL],  # console before tokens: a key
+    [*leases.DDL],  # the fleet's leases (ADR 0051): PostgreSQL only, SQLite's one process holds them all
+]
 """In order; the version of a database is how many of them it has run."""
