@@ -33,7 +33,6 @@ from gateway.store import InboundState, ReplyState
 from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
 from gateway.store.console import ConsoleUser, Role
-from gateway.store.sqlite import SqliteStore
 from gateway.store.tokens import MAX_TOKENS_PER_USER, ApiToken
 from gateway.store.transcripts import Heard, Said
 from tests.store.engines import ENGINES, open_store
