@@ -8,6 +8,7 @@ answers from its study notes without a model, on a free loopback port of the hos
 
 from __future__ import annotations
 
+import asyncio
 import shutil
 import socket
 import subprocess
@@ -80,17 +81,24 @@ def running(conf: Path, image: str) -> Iterator[tuple[str, str]]:
         podman(conf, "rm", "--force", "--time", "10", name, check=False)
 
 
-def wait_healthy(url: str, conf: Path, name: str) -> None:
+async def healthz(url: str) -> dict[str, object]:
+    """``/healthz``'s answer once it is 200 (the gateway is serving), bounded by :data:`HANG_S`."""
     deadline = time.monotonic() + HANG_S
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/healthz", timeout=5, trust_env=False).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(1)
+    async with httpx.AsyncClient(timeout=5, trust_env=False) as http:
+        while time.monotonic() < deadline:
+            try:
+                answer = await http.get(f"{url}/healthz")
+                if answer.status_code == 200:
+                    return dict(answer.json())
+            except httpx.HTTPError:
+                pass
+            await asyncio.sleep(1)
+    return {}
+
+
+def container_logs(conf: Path, name: str) -> str:
     logs = podman(conf, "logs", name, check=False)
-    raise AssertionError(f"the container never answered /healthz:\n{logs.stdout[-3000:]}\n{logs.stderr[-3000:]}")
+    return f"{logs.stdout[-3000:]}\n{logs.stderr[-3000:]}"
 
 
 def test_podman_and_its_tools_are_here() -> None:
@@ -110,9 +118,8 @@ def test_the_image_runs_as_a_plain_user_with_a_data_volume(conf: Path, image: st
 
 async def test_the_container_is_healthy_and_its_web_chat_answers(conf: Path, running: tuple[str, str]) -> None:
     name, url = running
-    wait_healthy(url, conf, name)
-    health = httpx.get(f"{url}/healthz", timeout=5, trust_env=False).json()
-    assert health["ok"] is True
+    health = await healthz(url)
+    assert health.get("ok") is True, f"the container never answered /healthz:\n{container_logs(conf, name)}"
     assert podman(conf, "healthcheck", "run", name, check=False).returncode == 0, "the image's own HEALTHCHECK failed"
     learner = await WebLearner(url).open()
     try:
