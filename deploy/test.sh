@@ -28,6 +28,7 @@ fi
 
 export SYNAPSE_VENV="$(bash deploy/peers/synapse.sh)"  # the Matrix tests' homeserver, in its own venv
 bash deploy/peers/dovecot.sh  # the email tests' IMAP/LMTP server (apt) and its vmail user
+bash deploy/peers/postgresql.sh  # the PostgreSQL store tests' server (apt), loopback trust
 # The container test (tests/deploy): podman with runc, and debootstrap for the local base image (no registry here).
 if ! command -v podman >/dev/null || ! command -v runc >/dev/null || [ ! -x /usr/sbin/debootstrap ]; then
   as_root apt-get update -qq

@@ -70,11 +70,11 @@ from gateway.redaction import register_secret
 from gateway.reminders import ReminderDesk
 from gateway.secretbox import KEY_ENV, MAKE_ONE, OLD_KEY_ENV, SecretBox
 from gateway.status import AccountStatus, ModelStatus, StatusReport, StoreStatus, UnavailableChannel
-from gateway.store import QueueDepths, Store
+from gateway.store import CursorTable, QueueDepths, Store
 from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
+from gateway.store.choice import configured_store
 from gateway.store.health import StoreState
-from gateway.store.sqlite import SqliteStore
 from gateway.supervisor import Supervisor
 from gateway.takeover import TeacherDesk
 
@@ -109,7 +109,7 @@ def responder_from_env() -> Responder | None:
 class AccountCursors:
     """The CursorStore a channel account is handed: its own namespace in the store."""
 
-    def __init__(self, store: Store, channel: str, account: str) -> None:
+    def __init__(self, store: CursorTable, channel: str, account: str) -> None:
         self.store, self.channel, self.account = store, channel, account
 
     async def get(self, name: str) -> str | None:
@@ -149,7 +149,7 @@ class Gateway:
         self.http_load = HttpLoad(config.http)
         """What the HTTP server holds against ``http.*`` limits; ``/status`` and the metrics read it."""
         self.metrics.watch_http(self.http_load.report)
-        self.store: Store = store or SqliteStore(config.database_path)
+        self.store: Store = store or configured_store(config)
         self.router = Router([self._with_persona_defaults(p) for p in config.partners], config.bindings)
         self.supervisor = Supervisor()
         self.activity = ActivityLog(self.metrics, self.store, self._partner_of_account)

@@ -22,7 +22,7 @@ from collections.abc import Callable, Sequence
 
 from brain.memory.scopes import Identity
 from gateway.blobs import LocalBlobs
-from gateway.store import Store
+from gateway.store import InboxStore
 
 log = logging.getLogger(__name__)
 
@@ -30,7 +30,7 @@ ERASED = "erased at the sender's request"
 
 
 class BlobCollector:
-    def __init__(self, store: Store, blobs: LocalBlobs, retention_s: float, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, store: InboxStore, blobs: LocalBlobs, retention_s: float, *, clock: Callable[[], float] = time.time) -> None:
         self.store, self.blobs, self.retention_s, self._clock = store, blobs, retention_s, clock
 
     async def collect(self) -> int:

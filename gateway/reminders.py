@@ -18,11 +18,16 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from gateway.core.capabilities import ChannelCapabilities
 from gateway.core.messages import Address
 from gateway.pipeline.windows import reply_window, why_closed
-from gateway.store import Reminder, Store
+from gateway.store import InboxStore, Reminder, ReminderStore
+
+
+class ReminderDeskStore(ReminderStore, InboxStore, Protocol):
+    """What the reminder desk uses of the store: the reminders, and when a conversation last spoke."""
 
 
 @dataclass(frozen=True)
@@ -32,7 +37,7 @@ class ReminderOutcome:
 
 
 class ReminderDesk:
-    def __init__(self, store: Store, capabilities_for: Callable[[str, str], ChannelCapabilities | None]) -> None:
+    def __init__(self, store: ReminderDeskStore, capabilities_for: Callable[[str, str], ChannelCapabilities | None]) -> None:
         self.store = store
         self.capabilities_for = capabilities_for
 

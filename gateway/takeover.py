@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Protocol
 
 from gateway.core.config import OwnerRef, PartnerConfig
 from gateway.core.messages import (
@@ -41,7 +42,11 @@ from gateway.core.phrases import Phrase, language_for, say
 from gateway.core.turns import Role
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.routing import Router
-from gateway.store import Store, Takeover
+from gateway.store import OutboxStore, Takeover, TakeoverStore
+
+
+class TakeoverDeskStore(TakeoverStore, OutboxStore, Protocol):
+    """What the teacher desk uses of the store: its takeovers, and the outbox to see whether a notice went out."""
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +66,7 @@ def owner_address(owner: OwnerRef) -> Address:
 
 
 class TeacherDesk:
-    def __init__(self, store: Store, router: Router, outbox: Outbox) -> None:
+    def __init__(self, store: TakeoverDeskStore, router: Router, outbox: Outbox) -> None:
         self.store = store
         self.router = router
         self.outbox = outbox

@@ -21,7 +21,7 @@ import click
 if TYPE_CHECKING:  # pragma: no cover - typing only
     from gateway.core.config import Config
     from gateway.core.errors import ConfigError
-    from gateway.store.sqlite import SqliteStore
+    from gateway.store import Store
 
 T = TypeVar("T")
 
@@ -91,16 +91,16 @@ def config_of(ctx: click.Context, *, resolve_secrets: bool = True) -> Config:
     return load(ctx.obj, secrets=Secrets.RESOLVE if resolve_secrets else Secrets.DEFER)
 
 
-def on_store(config: Config, action: Callable[[SqliteStore], Awaitable[T]]) -> T:
+def on_store(config: Config, action: Callable[[Store], Awaitable[T]]) -> T:
     """Run ``action`` against the gateway's store, opened (made and migrated, if this is the first command
     to need it) for this one command and closed after, so a command never holds the database it shares
-    with a running gateway."""
+    with a running gateway.  The store is the one the config selects (``store:``: SQLite or PostgreSQL)."""
     import asyncio
 
-    from gateway.store.sqlite import SqliteStore
+    from gateway.store.choice import configured_store
 
     async def run() -> T:
-        store = SqliteStore(config.database_path)
+        store = configured_store(config)
         await store.open()
         try:
             return await action(store)

@@ -19,7 +19,7 @@ def pairing() -> None:
 def _with_store(ctx: click.Context, action: Any) -> Any:
     """Run ``action(store)`` against the gateway's database, or return None if there is none yet."""
     config = config_of(ctx, resolve_secrets=False)
-    if not config.database_path.exists():
+    if config.store is None and not config.database_path.exists():
         return None
     return on_store(config, action)
 

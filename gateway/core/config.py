@@ -394,6 +394,34 @@ class PipelineConfig(_Model):
     after an outage), short enough that learners' files do not pile up on the gateway's disk."""
 
 
+STORE_SCHEMES = ("postgresql://", "postgres://")
+
+
+def check_store_dsn(dsn: str) -> str:
+    """A ``store:`` DSN as the config accepts it: PostgreSQL's URL form, and no password in it.
+
+    Why refuse a password: the config file is read, shown and copied (``partners config show``, the console's
+    editor, support bundles); a password belongs in the environment, where libpq reads ``PGPASSWORD``.
+    The errors never repeat the DSN, so a refused password is not echoed either."""
+    from urllib.parse import parse_qs, urlsplit
+
+    dsn = dsn.strip()
+    if not dsn.startswith(STORE_SCHEMES):
+        raise ValueError("must be a PostgreSQL URL, postgresql://user@host:port/database (unset: SQLite in data_dir)")
+    try:
+        parts = urlsplit(dsn)
+        port = parts.port
+    except ValueError:
+        raise ValueError("is not a valid PostgreSQL URL; write postgresql://user@host:port/database") from None
+    if parts.password is not None or "password" in parse_qs(parts.query):
+        raise ValueError("holds a password; remove it from the file and set PGPASSWORD in the gateway's environment")
+    if not parts.hostname and "host" not in parse_qs(parts.query):
+        raise ValueError("names no host; write postgresql://user@host:port/database")
+    if port == 0:
+        raise ValueError("has port 0; write postgresql://user@host:port/database")
+    return dsn
+
+
 class Config(_Model):
     data_dir: Path = Path("partners-data")
     http: HttpConfig = HttpConfig()
@@ -403,7 +431,16 @@ class Config(_Model):
     channels: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """channel name -> account id -> that account's settings (validated by the channel's model)."""
     source: Path | None = Field(default=None, exclude=True)
+    store: str | None = None
+    """Where the gateway's state lives: unset, ``gateway.db`` (SQLite) in ``data_dir``; ``postgresql://user@host/db``,
+    a PostgreSQL database a fleet of nodes shares (issue 16).  Its password comes from the environment
+    (``PGPASSWORD``, which the PostgreSQL client reads), never from this file."""
     _secrets: Secrets = PrivateAttr(default=Secrets.RESOLVE)
+
+    @field_validator("store")
+    @classmethod
+    def _check_store(cls, value: str | None) -> str | None:
+        return None if value is None else check_store_dsn(value)
 
     @model_validator(mode="after")
     def _check_references(self) -> Config:

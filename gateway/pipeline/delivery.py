@@ -34,6 +34,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Protocol
 
 from channels.base import Channel
 from gateway.core.capabilities import ChannelCapabilities, EditMode
@@ -58,7 +59,11 @@ from gateway.pipeline.outbox import part_key, stream_key
 from gateway.pipeline.undelivered import Undelivered
 from gateway.pipeline.windows import reply_window, unasked, why_closed
 from gateway.render import degrade, render_twins
-from gateway.store import OutboxItem, ReplyState, Store
+from gateway.store import InboxStore, OutboxItem, OutboxStore, ReplyState
+
+
+class DeliveryStore(OutboxStore, InboxStore, Protocol):
+    """What delivery uses of the store: the outbox's progress, and when a conversation last spoke (reply windows)."""
 
 log = logging.getLogger(__name__)
 
@@ -162,7 +167,7 @@ ShortfallNotice = Callable[[OutboundReply, str], Awaitable[None]]
 
 class Delivery:
     def __init__(
-        self, store: Store, metrics: Metrics, on_shortfall: ShortfallNotice | None = None, language_of: LanguageOf | None = None
+        self, store: DeliveryStore, metrics: Metrics, on_shortfall: ShortfallNotice | None = None, language_of: LanguageOf | None = None
     ) -> None:
         self.store = store
         self.metrics = metrics

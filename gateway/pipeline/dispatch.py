@@ -31,7 +31,11 @@ from gateway.pipeline.greeting import greeting_of, opens_chat
 from gateway.pipeline.lanes import Admitted, Lanes
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.routing import Router
-from gateway.store import InboundState, Store
+from gateway.store import AccessStore, InboundState, InboxStore
+
+
+class DispatchStore(InboxStore, AccessStore, Protocol):
+    """What dispatch uses of the store: the inbox's states, and who may talk."""
 
 log = logging.getLogger(__name__)
 NEGATIVE_APPROVAL_TTL_S = 5.0
@@ -65,7 +69,7 @@ def _group_rules(policy: AccessPolicy, message: InboundMessage) -> tuple[ToolRul
 class Dispatcher:
     def __init__(
         self,
-        store: Store,
+        store: DispatchStore,
         outbox: Outbox,
         metrics: Metrics,
         router: Router,

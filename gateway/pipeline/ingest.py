@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from gateway.core.capabilities import ChannelCapabilities
 from gateway.core.messages import Address, InboundMessage
 from gateway.metrics import Metrics
-from gateway.store import Store
+from gateway.store import InboxStore
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ class Ingest:
         channel: str,
         account: str,
         capabilities: ChannelCapabilities,
-        store: Store,
+        store: InboxStore,
         metrics: Metrics,
         dispatch: Callable[[InboundMessage], None],
         on_event: Callable[[], None] = lambda: None,

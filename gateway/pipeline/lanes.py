@@ -29,6 +29,7 @@ import logging
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from gateway.core.config import MidTurn, PartnerConfig, PipelineConfig, ToolRule
 from gateway.core.events import Progress, StreamDelta, StreamEnd, TurnEnd
@@ -39,7 +40,11 @@ from gateway.pipeline.delivery import Delivery, Outlet
 from gateway.pipeline.media import MediaFetch, awaits_fetch
 from gateway.pipeline.outbox import Outbox, reply_key
 from gateway.pipeline.streaming import PreviewStream
-from gateway.store import InboundState, Store
+from gateway.store import InboundState, InboxStore, OutboxStore
+
+
+class LaneStore(InboxStore, OutboxStore, Protocol):
+    """What the lanes use of the store: marking inbound messages, and finding a recovered turn's reply."""
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +89,7 @@ class Lane:
 class Lanes:
     def __init__(
         self,
-        store: Store,
+        store: LaneStore,
         outbox: Outbox,
         delivery: Delivery,
         responder: Responder,

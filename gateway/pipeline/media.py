@@ -28,7 +28,7 @@ from channels.base import Channel
 from gateway.blobs import BlobStore
 from gateway.core.errors import GatewayError, PermanentError, TooLarge, TransientError, Unsupported
 from gateway.core.messages import Element, InboundMessage, Media, MediaRef
-from gateway.store import Store
+from gateway.store import InboxStore
 
 log = logging.getLogger(__name__)
 
@@ -69,7 +69,7 @@ def _reason(error: BaseException, timeout_s: float) -> str:
 class MediaFetch:
     """The pipeline step: ``await resolve(message)`` returns the message with its files fetched or noted."""
 
-    def __init__(self, store: Store, blobs: BlobStore, channel_for: Callable[[str, str], Channel | None],
+    def __init__(self, store: InboxStore, blobs: BlobStore, channel_for: Callable[[str, str], Channel | None],
                  *, timeout_s: float) -> None:
         self.store = store
         self.blobs = blobs

@@ -29,9 +29,14 @@ from __future__ import annotations
 import hashlib
 import logging
 from collections.abc import Callable, Sequence
+from typing import Protocol
 
 from gateway.core.messages import Address, OutboundReply
-from gateway.store import OutboxItem, ReplyState, Store
+from gateway.store import OutboxItem, OutboxStore, ReminderStore, ReplyState
+
+
+class OutboxWriteStore(OutboxStore, ReminderStore, Protocol):
+    """What the outbox writes through: replies, and the reminders that fall due into it."""
 
 log = logging.getLogger(__name__)
 
@@ -64,7 +69,7 @@ def reminder_key(reminder_id: str) -> str:
 class Outbox:
     """Writes replies durably and wakes delivery for them."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: OutboxWriteStore) -> None:
         self.store = store
         self._listeners: list[Wake] = []
 

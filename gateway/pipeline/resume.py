@@ -14,13 +14,18 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable
+from typing import Protocol
 
 from gateway.metrics import Metrics
 from gateway.pipeline.dispatch import Dispatcher
 from gateway.pipeline.lanes import Lanes
 from gateway.pipeline.outbox import Outbox
-from gateway.store import ReplyState, Store
+from gateway.store import InboxStore, OutboxStore, ReplyState, StoreUpkeep
 from gateway.store.health import StoreState
+
+
+class ResumeStore(InboxStore, OutboxStore, StoreUpkeep, Protocol):
+    """What resuming uses of the store: what is open in the inbox and outbox, and whether writes work."""
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +33,7 @@ RETRY_S = 1.0
 """How often a failing store is tried again: a write of a few kilobytes, so cheap enough to repeat."""
 
 
-async def resume(store: Store, outbox: Outbox, dispatcher: Dispatcher, lanes: Lanes,
+async def resume(store: ResumeStore, outbox: Outbox, dispatcher: Dispatcher, lanes: Lanes,
                  running: Callable[[str, str], bool]) -> tuple[int, int]:
     """Wake delivery for ready replies and hand pending messages nothing holds to the dispatcher;
     return (replies, messages) resumed.
@@ -57,7 +62,7 @@ async def resume(store: Store, outbox: Outbox, dispatcher: Dispatcher, lanes: La
 class StoreWatch:
     """Follows the store's health into the metrics, and resumes pending work when it recovers."""
 
-    def __init__(self, store: Store, outbox: Outbox, dispatcher: Dispatcher, lanes: Lanes,
+    def __init__(self, store: ResumeStore, outbox: Outbox, dispatcher: Dispatcher, lanes: Lanes,
                  running: Callable[[str, str], bool], metrics: Metrics) -> None:
         self.store, self.outbox, self.dispatcher, self.lanes = store, outbox, dispatcher, lanes
         self.running, self.metrics = running, metrics

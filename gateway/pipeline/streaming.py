@@ -26,13 +26,13 @@ from gateway.core.messages import OutboundReply, RenderedPart, StreamChunk, Stre
 from gateway.pipeline.delivery import Outlet, chat_key, is_group
 from gateway.pipeline.outbox import stream_key
 from gateway.render import render_twins
-from gateway.store import Store
+from gateway.store import OutboxStore
 
 log = logging.getLogger(__name__)
 
 
 class PreviewStream:
-    def __init__(self, outlet: Outlet, store: Store, reply: OutboundReply, preview: str | None) -> None:
+    def __init__(self, outlet: Outlet, store: OutboxStore, reply: OutboundReply, preview: str | None) -> None:
         self.outlet = outlet
         self.store = store
         self.reply = reply

@@ -6,12 +6,12 @@ progress, channel cursors, pairing codes and approved senders -- and the teacher
 console's users and sessions (:mod:`gateway.store.console`).  SQLite (WAL)
 is the embedded default (``gateway.store.sqlite``); the SQL is kept portable
 (``ON CONFLICT``, no SQLite-only functions) so PostgreSQL can back a
-multi-node deployment later behind the same :class:`Store` protocol.
+multi-node deployment behind the same :class:`Store` protocol, the union of the
+roles in :mod:`gateway.store.roles` that each consumer asks for alone.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
@@ -20,7 +20,6 @@ from gateway.core.messages import Address, InboundMessage, Media, MessageId, Out
 from gateway.store.accounts import AccountStore
 from gateway.store.activity import ActivityStore
 from gateway.store.console import ConsoleStore
-from gateway.store.health import StoreHealth
 from gateway.store.tokens import ApiTokenStore
 
 
@@ -112,131 +111,29 @@ def without_files(message: InboundMessage, note: str) -> InboundMessage:
     return message.model_copy(update={"elements": elements})
 
 
-# Below the states its rows carry (it imports them from here).
+# Below the states and rows they carry (they import them from here).
+from gateway.store.roles import (  # noqa: E402
+    AccessStore,
+    CursorTable,
+    InboxStore,
+    OutboxStore,
+    ReminderStore,
+    StoreUpkeep,
+    TakeoverStore,
+)
 from gateway.store.transcripts import TranscriptStore  # noqa: E402
 
 
-class Store(ConsoleStore, TranscriptStore, ActivityStore, AccountStore, ApiTokenStore, Protocol):
-    health: StoreHealth
-    """Whether writes work (:mod:`gateway.store.health`)."""
+class Store(InboxStore, OutboxStore, CursorTable, AccessStore, ReminderStore, TakeoverStore, StoreUpkeep,
+            ConsoleStore, TranscriptStore, ActivityStore, AccountStore, ApiTokenStore, Protocol):
+    """Every role at once: what an engine implements and the composition root holds.
 
-    async def open(self) -> None: ...
-    async def close(self) -> None: ...
-    async def probe_write(self) -> None:
-        """Commit a small write that needs new room; raises while writes fail."""
-        ...
+    A consumer asks for the roles it uses (:mod:`gateway.store.roles`, or a protocol of its own that
+    combines them), so a module's signature says what of the store it touches."""
 
-    # inbound: dedup and inbox are one write
-    async def accept(self, messages: Sequence[InboundMessage], retention_s: float) -> list[bool]:
-        """Persist new messages; return, per message, True if new and False if a duplicate."""
-        ...
 
-    async def open_inbound(self) -> list[InboxItem]:
-        """Pending messages in arrival order (restart recovery)."""
-        ...
-
-    async def mark_inbound(self, keys: Sequence[tuple[str, str, str]], state: InboundState, reason: str = "") -> None: ...
-
-    async def record_media(self, message: InboundMessage) -> None:
-        """Keep what fetching the message's files found (blob keys, or why not) in its inbox row, so a
-        restart reuses the fetch instead of repeating it; the event id, state and order stay as they were."""
-        ...
-
-    async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
-        """Move a sender's held messages back to pending and return them."""
-        ...
-
-    # the files inbound messages refer to (gateway.blob_gc)
-    async def blobs_in_use(self, received_before: float) -> set[str]:
-        """The blob keys stored messages may still need: those of every message still pending or held,
-        and of every message received at ``received_before`` or later, whatever its state."""
-        ...
-
-    async def erase_sender_files(self, channel: str, account: str, user: str, note: str) -> set[str]:
-        """Take the files out of every stored message of this sender (each becomes a ``missing`` file,
-        ``note`` saying why, so nothing fetches it again) and return the blob keys they referred to."""
-        ...
-
-    # outbox
-    async def put_reply(
-        self, reply: OutboundReply, state: ReplyState, answered: Sequence[tuple[str, str, str]] = ()
-    ) -> OutboxItem:
-        """Create or update a reply; in the same transaction mark ``answered`` inbound messages answered.
-        Returns the row as written (with any preview and progress an earlier run recorded)."""
-        ...
-
-    async def get_reply(self, key: str) -> OutboxItem | None: ...
-    async def begin_preview(self, reply: OutboundReply) -> None:
-        """Write the streaming reply row and note that a preview send is about to start."""
-        ...
-
-    async def record_preview(self, key: str, handle: str) -> None:
-        """Remember the handle of the preview (or stream) now on screen; clears ``preview_unconfirmed``."""
-        ...
-    async def record_part(self, key: str, parts_sent: int, message: MessageId | None, *, delivered: bool = False) -> None:
-        """Remember that parts up to ``parts_sent`` are out (and, with ``delivered``, that the reply is done)."""
-        ...
-    async def record_attempt(self, key: str, error: str) -> int: ...
-    async def parts_answering(self, conversation: str, message: MessageId, *, besides: str) -> int:
-        """How many parts the replies in ``conversation`` other than ``besides`` have sent in answer to the
-        platform message ``message`` (a greeting, the answer, a notice): what a platform's budget of
-        replies per inbound message has left (QQ 5, personal WeChat 10)."""
-        ...
-    async def finish_reply(self, key: str, state: ReplyState, error: str | None = None) -> None: ...
-    async def open_replies(self) -> list[OutboxItem]: ...
-
-    # cursors
-    async def get_cursor(self, channel: str, account: str, name: str) -> str | None: ...
-    async def put_cursor(self, channel: str, account: str, name: str, value: str, *, keep_s: float | None = None) -> None: ...
-
-    # access
-    async def is_approved(self, channel: str, account: str, user: str) -> bool: ...
-    async def pairing_request(
-        self, channel: str, account: str, user: str, display_name: str, ttl_s: float, max_pending: int,
-        *, source: str = "", max_account: int | None = None,
-    ) -> PairingRequest | None:
-        """The sender's live code (existing or new), or None when too many are pending.
-
-        ``max_pending`` bounds the live codes of the sender's ``source`` (empty: of the whole account);
-        ``max_account``, when given, bounds the account's codes over all sources."""
-        ...
-
-    async def release_approved(self) -> list[InboxItem]:
-        """Move held messages of senders approved since (possibly by another process) back to pending."""
-        ...
-
-    async def drop_expired_holds(self, older_than_s: float) -> int: ...
-
-    async def pairing_list(self) -> list[PairingRequest]: ...
-    async def pairing_resolve(self, code: str, approve: bool) -> PairingRequest | None: ...
-    async def notice_due(self, channel: str, account: str, user: str, min_interval_s: float) -> bool:
-        """True (and remember now) if a refusal notice may be sent to this sender."""
-        ...
-
-    # reminders: proactive messages the brain scheduled
-    async def add_reminder(self, reminder: Reminder) -> None: ...
-
-    async def last_inbound_at(self, conversation_key: str) -> float | None:
-        """When the platform last handed us a message in this conversation (reply windows start there)."""
-        ...
-
-    async def fire_due_reminders(self, now: float, key_of: Callable[[str], str]) -> list[OutboxItem]:
-        """Turn every due reminder into a READY outbox reply, in the same transaction as marking it fired."""
-        ...
-
-    # teacher takeovers
-    async def start_takeover(self, partner: str, target: Address, reason: str, locale: str = "") -> Takeover:
-        """Pause the partner in ``target``'s conversation (idempotent: returns the running takeover).
-
-        ``locale`` is the learner's (``Sender.locale``), kept for what is said to them when it ends."""
-        ...
-
-    async def takeover_of(self, conversation_key: str) -> Takeover | None: ...
-    async def takeover_by_code(self, code: str) -> Takeover | None: ...
-    async def end_takeover(self, code: str) -> Takeover | None: ...
-    async def takeovers(self) -> list[Takeover]: ...
-
-    async def queue_depths(self) -> QueueDepths: ...
-    async def prune(self) -> int:
-        """Forget dedup keys past their retention and finished replies; return rows removed."""
-        ...
+__all__ = [
+    "AccessStore", "CursorTable", "InboundState", "InboxItem", "InboxStore", "OutboxItem", "OutboxStore",
+    "PairingRequest", "QueueDepths", "Reminder", "ReminderStore", "ReplyState", "Store", "StoreUpkeep",
+    "Takeover", "TakeoverStore", "blob_keys", "without_files",
+]

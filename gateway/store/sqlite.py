@@ -256,14 +256,11 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
     async def release_held(self, channel: str, account: str, user: str) -> list[InboxItem]:
         def op(conn: sqlite3.Connection) -> list[InboxItem]:
             rows = conn.execute(
-                "SELECT seq, payload FROM inbound WHERE channel = ? AND account = ? AND sender = ? AND state = ? ORDER BY seq",
-                (channel, account, user, InboundState.HELD.value),
-            ).fetchall()
-            conn.execute(
-                "UPDATE inbound SET state = ?, reason = '' WHERE channel = ? AND account = ? AND sender = ? AND state = ?",
+                "UPDATE inbound SET state = ?, reason = '' WHERE channel = ? AND account = ? AND sender = ? AND state = ?"
+                " RETURNING seq, payload",
                 (InboundState.PENDING.value, channel, account, user, InboundState.HELD.value),
-            )
-            return [InboxItem(seq, InboundMessage.model_validate_json(p), InboundState.PENDING) for seq, p in rows]
+            ).fetchall()
+            return _released(rows)
 
         return await self._run(op)
 
@@ -272,16 +269,12 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
         def op(conn: sqlite3.Connection) -> list[InboxItem]:
             rows = conn.execute(
-                "SELECT i.seq, i.payload FROM inbound i JOIN approved_senders a"
-                " ON a.channel = i.channel AND a.account = i.account AND a.sender = i.sender"
-                " WHERE i.state = ? ORDER BY i.seq",
-                (InboundState.HELD.value,),
+                "UPDATE inbound SET state = ?, reason = '' WHERE state = ? AND EXISTS (SELECT 1 FROM approved_senders a"
+                " WHERE a.channel = inbound.channel AND a.account = inbound.account AND a.sender = inbound.sender)"
+                " RETURNING seq, payload",
+                (InboundState.PENDING.value, InboundState.HELD.value),
             ).fetchall()
-            conn.executemany(
-                "UPDATE inbound SET state = ?, reason = '' WHERE seq = ?",
-                [(InboundState.PENDING.value, seq) for seq, _ in rows],
-            )
-            return [InboxItem(seq, InboundMessage.model_validate_json(p), InboundState.PENDING) for seq, p in rows]
+            return _released(rows)
 
         return await self._run(op)
 
@@ -372,14 +365,15 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
     async def record_part(self, key: str, parts_sent: int, message: MessageId | None, *, delivered: bool = False) -> None:
         def op(conn: sqlite3.Connection) -> None:
-            (sent, state) = conn.execute("SELECT sent, state FROM outbox WHERE key = ?", (key,)).fetchone()
-            ids = json.loads(sent)
-            if message is not None:
-                ids.append(message)
-            conn.execute(
-                "UPDATE outbox SET parts_sent = ?, sent = ?, state = ?, updated_at = ? WHERE key = ?",
-                (parts_sent, json.dumps(ids), ReplyState.DELIVERED.value if delivered else state, time.time(), key),
-            )
+            # One statement: the id joins the list as the row is written, so parts recorded at once all stay.
+            row = conn.execute(
+                "UPDATE outbox SET parts_sent = ?,"
+                " sent = CASE WHEN ? IS NULL THEN sent ELSE json_insert(sent, '$[#]', ?) END,"
+                " state = CASE WHEN ? THEN ? ELSE state END, updated_at = ? WHERE key = ? RETURNING key",
+                (parts_sent, message, message, delivered, ReplyState.DELIVERED.value, time.time(), key),
+            ).fetchone()
+            if row is None:
+                raise KeyError(f"no reply {key!r} in the outbox")
 
         await self._run(op)
 
@@ -396,12 +390,11 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
     async def record_attempt(self, key: str, error: str) -> int:
         def op(conn: sqlite3.Connection) -> int:
-            conn.execute(
-                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, updated_at = ? WHERE key = ?",
+            row = conn.execute(
+                "UPDATE outbox SET attempts = attempts + 1, last_error = ?, updated_at = ? WHERE key = ? RETURNING attempts",
                 (error[:500], time.time(), key),
-            )
-            row = conn.execute("SELECT attempts FROM outbox WHERE key = ?", (key,)).fetchone()
-            return row[0] if row else 0
+            ).fetchone()
+            return int(row[0]) if row else 0
 
         return await self._run(op)
 
@@ -468,30 +461,17 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
         def op(conn: sqlite3.Connection) -> PairingRequest | None:
             conn.execute("DELETE FROM pairing WHERE expires_at < ?", (now,))
-            row = conn.execute(
-                "SELECT code, created_at, expires_at FROM pairing WHERE channel = ? AND account = ? AND sender = ?",
-                (channel, account, user),
-            ).fetchone()
-            if row:
-                return PairingRequest(channel, account, row[0], user, display_name, row[1], row[2])
-            (pending,) = conn.execute(
-                "SELECT COUNT(*) FROM pairing WHERE channel = ? AND account = ? AND source = ?", (channel, account, source)
-            ).fetchone()
-            if pending >= max_pending:
-                return None
-            if max_account is not None:
-                (total,) = conn.execute(
-                    "SELECT COUNT(*) FROM pairing WHERE channel = ? AND account = ?", (channel, account)
+            # One statement decides and writes: the sender has no live code, and the limits have room.
+            row = conn.execute(_PAIRING_INSERT, {
+                "code": _pairing_code(), "channel": channel, "account": account, "sender": user, "name": display_name,
+                "source": source, "now": now, "until": now + ttl_s, "max_pending": max_pending, "max_account": max_account,
+            }).fetchone()
+            if row is None:  # a live code of theirs (returned), or no room (None)
+                row = conn.execute(
+                    "SELECT code, created_at, expires_at FROM pairing WHERE channel = ? AND account = ? AND sender = ?"
+                    " AND expires_at >= ?", (channel, account, user, now),
                 ).fetchone()
-                if total >= max_account:
-                    return None
-            code = _pairing_code()
-            conn.execute(
-                "INSERT INTO pairing (code, channel, account, sender, display_name, source, created_at, expires_at)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (code, channel, account, user, display_name, source, now, now + ttl_s),
-            )
-            return PairingRequest(channel, account, code, user, display_name, now, now + ttl_s)
+            return PairingRequest(channel, account, row[0], user, display_name, row[1], row[2]) if row else None
 
         return await self._run(op)
 
@@ -513,15 +493,14 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
         code = code.strip().upper()
 
         def op(conn: sqlite3.Connection) -> PairingRequest | None:
-            row = conn.execute(
-                "SELECT channel, account, code, sender, display_name, created_at, expires_at FROM pairing"
-                " WHERE code = ? AND expires_at >= ?",
+            row = conn.execute(  # taking the code is the delete: two resolves of one code, and only one finds it
+                "DELETE FROM pairing WHERE code = ? AND expires_at >= ?"
+                " RETURNING channel, account, code, sender, display_name, created_at, expires_at",
                 (code, now),
             ).fetchone()
             if row is None:
                 return None
             request = PairingRequest(*row)
-            conn.execute("DELETE FROM pairing WHERE code = ?", (code,))
             if approve:
                 conn.execute(
                     "INSERT INTO approved_senders (channel, account, sender, approved_at) VALUES (?, ?, ?, ?)"
@@ -542,17 +521,14 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
         now = time.time()
 
         def op(conn: sqlite3.Connection) -> bool:
+            # Written only when due (new, or the last one old enough): a row back means this caller may send it.
             row = conn.execute(
-                "SELECT last_at FROM notices WHERE channel = ? AND account = ? AND sender = ?", (channel, account, user)
-            ).fetchone()
-            if row and now - row[0] < min_interval_s:
-                return False
-            conn.execute(
                 "INSERT INTO notices (channel, account, sender, last_at) VALUES (?, ?, ?, ?)"
-                " ON CONFLICT (channel, account, sender) DO UPDATE SET last_at = excluded.last_at",
-                (channel, account, user, now),
-            )
-            return True
+                " ON CONFLICT (channel, account, sender) DO UPDATE SET last_at = excluded.last_at"
+                " WHERE excluded.last_at - notices.last_at >= ? RETURNING last_at",
+                (channel, account, user, now, min_interval_s),
+            ).fetchone()
+            return row is not None
 
         return await self._run(op)
 
@@ -579,11 +555,13 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
     async def fire_due_reminders(self, now: float, key_of: Callable[[str], str]) -> list[OutboxItem]:
         def op(conn: sqlite3.Connection) -> list[OutboxItem]:
+            # Marking them fired is what claims them: a second caller's update finds none of these left.
             rows = conn.execute(
-                "SELECT id, target, text FROM reminders WHERE state = 'scheduled' AND due_at <= ? ORDER BY due_at", (now,)
+                "UPDATE reminders SET state = 'fired' WHERE state = 'scheduled' AND due_at <= ? RETURNING id, target, text, due_at",
+                (now,),
             ).fetchall()
             items = []
-            for reminder_id, target_json, text in rows:
+            for reminder_id, target_json, text, _due in sorted(rows, key=lambda r: (r[3], r[0])):
                 target = Address.model_validate_json(target_json)
                 reply = OutboundReply(idempotency_key=key_of(reminder_id), target=target, markdown=text)
                 conn.execute(
@@ -592,7 +570,6 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
                     (reply.idempotency_key, target.channel, target.account, target.conversation_key, reply.model_dump_json(),
                      ReplyState.READY.value, now, now),
                 )
-                conn.execute("UPDATE reminders SET state = 'fired' WHERE id = ?", (reminder_id,))
                 items.append(OutboxItem(reply, ReplyState.READY, None, False, 0, (), 0, None))
             return items
 
@@ -641,9 +618,8 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
 
     async def end_takeover(self, code: str) -> Takeover | None:
         def op(conn: sqlite3.Connection) -> Takeover | None:
-            row = conn.execute(f"SELECT {self._TAKEOVER_COLUMNS} FROM takeovers WHERE code = ?", (code.strip().upper(),)).fetchone()
-            conn.execute("DELETE FROM takeovers WHERE code = ?", (code.strip().upper(),))
-            return self._takeover(row)
+            return self._takeover(conn.execute(f"DELETE FROM takeovers WHERE code = ? RETURNING {self._TAKEOVER_COLUMNS}",
+                                               (code.strip().upper(),)).fetchone())
 
         return await self._run(op)
 
@@ -690,6 +666,25 @@ class SqliteStore(ConsoleRows, TranscriptRows, ActivityRows, AccountRows, ApiTok
             return removed + self._prune_console(conn, now) + self._prune_activity(conn, now) + self._prune_tokens(conn, now)
 
         return await self._run(op)
+
+
+_PAIRING_INSERT = (
+    "INSERT INTO pairing (code, channel, account, sender, display_name, source, created_at, expires_at)"
+    " SELECT :code, :channel, :account, :sender, :name, :source, :now, :until"
+    " WHERE NOT EXISTS (SELECT 1 FROM pairing WHERE channel = :channel AND account = :account AND sender = :sender"
+    "   AND expires_at >= :now)"
+    " AND (SELECT COUNT(*) FROM pairing WHERE channel = :channel AND account = :account AND source = :source"
+    "   AND expires_at >= :now) < :max_pending"
+    " AND (:max_account IS NULL OR (SELECT COUNT(*) FROM pairing WHERE channel = :channel AND account = :account"
+    "   AND expires_at >= :now) < :max_account)"
+    " RETURNING code, created_at, expires_at"
+)
+"""A new pairing code, written only if the sender has no live one and the source and account have room."""
+
+
+def _released(rows: list[tuple[int, str]]) -> list[InboxItem]:
+    """Held messages an update moved back to pending, in arrival order (RETURNING keeps none)."""
+    return [InboxItem(seq, InboundMessage.model_validate_json(p), InboundState.PENDING) for seq, p in sorted(rows)]
 
 
 def _settle(future: asyncio.Future, ok: bool, value: Any) -> None:

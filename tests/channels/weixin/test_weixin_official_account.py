@@ -230,3 +230,21 @@ async def test_a_reminder_for_after_the_learners_48_hour_window_is_refused_when_
     assert inside.accepted, inside.reason  # 47 hours after the learner wrote: WeChat still takes it
     assert not after.accepted and "48 hours" in after.reason  # 49 hours after: it would be refused (45015)
     assert await rig.gateway.fire_reminders() == 0  # nothing due now; the refused one was never stored
+
+
+async def test_an_answer_past_the_five_message_quota_sends_five_and_the_teacher_is_told(open_rig):
+    responder = ContractResponder()
+    paragraph = "x" * 1500  # two paragraphs never fit one 2,048-byte message, so the parts cannot be merged
+    responder.answer = lambda turn: "\n\n".join(f"{i} {paragraph}" for i in range(7)) if "long" in turn.messages[-1].text \
+        else "noted"
+    rig = await open_rig(mode="plaintext", passive=False, responder=responder)
+    await rig.oa.say(TEACHER, "I am here")
+    await rig.texts(TEACHER, 1)
+    await rig.oa.say("o-learner", "a long one please")
+    sent = await rig.texts("o-learner", 5)
+    [report] = (await rig.texts(TEACHER, 2))[1:]
+    await rig.quiet()
+    assert len(rig.oa.texts_to("o-learner")) == 5 == len(sent)
+    assert [text.split(" ")[0] for text in sent] == ["0", "1", "2", "3", "4"]
+    assert rig.oa.send_calls == 7  # the teacher's two, the learner's five: the gateway never met WeChat's 45047
+    assert "left out" in report or "5" in report
