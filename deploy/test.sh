@@ -16,7 +16,7 @@ venv="${PARTNERS_VENV:-.venv}"
 pyver="$("$venv/bin/python" -c 'import sys; print(f"{sys.version_info[0]}{sys.version_info[1]}")')"
 cpu_torch="$(ls /opt/wheels/torch-*+cpu-cp"$pyver"-cp"$pyver"-*linux*_x86_64.whl 2>/dev/null | sort -V | tail -n 1 || true)"
 "$venv/bin/python" -m pip install --quiet --disable-pip-version-check ${cpu_torch:+"$cpu_torch"} \
-  -e '.[test,lightrag,local-embeddings,telegram,discord,email,matrix,slack,wecom,dingtalk,feishu,mochat,postgresql]'
+  -e '.[test,lightrag,local-embeddings,telegram,discord,email,matrix,slack,wecom,dingtalk,feishu,mochat,postgresql,deploy]'
 
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
@@ -29,4 +29,9 @@ fi
 export SYNAPSE_VENV="$(bash deploy/peers/synapse.sh)"  # the Matrix tests' homeserver, in its own venv
 bash deploy/peers/dovecot.sh  # the email tests' IMAP/LMTP server (apt) and its vmail user
 bash deploy/peers/postgresql.sh  # the PostgreSQL store tests' server (apt), loopback trust
+# The container test (tests/deploy): podman with runc, and debootstrap for the local base image (no registry here).
+if ! command -v podman >/dev/null || ! command -v runc >/dev/null || [ ! -x /usr/sbin/debootstrap ]; then
+  as_root apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive as_root apt-get install -y -qq podman runc debootstrap >/dev/null
+fi
 exec "$venv/bin/python" -m pytest "$@"
