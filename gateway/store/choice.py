@@ -20,7 +20,8 @@ def configured_store(config: Config) -> Store:
         from gateway.store.postgres.engine import PostgresStore
     except ImportError:
         from gateway.core.errors import ConfigError
+        from gateway.extras import install_command
 
         raise ConfigError("store: names a PostgreSQL database but psycopg is not installed",
-                          fix="install the gateway with its postgresql extra (pip install 'partners-gateway[postgresql]')") from None
+                          fix=install_command("postgresql")) from None
     return PostgresStore(config.store)

@@ -29,11 +29,11 @@ def address(chat: str = "c1", channel: str = "relay", account: str = "a") -> Add
 
 
 def message(event: str, chat: str = "c1", user: str = "u1", channel: str = "relay",
-            elements: tuple[Element, ...] | None = None) -> InboundMessage:
+            elements: tuple[Element, ...] | None = None, *, from_self: bool = False) -> InboundMessage:
     return InboundMessage(
         event_id=EventId(event), address=address(chat, channel), sender=Sender(user=UserId(user)),
         elements=elements if elements is not None else (Text(text=f"hello {event}"),),
-        received_at=datetime.now(UTC),
+        received_at=datetime.now(UTC), from_self=from_self,
     )
 
 

@@ -10,25 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import time
-from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from gateway.core.messages import (
-    AccountId,
-    Address,
-    ChannelName,
-    ChatId,
-    Conversation,
-    ConversationKind,
-    EventId,
-    InboundMessage,
-    OutboundReply,
-    Sender,
-    Text,
-    UserId,
-)
 from gateway.store import InboundState, ReplyState
 from gateway.store.accounts import StoredAccount
 from gateway.store.activity import ActivityRow
@@ -36,6 +21,7 @@ from gateway.store.console import ConsoleUser, Role
 from gateway.store.tokens import MAX_TOKENS_PER_USER, ApiToken
 from gateway.store.transcripts import Heard, Said
 from tests.store.engines import ENGINES, open_store
+from tests.store.rows import message, reply
 
 MANY = 24
 
@@ -54,22 +40,6 @@ def user(name: str = "ada", role: Role = Role.ADMINISTRATOR, disabled: bool = Fa
 
 def token(token_id: str, username: str = "ada", expires_at: float | None = None, at: float | None = None) -> ApiToken:
     return ApiToken(token_id, username, f"script {token_id}", at if at is not None else time.time(), None, expires_at)
-
-
-def message(event: str, chat: str = "c1", *, from_self: bool = False) -> InboundMessage:
-    return InboundMessage(
-        event_id=EventId(event),
-        address=Address(channel=ChannelName("relay"), account=AccountId("a"),
-                        conversation=Conversation(chat=ChatId(chat), kind=ConversationKind.DIRECT)),
-        sender=Sender(user=UserId("u1")), elements=(Text(text=f"hello {event}"),), received_at=datetime.now(UTC),
-        from_self=from_self,
-    )
-
-
-def reply(key: str, chat: str = "c1") -> OutboundReply:
-    target = Address(channel=ChannelName("relay"), account=AccountId("a"),
-                     conversation=Conversation(chat=ChatId(chat), kind=ConversationKind.DIRECT))
-    return OutboundReply(idempotency_key=key, target=target, markdown=f"answer {key}")
 
 
 # ------------------------------------------------------------------ console users and sessions
@@ -337,7 +307,7 @@ async def test_conversations_newest_first_with_what_waits_there(parts):
     await asyncio.sleep(0.01)
     await parts.accept([message("3", "c2")], retention_s=600)
     await parts.mark_inbound([("relay", "a", "1")], InboundState.HELD)
-    await parts.put_reply(reply("r1", "c1"), ReplyState.DELIVERED)
+    await parts.put_reply(reply("r1", "c1", markdown="answer r1"), ReplyState.DELIVERED)
     found = await parts.conversations(10)
     assert [c.key for c in found] == [message("3", "c2").address.conversation_key,
                                       message("1", "c1").address.conversation_key]
@@ -355,7 +325,7 @@ async def test_a_conversation_of_only_echoes_is_not_listed_and_echoes_are_shown_
     assert await parts.conversations(10) == []
     await parts.accept([message("1", "c1")], retention_s=600)
     await asyncio.sleep(0.01)
-    await parts.put_reply(reply("r1", "c1"), ReplyState.DELIVERED)
+    await parts.put_reply(reply("r1", "c1", markdown="answer r1"), ReplyState.DELIVERED)
     await asyncio.sleep(0.01)
     await parts.accept([message("e2", "c1", from_self=True)], retention_s=600)
     key = message("1", "c1").address.conversation_key
