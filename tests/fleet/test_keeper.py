@@ -61,6 +61,14 @@ class Node:
         await asyncio.gather(self.task, return_exceptions=True)
 
 
+async def shut_down(nodes, pools) -> None:
+    for node in nodes:
+        if node.task is not None:
+            await node.kill()
+    for pool in pools:
+        await pool.close()
+
+
 async def until(predicate, what: str) -> None:
     deadline = time.monotonic() + BOUND_S
     while not predicate():
@@ -109,10 +117,7 @@ async def test_each_resource_runs_on_one_node_and_a_dead_nodes_moves_within_the_
         for resource in resources:
             never_two_at_once(journal + died, resource)
     finally:
-        for node in nodes:
-            await node.kill()
-        for pool in pools:
-            await pool.close()
+        await shut_down(nodes, pools)
 
 
 async def test_a_node_that_cannot_renew_stops_its_work_before_another_starts_it(dsn):
@@ -133,10 +138,7 @@ async def test_a_node_that_cannot_renew_stops_its_work_before_another_starts_it(
         assert stopped < started, "the old holder must stop before the new one starts"
         never_two_at_once(journal, "account:telegram:bot")
     finally:
-        await a.kill()
-        await b.kill()
-        await pool_a.close()
-        await pool_b.close()
+        await shut_down((a, b), (pool_a, pool_b))
 
 
 async def test_a_clean_stop_hands_on_at_once_and_an_unwanted_resource_is_let_go(dsn):
@@ -162,10 +164,7 @@ async def test_a_clean_stop_hands_on_at_once_and_an_unwanted_resource_is_let_go(
         never_two_at_once(journal, "x")
         never_two_at_once(journal, "y")
     finally:
-        await a.kill()
-        await b.kill()
-        await pool_a.close()
-        await pool_b.close()
+        await shut_down((a, b), (pool_a, pool_b))
 
 
 def test_lease_timings_that_cannot_fence_are_refused():
