@@ -394,6 +394,32 @@ class PipelineConfig(_Model):
     after an outage), short enough that learners' files do not pile up on the gateway's disk."""
 
 
+class FleetConfig(_Model):
+    """How a node of a fleet holds its leases (ADR 0051); read only when ``store:`` is PostgreSQL.
+
+    The defaults take a dead node's accounts within ~12 s: the lease runs out after ``lease_s`` and a
+    free one is looked for every ``look_every_s``.  A node that could not renew for ``lease_s -
+    fence_margin_s`` stops the account's work itself, before the lease can pass to another node."""
+
+    node: str = ""
+    """This node's name in the lease rows and ``/status``; empty: ``<hostname>-<pid>``, new at every start."""
+    lease_s: float = Field(default=10.0, gt=0)
+    renew_every_s: float = Field(default=3.0, gt=0)
+    look_every_s: float = Field(default=2.0, gt=0)
+    fence_margin_s: float = Field(default=2.0, gt=0)
+    poll_s: float = Field(default=1.0, gt=0)
+    """How often a node looks for pending work of the accounts it holds besides being woken by
+    ``NOTIFY`` (a notification sent while no one listened is lost; the poll is what cannot be)."""
+
+    @model_validator(mode="after")
+    def _check_timings(self) -> FleetConfig:
+        if self.fence_margin_s >= self.lease_s:
+            raise ValueError("fence_margin_s must be less than lease_s")
+        if self.renew_every_s >= self.lease_s - self.fence_margin_s:
+            raise ValueError("renew_every_s must be well inside the lease: less than lease_s - fence_margin_s")
+        return self
+
+
 STORE_SCHEMES = ("postgresql://", "postgres://")
 
 
@@ -431,6 +457,8 @@ class Config(_Model):
     channels: dict[str, dict[str, dict[str, Any]]] = Field(default_factory=dict)
     """channel name -> account id -> that account's settings (validated by the channel's model)."""
     source: Path | None = Field(default=None, exclude=True)
+    fleet: FleetConfig = FleetConfig()
+    """The fleet's lease timings and this node's name; only a PostgreSQL ``store:`` runs as a fleet."""
     store: str | None = None
     """Where the gateway's state lives: unset, ``gateway.db`` (SQLite) in ``data_dir``; ``postgresql://user@host/db``,
     a PostgreSQL database a fleet of nodes shares (issue 16).  Its password comes from the environment
