@@ -394,15 +394,29 @@ class PipelineConfig(_Model):
     after an outage), short enough that learners' files do not pile up on the gateway's disk."""
 
 
+def lease_timings_problem(lease_s: float, renew_every_s: float, fence_margin_s: float) -> str | None:
+    """Why these lease timings could let two nodes run one account at once, or None when they cannot.
+
+    One rule for the ``fleet:`` section and for :class:`gateway.fleet.keeper.LeaseKeeper`, which refuses
+    the same timings when built by other code: a node must stop trusting its lease before it expires
+    (the fence margin inside the lease), and renew it before it stops trusting it."""
+    if not 0 < fence_margin_s < lease_s:
+        return "fence_margin_s must be more than 0 and less than lease_s"
+    if renew_every_s >= lease_s - fence_margin_s:
+        return "renew_every_s must be well inside the lease: less than lease_s - fence_margin_s"
+    return None
+
+
 class FleetConfig(_Model):
-    """How a node of a fleet holds its leases (ADR 0051); read only when ``store:`` is PostgreSQL.
+    """How a node of a fleet holds its leases (ADR 0051), for when ``partners serve`` takes them
+    (not yet: issue 16; until then one node per database, docs/deploy.md).
 
     The defaults take a dead node's accounts within ~12 s: the lease runs out after ``lease_s`` and a
     free one is looked for every ``look_every_s``.  A node that could not renew for ``lease_s -
     fence_margin_s`` stops the account's work itself, before the lease can pass to another node."""
 
     node: str = ""
-    """This node's name in the lease rows and ``/status``; empty: ``<hostname>-<pid>``, new at every start."""
+    """This node's name in the lease rows and ``/status``; empty lets the node name itself."""
     lease_s: float = Field(default=10.0, gt=0)
     renew_every_s: float = Field(default=3.0, gt=0)
     look_every_s: float = Field(default=2.0, gt=0)
@@ -413,10 +427,9 @@ class FleetConfig(_Model):
 
     @model_validator(mode="after")
     def _check_timings(self) -> FleetConfig:
-        if self.fence_margin_s >= self.lease_s:
-            raise ValueError("fence_margin_s must be less than lease_s")
-        if self.renew_every_s >= self.lease_s - self.fence_margin_s:
-            raise ValueError("renew_every_s must be well inside the lease: less than lease_s - fence_margin_s")
+        problem = lease_timings_problem(self.lease_s, self.renew_every_s, self.fence_margin_s)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
 

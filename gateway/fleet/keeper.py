@@ -17,6 +17,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Iterable
 
+from gateway.core.config import lease_timings_problem
 from gateway.fleet.leases import Grant, Leases
 
 log = logging.getLogger(__name__)
@@ -29,8 +30,9 @@ class LeaseKeeper:
     def __init__(self, leases: Leases, *, lease_s: float, renew_every_s: float, look_every_s: float,
                  fence_margin_s: float, on_gained: OnGained, on_lost: OnLost,
                  clock: Callable[[], float] = time.monotonic) -> None:
-        if not 0 < fence_margin_s < lease_s or renew_every_s >= lease_s - fence_margin_s:
-            raise ValueError("lease timings: need 0 < fence margin < lease, and renewals well inside the lease")
+        problem = lease_timings_problem(lease_s, renew_every_s, fence_margin_s)
+        if problem is not None:
+            raise ValueError(f"lease timings: {problem}")
         self.leases = leases
         self.lease_s, self.renew_every_s, self.look_every_s = lease_s, renew_every_s, look_every_s
         self.fence_margin_s = fence_margin_s
